@@ -1,0 +1,107 @@
+"""Input checks shared by the kernels: done inside the compiled call, reported as a status code.
+
+Numba does no bounds checking, so an array of the wrong size would read garbage or crash; and a NaN state
+or a rotation that is not orthonormal would silently give wrong dynamics. Each kernel therefore checks its
+inputs first (a few tens of nanoseconds) and returns a status; the Python wrapper turns a non-zero status
+into a ``ValueError`` that says what is wrong.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from lietraj.dynamics.state import State, Trajectory
+
+OK, BAD_S, BAD_V, BAD_A, BAD_FEXT, NOT_FINITE, BAD_ROTATION, BAD_H, BAD_TAU, BAD_N = range(10)
+
+_MESSAGES = {
+    BAD_S: "joint positions s must have shape ({n},)",
+    BAD_V: "velocity v must have shape ({nv},)",
+    BAD_A: "acceleration must have shape ({nv},)",
+    BAD_FEXT: "external wrenches must have shape ({nb}, 6): one local-frame wrench [f; tau] per body",
+    NOT_FINITE: "the state or an input contains NaN or inf",
+    BAD_ROTATION: "the base rotation H[:3, :3] is not a rotation matrix (R^T R != I or det R != 1, tolerance 1e-6)",
+    BAD_H: "the base pose H must be a 4x4 homogeneous matrix with last row [0, 0, 0, 1]",
+    BAD_TAU: "joint torques must have shape ({nv},)",
+    BAD_N: "trajectory arrays must all have the same number of knots",
+}
+
+IDENTITY4 = np.eye(4)
+IDENTITY4_STACK = np.eye(4)[None]
+
+
+@njit(cache=True, inline="always")
+def finite(x):
+    for k in range(x.size):
+        if not math.isfinite(x.flat[k]):
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def check_state(floating, n, nv, H, s, v):
+    """Status of a state (H, s, v): shapes, finiteness and, for a floating base, a proper rigid transform."""
+    if s.shape[0] != n:
+        return BAD_S
+    if v.shape[0] != nv:
+        return BAD_V
+    if not (finite(s) and finite(v)):
+        return NOT_FINITE
+    if floating:
+        if H.shape[0] != 4 or H.shape[1] != 4:
+            return BAD_H
+        if not finite(H):
+            return NOT_FINITE
+        if H[3, 0] != 0.0 or H[3, 1] != 0.0 or H[3, 2] != 0.0 or H[3, 3] != 1.0:
+            return BAD_H
+        for r in range(3):
+            for c in range(3):
+                e = H[0, r] * H[0, c] + H[1, r] * H[1, c] + H[2, r] * H[2, c] - (1.0 if r == c else 0.0)
+                if abs(e) > 1e-6:
+                    return BAD_ROTATION
+        det = (H[0, 0] * (H[1, 1] * H[2, 2] - H[1, 2] * H[2, 1]) - H[0, 1] * (H[1, 0] * H[2, 2] - H[1, 2] * H[2, 0])
+               + H[0, 2] * (H[1, 0] * H[2, 1] - H[1, 1] * H[2, 0]))
+        if det < 0.0:
+            return BAD_ROTATION
+    return OK
+
+
+@njit(cache=True, inline="always")
+def check_vector(x, size, code):
+    if x.shape[0] != size:
+        return code
+    if not finite(x):
+        return NOT_FINITE
+    return OK
+
+
+def raise_for_status(status: int, model, what: str, knot: int | None = None) -> None:
+    """Raise the ValueError that a kernel status stands for."""
+    if status == OK:
+        return
+    msg = _MESSAGES.get(status, "invalid input (status {status})").format(
+        n=model.n, nv=model.nv, nb=model.nb, status=status)
+    where = f" at knot {knot}" if knot is not None else ""
+    raise ValueError(f"{what}({model.name}){where}: {msg}")
+
+
+def as_vector(x) -> np.ndarray:
+    """A float64 array view of x, converting only when needed (kept cheap: it is on every call's path)."""
+    if type(x) is np.ndarray and x.dtype == np.float64:
+        return x
+    return np.asarray(x, dtype=np.float64)
+
+
+def base_pose(x: State) -> np.ndarray:
+    return IDENTITY4 if x.H is None else x.H
+
+
+def base_poses(X: Trajectory) -> np.ndarray:
+    """Per-knot base poses; for a fixed base a single identity that batched kernels read at index 0."""
+    return IDENTITY4_STACK if X.H is None else X.H
+
+
+def check_type(x, what: str) -> None:
+    if not isinstance(x, (State, Trajectory)):
+        raise TypeError(f"{what}: expected a State or a Trajectory, got {type(x).__name__}")
