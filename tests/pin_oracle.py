@@ -36,8 +36,42 @@ def _first_joints(m1: pin.Model, n_joints: int) -> pin.Model:
     for j, M, name, parent, Y in zip(m1.joints, m1.jointPlacements, m1.names, m1.parents, m1.inertias):
         if 0 < j.id < n_joints:
             jid = m2.addJoint(parent, getattr(pin, j.shortname())(), M, name)
+            j2 = m2.joints[jid]
+            for limits in ("lowerPositionLimit", "upperPositionLimit"):
+                values = getattr(m2, limits)
+                values[j2.idx_q:j2.idx_q + j.nq] = getattr(m1, limits)[j.idx_q:j.idx_q + j.nq]
+                setattr(m2, limits, values)
+            for limits in ("velocityLimit", "effortLimit"):
+                values = getattr(m2, limits)
+                values[j2.idx_v:j2.idx_v + j.nv] = getattr(m1, limits)[j.idx_v:j.idx_v + j.nv]
+                setattr(m2, limits, values)
             m2.appendBodyToJoint(jid, Y, pin.SE3.Identity())
     for f in m1.frames:
         if f.parentJoint < n_joints and f.name != "universe":
             m2.addFrame(f, False)
     return m2
+
+
+def pin_model_from(model) -> pin.Model:
+    """A Pinocchio model of a lietraj model (for builder-made trees): same bodies, joints and inertias."""
+    from lietraj.dynamics.model import JOINT_FREE, JOINT_PRISMATIC
+
+    pm = pin.Model()
+    pm.gravity = pin.Motion(np.concatenate([model.gravity, np.zeros(3)]))
+    ids = []
+    for i in range(model.nb):
+        parent = 0 if model.parent[i] < 0 else ids[model.parent[i]]
+        T = model.joint_placement[i]
+        M = pin.SE3(T[:3, :3].copy(), T[:3, 3].copy())
+        jt = model.joint_type[i]
+        if jt == JOINT_FREE:
+            joint = pin.JointModelFreeFlyer()
+        elif jt == JOINT_PRISMATIC:
+            joint = pin.JointModelPrismaticUnaligned(model.axis[i].copy())
+        else:
+            joint = pin.JointModelRevoluteUnaligned(model.axis[i].copy())
+        jid = pm.addJoint(parent, joint, M, model.joint_names[i])
+        pm.appendBodyToJoint(jid, pin.Inertia(model.mass[i], model.com[i].copy(), model.inertia[i].copy()), pin.SE3.Identity())
+        ids.append(jid)
+    pm.armature = model.armature.copy()
+    return pm

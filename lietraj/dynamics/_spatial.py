@@ -169,3 +169,104 @@ def inertia_times(mf, i, v, w):
     xy, xz, yz = mf[i, MF_IO + 3], mf[i, MF_IO + 4], mf[i, MF_IO + 5]
     Iw = (xx * w[0] + xy * w[1] + xz * w[2], xy * w[0] + yy * w[1] + yz * w[2], xz * w[0] + yz * w[1] + zz * w[2])
     return sub(scale(v, m), cross(h, w)), add(Iw, cross(h, v))
+
+
+# Symmetric 6x6 inertias (rigid, composite or articulated) as three 3x3 blocks [[A, B], [B^T, C]]:
+# force = A v + B w, moment = B^T v + C w for a motion (v, w).
+
+
+@inline
+def transpose(A):
+    return (A[0], A[3], A[6], A[1], A[4], A[7], A[2], A[5], A[8])
+
+
+@inline
+def madd(A, B):
+    return (A[0] + B[0], A[1] + B[1], A[2] + B[2], A[3] + B[3], A[4] + B[4], A[5] + B[5], A[6] + B[6], A[7] + B[7], A[8] + B[8])
+
+
+@inline
+def msub(A, B):
+    return (A[0] - B[0], A[1] - B[1], A[2] - B[2], A[3] - B[3], A[4] - B[4], A[5] - B[5], A[6] - B[6], A[7] - B[7], A[8] - B[8])
+
+
+@inline
+def outer(a, b, k):
+    """k a b^T."""
+    return (k * a[0] * b[0], k * a[0] * b[1], k * a[0] * b[2], k * a[1] * b[0], k * a[1] * b[1], k * a[1] * b[2],
+            k * a[2] * b[0], k * a[2] * b[1], k * a[2] * b[2])
+
+
+@inline
+def skew(p):
+    return (0.0, -p[2], p[1], p[2], 0.0, -p[0], -p[1], p[0], 0.0)
+
+
+@inline
+def inv3(A):
+    """Inverse of a 3x3 matrix by its adjugate (used on symmetric positive-definite blocks)."""
+    c0 = A[4] * A[8] - A[5] * A[7]
+    c1 = A[5] * A[6] - A[3] * A[8]
+    c2 = A[3] * A[7] - A[4] * A[6]
+    d = 1.0 / (A[0] * c0 + A[1] * c1 + A[2] * c2)
+    return (c0 * d, (A[2] * A[7] - A[1] * A[8]) * d, (A[1] * A[5] - A[2] * A[4]) * d,
+            c1 * d, (A[0] * A[8] - A[2] * A[6]) * d, (A[2] * A[3] - A[0] * A[5]) * d,
+            c2 * d, (A[1] * A[6] - A[0] * A[7]) * d, (A[0] * A[4] - A[1] * A[3]) * d)
+
+
+@inline
+def body_inertia_blocks(mf, i):
+    """Blocks of body i's spatial inertia about its origin: A = m I, B = -[h]x, C = I_o."""
+    m = mf[i, MF_MASS]
+    h = load3(mf, i, MF_H)
+    xx, yy, zz = mf[i, MF_IO], mf[i, MF_IO + 1], mf[i, MF_IO + 2]
+    xy, xz, yz = mf[i, MF_IO + 3], mf[i, MF_IO + 4], mf[i, MF_IO + 5]
+    return ((m, 0.0, 0.0, 0.0, m, 0.0, 0.0, 0.0, m), skew(scale(h, -1.0)), (xx, xy, xz, xy, yy, yz, xz, yz, zz))
+
+
+@inline
+def inertia_blocks_times(A, B, C, v, w):
+    """[[A, B], [B^T, C]] (v, w)."""
+    return add(mv(A, v), mv(B, w)), add(mtv(B, v), mv(C, w))
+
+
+@inline
+def inertia_to_parent(R, p, A, B, C):
+    """Blocks of X^* I X: an inertia given in a child frame, expressed in the parent frame (notes rule 5)."""
+    Ar, Br, Cr = mm(mm(R, A), transpose(R)), mm(mm(R, B), transpose(R)), mm(mm(R, C), transpose(R))
+    P = skew(p)
+    PB = mm(P, Br)
+    return Ar, msub(Br, mm(Ar, P)), madd(msub(Cr, mm(mm(P, Ar), P)), madd(PB, transpose(PB)))
+
+
+@inline
+def load_inertia_blocks(W, i, o):
+    """Blocks A (sym, 6 values), B (9) and C (sym, 6) stored at W[i, o:o+21]."""
+    A = (W[i, o], W[i, o + 3], W[i, o + 4], W[i, o + 3], W[i, o + 1], W[i, o + 5], W[i, o + 4], W[i, o + 5], W[i, o + 2])
+    B = load9(W, i, o + 6)
+    C = (W[i, o + 15], W[i, o + 18], W[i, o + 19], W[i, o + 18], W[i, o + 16], W[i, o + 20], W[i, o + 19], W[i, o + 20],
+         W[i, o + 17])
+    return A, B, C
+
+
+@inline
+def store_inertia_blocks(W, i, o, A, B, C):
+    W[i, o], W[i, o + 1], W[i, o + 2], W[i, o + 3], W[i, o + 4], W[i, o + 5] = A[0], A[4], A[8], A[1], A[2], A[5]
+    store9(W, i, o + 6, B)
+    W[i, o + 15], W[i, o + 16], W[i, o + 17] = C[0], C[4], C[8]
+    W[i, o + 18], W[i, o + 19], W[i, o + 20] = C[1], C[2], C[5]
+
+
+@inline
+def add_inertia_blocks(W, i, o, A, B, C):
+    A0, B0, C0 = load_inertia_blocks(W, i, o)
+    store_inertia_blocks(W, i, o, madd(A0, A), madd(B0, B), madd(C0, C))
+
+
+@inline
+def solve_inertia(A, B, C, f, n):
+    """[[A, B], [B^T, C]]^{-1} (f, n) by the Schur complement of A (symmetric positive definite)."""
+    Ai = inv3(A)
+    Si = inv3(msub(C, mm(mm(transpose(B), Ai), B)))
+    w = mv(Si, sub(n, mtv(B, mv(Ai, f))))
+    return mv(Ai, sub(f, mv(B, w))), w
