@@ -1,9 +1,25 @@
 """Rigid-body dynamics on Lie-group states: models from URDF, recursive algorithms, their derivatives.
 
 Conventions (DESIGN.md): spatial vectors linear first; floating-base state ``x = (H, s, nu, sdot)`` in
-SE(3) x R^n x R^6 x R^n with ``nu`` the body twist; generalized velocity ``v = [nu; sdot]``.
+SE(3) x R^n x R^6 x R^n with ``nu`` the body twist; generalized velocity ``v = [nu; sdot]``. Every
+algorithm takes a ``State``, or a ``Trajectory`` to evaluate all its knots in one compiled call.
 """
 
+from lietraj.dynamics import se3, so3
+from lietraj.dynamics.aba import aba, forward_dynamics
+from lietraj.dynamics.center_of_mass import center_of_mass, center_of_mass_jacobian, center_of_mass_velocity
+from lietraj.dynamics.crba import mass_matrix
+from lietraj.dynamics.extended_inverse_dynamics import ExtendedIDResult, extended_inverse_dynamics
+from lietraj.dynamics.hybrid_dynamics import HybridResult, hybrid_dynamics
+from lietraj.dynamics.inverse_mass_matrix import inverse_mass_matrix
+from lietraj.dynamics.kinematics import (
+    body_placements,
+    frame_acceleration,
+    frame_jacobian,
+    frame_placement,
+    frame_placements,
+    frame_velocity,
+)
 from lietraj.dynamics.model import Frame, Posture, RobotModel, Visual
 from lietraj.dynamics.rnea import generalized_gravity, nonlinear_effects, rnea
 from lietraj.dynamics.robots import available_robots, load_robot
@@ -11,6 +27,10 @@ from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.dynamics.urdf import URDFError, load_urdf, read_srdf
 
 __all__ = [
-    "Frame", "Posture", "RobotModel", "State", "StateSpace", "Trajectory", "URDFError", "Visual",
-    "available_robots", "generalized_gravity", "load_robot", "load_urdf", "nonlinear_effects", "read_srdf", "rnea",
+    "ExtendedIDResult", "Frame", "HybridResult", "Posture", "RobotModel", "State", "StateSpace", "Trajectory",
+    "URDFError", "Visual", "aba", "available_robots", "body_placements", "center_of_mass",
+    "center_of_mass_jacobian", "center_of_mass_velocity", "extended_inverse_dynamics", "forward_dynamics",
+    "frame_acceleration", "frame_jacobian", "frame_placement", "frame_placements", "frame_velocity",
+    "generalized_gravity", "hybrid_dynamics", "inverse_mass_matrix", "load_robot", "load_urdf", "mass_matrix",
+    "nonlinear_effects", "read_srdf", "rnea", "se3", "so3",
 ]

@@ -1,12 +1,12 @@
 """Build robot models in code: a builder for arbitrary trees, plus chains and random trees for tests.
 
-Bodies are added parent first, so the numbering is topological; ``random_tree`` numbers depth first, as a
-URDF-loaded model is (Pinocchio's mass-matrix and derivative routines require it of hand-built trees).
+Bodies are added parent first and numbered depth first on ``build()``, as a URDF-loaded model is (the
+recursive M^-1 needs contiguous subtrees, and so do Pinocchio's mass-matrix and derivative routines).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -114,7 +114,9 @@ class ModelBuilder:
         self._frames.append(Frame(name, self._index(body), T[:3, :3].copy(), T[:3, 3].copy(), "fixed_joint"))
 
     def build(self) -> RobotModel:
-        bodies = self._bodies
+        """The model, with bodies renumbered depth first (children in the order they were added), the order a
+        URDF-loaded model has and the recursive M^-1 requires."""
+        bodies, frames_extra = self._depth_first()
         joints = [b for b in bodies if b.jtype != JOINT_FREE]
         frames = []
         for k, b in enumerate(bodies):
@@ -136,8 +138,23 @@ class ModelBuilder:
             velocity_limit=np.array([b.limits[2] for b in joints], dtype=float),
             effort_limit=np.array([b.limits[3] for b in joints], dtype=float),
             continuous=np.zeros(len(joints), dtype=bool),
-            frames=tuple(frames + self._frames), gravity=np.asarray(self.gravity, dtype=float),
+            frames=tuple(frames + frames_extra), gravity=np.asarray(self.gravity, dtype=float),
         )
+
+    def _depth_first(self) -> tuple[list[_Spec], list[Frame]]:
+        children: dict[int, list[int]] = {k: [] for k in range(-1, len(self._bodies))}
+        for k, b in enumerate(self._bodies):
+            children[b.parent].append(k)
+        order, stack = [], children[-1][::-1]
+        while stack:
+            k = stack.pop()
+            order.append(k)
+            stack.extend(children[k][::-1])
+        new = {old: i for i, old in enumerate(order)}
+        new[-1] = -1
+        bodies = [replace(self._bodies[old], parent=new[self._bodies[old].parent]) for old in order]
+        frames = [replace(f, body=new[f.body]) for f in self._frames]
+        return bodies, frames
 
 
 def _random_inertia(rng: np.random.Generator) -> tuple[float, np.ndarray, np.ndarray]:
@@ -170,22 +187,13 @@ def chain(n: int, joint_types: str = "R", *, floating_base: bool = False, link_l
 
 def random_tree(n: int, rng: np.random.Generator | int | None = None, *, floating_base: bool = False,
                 prismatic_fraction: float = 0.3, name: str = "random_tree") -> RobotModel:
-    """A random tree of ``n`` 1-DoF joints (revolute and prismatic, random axes, placements and inertias),
-    numbered depth first; with ``floating_base`` several branches start at the base."""
+    """A random tree of ``n`` 1-DoF joints (revolute and prismatic, random axes, placements and inertias);
+    with ``floating_base`` several branches start at the base."""
     rng = np.random.default_rng(rng)
     parents = [-1 if k == 0 or (floating_base and rng.random() < 0.3) else int(rng.integers(0, k)) for k in range(n)]
-    children: dict[int, list[int]] = {k: [] for k in range(-1, n)}
-    for k, p in enumerate(parents):
-        children[p].append(k)
-    order: list[int] = []
-    stack = children[-1][::-1]
-    while stack:
-        k = stack.pop()
-        order.append(k)
-        stack.extend(children[k][::-1])
     mass, com, I = _random_inertia(rng)
     b = ModelBuilder(name, floating_base=floating_base, base_mass=mass, base_com=tuple(com), base_inertia=I)
-    for k in order:
+    for k in range(n):
         mass, com, I = _random_inertia(rng)
         p = parents[k]
         parent_name = f"body{p}" if p >= 0 else ("base" if floating_base else None)

@@ -115,6 +115,9 @@ class RobotModel:
     reference_postures: Mapping[str, Posture] = field(default_factory=dict)
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     source: str | None = None
+    nb: int = field(init=False)
+    n: int = field(init=False)
+    nv: int = field(init=False)
     mi: np.ndarray = field(init=False, repr=False)
     mf: np.ndarray = field(init=False, repr=False)
     _scratch: dict = field(init=False, repr=False, default_factory=dict)
@@ -173,23 +176,12 @@ class RobotModel:
             mf[i, MF_MASS] = m
             mf[i, MF_H:MF_H + 3] = m * c
             mf[i, MF_IO:MF_IO + 6] = [Io[0, 0], Io[1, 1], Io[2, 2], Io[0, 1], Io[0, 2], Io[1, 2]]
+        # Plain attributes, not properties: every kernel wrapper reads them on its hot path.
+        object.__setattr__(self, "nb", nb)
+        object.__setattr__(self, "n", n)
+        object.__setattr__(self, "nv", nv)
         object.__setattr__(self, "mi", mi)
         object.__setattr__(self, "mf", mf)
-
-    @property
-    def nb(self) -> int:
-        """Number of bodies (the floating base included)."""
-        return len(self.body_names)
-
-    @property
-    def n(self) -> int:
-        """Number of 1-DoF joints (the size of ``s``)."""
-        return self.nb - (1 if self.floating_base else 0)
-
-    @property
-    def nv(self) -> int:
-        """Size of the generalized velocity ``v = [nu; sdot]``."""
-        return self.n + (6 if self.floating_base else 0)
 
     @property
     def state_space(self) -> StateSpace:
