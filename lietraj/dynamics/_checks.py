@@ -76,6 +76,16 @@ def check_vector(x, size, code):
     return OK
 
 
+@njit(cache=True, inline="always")
+def check_fext(nb, fext):
+    """Status of optional per-body wrenches: an empty array means none."""
+    if fext.shape[0] == 0:
+        return OK
+    if fext.shape[0] != nb or fext.shape[1] != 6:
+        return BAD_FEXT
+    return OK if finite(fext) else NOT_FINITE
+
+
 def raise_for_status(status: int, model, what: str, knot: int | None = None) -> None:
     """Raise the ValueError that a kernel status stands for."""
     if status == OK:

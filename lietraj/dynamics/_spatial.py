@@ -127,6 +127,12 @@ def joint_placement(mf, jtype, i, q):
 
 
 @inline
+def base_placement(H):
+    """(R, p) of a 4x4 homogeneous pose."""
+    return (H[0, 0], H[0, 1], H[0, 2], H[1, 0], H[1, 1], H[1, 2], H[2, 0], H[2, 1], H[2, 2]), (H[0, 3], H[1, 3], H[2, 3])
+
+
+@inline
 def motion_subspace(mf, jtype, i):
     """S of a 1-DoF joint in the body frame, as (linear, angular)."""
     a = load3(mf, i, MF_AXIS)

@@ -18,21 +18,20 @@ import numpy as np
 from numba import njit
 
 from lietraj.dynamics._checks import (
-    BAD_FEXT,
     BAD_N,
     BAD_TAU,
-    NOT_FINITE,
     OK,
     as_vector,
     base_pose,
     base_poses,
     check_state,
+    check_fext,
     check_type,
     check_vector,
-    finite,
     raise_for_status,
 )
 from lietraj.dynamics._spatial import (
+    base_placement,
     act_force,
     act_inv_motion,
     add,
@@ -64,21 +63,21 @@ from lietraj.dynamics.state import State, Trajectory
 
 SINGULAR = 100
 
-# Work-array columns: R (9), p (3), v (6), c (6), I^A (21), p^A (6), U (6), 1/D, u, a (6).
-_R, _P, _V, _C, _IA, _PA, _U, _DINV, _UU, _A, _COLS = 0, 9, 12, 18, 24, 45, 51, 57, 58, 59, 65
+# Work-array columns (shared with hybrid_dynamics): R (9), p (3), v (6), c (6), I^A (21), p^A (6), U (6), 1/D, u, a (6).
+WORK_LAYOUT = (0, 9, 12, 18, 24, 45, 51, 57, 58, 59, 65)
+_R, _P, _V, _C, _IA, _PA, _U, _DINV, _UU, _A, _COLS = WORK_LAYOUT
 _ZERO3 = (0.0, 0.0, 0.0)
 
 
 @njit(cache=True)
-def aba_core(mi, mf, g, H, s, v, tau, fext, W, ddq):
-    """ABA for one state; writes ddq and returns OK, or SINGULAR if an articulated inertia is not positive."""
+def articulated_forward_pass(mi, mf, H, s, v, fext, W):
+    """First ABA pass: placements, velocities v_i, bias accelerations c_i, I^A_i = I_i and p^A_i into W."""
     nb = mi.shape[0]
     has_fext = fext.shape[0] > 0
     for i in range(nb):
         parent, jt, iv, js = mi[i, 0], mi[i, 1], mi[i, 2], mi[i, 3]
         if jt == JOINT_FREE:
-            R = (H[0, 0], H[0, 1], H[0, 2], H[1, 0], H[1, 1], H[1, 2], H[2, 0], H[2, 1], H[2, 2])
-            p = (H[0, 3], H[1, 3], H[2, 3])
+            R, p = base_placement(H)
             vi, wi = (v[0], v[1], v[2]), (v[3], v[4], v[5])
             cv, cw = _ZERO3, _ZERO3
         else:
@@ -106,6 +105,13 @@ def aba_core(mi, mf, g, H, s, v, tau, fext, W, ddq):
             n = (n[0] - fext[i, 3], n[1] - fext[i, 4], n[2] - fext[i, 5])
         store3(W, i, _PA, f)
         store3(W, i, _PA + 3, n)
+
+
+@njit(cache=True)
+def aba_core(mi, mf, g, H, s, v, tau, fext, W, ddq):
+    """ABA for one state; writes ddq and returns OK, or SINGULAR if an articulated inertia is not positive."""
+    nb = mi.shape[0]
+    articulated_forward_pass(mi, mf, H, s, v, fext, W)
 
     for i in range(nb - 1, -1, -1):
         parent, jt, iv = mi[i, 0], mi[i, 1], mi[i, 2]
@@ -168,11 +174,8 @@ def _check(mi, floating, n, nv, H, s, v, tau, fext):
     status = check_state(floating, n, nv, H, s, v)
     if status == OK:
         status = check_vector(tau, nv, BAD_TAU)
-    if status == OK and fext.shape[0] > 0:
-        if fext.shape[0] != mi.shape[0] or fext.shape[1] != 6:
-            return BAD_FEXT
-        if not finite(fext):
-            return NOT_FINITE
+    if status == OK:
+        status = check_fext(mi.shape[0], fext)
     return status
 
 

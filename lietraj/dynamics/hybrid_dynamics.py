@@ -52,14 +52,9 @@ from lietraj.dynamics._spatial import (
     act_inv_motion,
     add,
     add_inertia_blocks,
-    body_inertia_blocks,
-    cross_force,
-    cross_motion,
     dot,
     inertia_blocks_times,
-    inertia_times,
     inertia_to_parent,
-    joint_placement,
     load3,
     load9,
     load_inertia_blocks,
@@ -70,15 +65,13 @@ from lietraj.dynamics._spatial import (
     scale,
     solve_inertia,
     store3,
-    store9,
-    store_inertia_blocks,
 )
+from lietraj.dynamics.aba import WORK_LAYOUT, articulated_forward_pass
 from lietraj.dynamics.model import JOINT_FREE, MF_ARMATURE, RobotModel
 from lietraj.dynamics.state import State, Trajectory
 
-# Work-array columns: placement R (9), p (3), velocity (6), bias acceleration c (6), acceleration (6),
-# articulated inertia [[A, B], [B^T, C]] (21, as store_inertia_blocks lays it out), bias force p^A (6), U (6), D^-1, u.
-_R, _P, _V, _C, _A, _IA, _PA, _U, _DINV, _UU, _COLS = 0, 9, 12, 18, 24, 30, 51, 57, 63, 64, 65
+# The work array is ABA's: its first pass fills placements, v_i, c_i, I^A_i and p^A_i.
+_R, _P, _V, _C, _IA, _PA, _U, _DINV, _UU, _A, _COLS = WORK_LAYOUT
 _ZERO3 = (0.0, 0.0, 0.0)
 
 # Status codes of this module, beyond those of _checks.
@@ -89,39 +82,7 @@ BAD_MASK, MIXED_BASE = 100, 101
 def hybrid_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, a_out, tau_out):
     """Hybrid dynamics for one state; writes a_out and tau_out. Assumes checked inputs."""
     nb = mi.shape[0]
-    has_fext = fext.shape[0] > 0
-    for i in range(nb):
-        parent, jt, iv, js = mi[i, 0], mi[i, 1], mi[i, 2], mi[i, 3]
-        if jt == JOINT_FREE:
-            R = (H[0, 0], H[0, 1], H[0, 2], H[1, 0], H[1, 1], H[1, 2], H[2, 0], H[2, 1], H[2, 2])
-            p = (H[0, 3], H[1, 3], H[2, 3])
-            vi, wi = (v[0], v[1], v[2]), (v[3], v[4], v[5])
-            cv, cw = _ZERO3, _ZERO3  # v_0 x v_0
-        else:
-            R, p = joint_placement(mf, jt, i, s[js])
-            Sv, Sw = motion_subspace(mf, jt, i)
-            vJ, wJ = scale(Sv, v[iv]), scale(Sw, v[iv])
-            if parent >= 0:
-                vi, wi = act_inv_motion(R, p, load3(W, parent, _V), load3(W, parent, _V + 3))
-            else:
-                vi, wi = _ZERO3, _ZERO3
-            vi, wi = add(vi, vJ), add(wi, wJ)
-            cv, cw = cross_motion(vi, wi, vJ, wJ)
-        store9(W, i, _R, R)
-        store3(W, i, _P, p)
-        store3(W, i, _V, vi)
-        store3(W, i, _V + 3, wi)
-        store3(W, i, _C, cv)
-        store3(W, i, _C + 3, cw)
-        A, B, C = body_inertia_blocks(mf, i)
-        store_inertia_blocks(W, i, _IA, A, B, C)
-        hv, hw = inertia_times(mf, i, vi, wi)
-        f, n = cross_force(vi, wi, hv, hw)
-        if has_fext:
-            f = (f[0] - fext[i, 0], f[1] - fext[i, 1], f[2] - fext[i, 2])
-            n = (n[0] - fext[i, 3], n[1] - fext[i, 4], n[2] - fext[i, 5])
-        store3(W, i, _PA, f)
-        store3(W, i, _PA + 3, n)
+    articulated_forward_pass(mi, mf, H, s, v, fext, W)
 
     # Down to body 0 for a fixed base (a "p" root needs its U, D, u); a free base is solved whole in the last pass.
     for i in range(nb - 1, 0 if mi[0, 1] == JOINT_FREE else -1, -1):

@@ -40,6 +40,7 @@ from lietraj.dynamics._checks import (
     raise_for_status,
 )
 from lietraj.dynamics._spatial import (
+    base_placement,
     act_inv_motion,
     add,
     cross,
@@ -78,8 +79,7 @@ def forward_kinematics_core(mi, mf, H, s, v, a, level, last, W):
     for i in range(last + 1):
         parent, jt, iv, js = mi[i, 0], mi[i, 1], mi[i, 2], mi[i, 3]
         if jt == JOINT_FREE:
-            R = (H[0, 0], H[0, 1], H[0, 2], H[1, 0], H[1, 1], H[1, 2], H[2, 0], H[2, 1], H[2, 2])
-            p = (H[0, 3], H[1, 3], H[2, 3])
+            R, p = base_placement(H)
         else:
             R, p = joint_placement(mf, jt, i, s[js])
         if parent >= 0:

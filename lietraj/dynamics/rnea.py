@@ -23,20 +23,19 @@ from numba import njit
 
 from lietraj.dynamics._checks import (
     BAD_A,
-    BAD_FEXT,
     BAD_N,
-    NOT_FINITE,
     OK,
     as_vector,
     base_pose,
     base_poses,
     check_state,
+    check_fext,
     check_type,
     check_vector,
-    finite,
     raise_for_status,
 )
 from lietraj.dynamics._spatial import (
+    base_placement,
     act_force,
     act_inv_motion,
     add,
@@ -68,8 +67,7 @@ def rnea_core(mi, mf, g, H, s, v, a, fext, W, tau):
     for i in range(nb):
         parent, jt, iv, js = mi[i, 0], mi[i, 1], mi[i, 2], mi[i, 3]
         if jt == JOINT_FREE:
-            R = (H[0, 0], H[0, 1], H[0, 2], H[1, 0], H[1, 1], H[1, 2], H[2, 0], H[2, 1], H[2, 2])
-            p = (H[0, 3], H[1, 3], H[2, 3])
+            R, p = base_placement(H)
             vi, wi = (v[0], v[1], v[2]), (v[3], v[4], v[5])
             ai = add((a[0], a[1], a[2]), mtv(R, (-g[0], -g[1], -g[2])))
             bi = (a[3], a[4], a[5])
@@ -124,11 +122,8 @@ def _check(mi, floating, n, nv, H, s, v, a, fext):
     status = check_state(floating, n, nv, H, s, v)
     if status == OK:
         status = check_vector(a, nv, BAD_A)
-    if status == OK and fext.shape[0] > 0:
-        if fext.shape[0] != mi.shape[0] or fext.shape[1] != 6:
-            return BAD_FEXT
-        if not finite(fext):
-            return NOT_FINITE
+    if status == OK:
+        status = check_fext(mi.shape[0], fext)
     return status
 
 
