@@ -44,12 +44,12 @@ def run(names: list[str], cache_dir: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    print(f"{'first call of':36s} {'cache':6s} {'import+load s':>13s} {'calls s':>8s} {'total s':>8s}")
+    print(f"{'first call of':48s} {'cache':6s} {'import+load s':>13s} {'calls s':>8s} {'total s':>8s}")
     for names in (["rnea"], list(CALLS)):
         with tempfile.TemporaryDirectory() as cache:
             for label in ("empty", "warm"):
                 t_import, t_call = run(names, cache)
-                print(f"{' + '.join(names):36s} {label:6s} {t_import:13.2f} {t_call:8.2f} {t_import + t_call:8.2f}")
+                print(f"{' + '.join(names):48s} {label:6s} {t_import:13.2f} {t_call:8.2f} {t_import + t_call:8.2f}")
 
 
 if __name__ == "__main__":

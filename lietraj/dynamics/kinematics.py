@@ -21,7 +21,6 @@ joints ``j`` (walking ``parent``), changed to the requested reference; other col
 from __future__ import annotations
 
 import operator
-import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -318,19 +317,16 @@ class ModelTables(NamedTuple):
     total_mass: float
 
 
-_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+def _build_tables(model: RobotModel) -> ModelTables:
+    body = np.array([f.body for f in model.frames], dtype=np.int64)
+    pose = np.array([np.concatenate([np.ravel(f.R), f.p]) for f in model.frames], dtype=float).reshape(-1, 12)
+    index = {f.name: model.frame_index(f.name) for f in model.frames}
+    identity = np.tile(np.concatenate([np.eye(3).ravel(), np.zeros(3)]), (model.nb, 1))
+    return ModelTables(body, pose, (np.arange(model.nb, dtype=np.int64), identity), index, model.total_mass)
 
 
 def model_tables(model: RobotModel) -> ModelTables:
-    tables = _TABLES.get(model)
-    if tables is None:
-        body = np.array([f.body for f in model.frames], dtype=np.int64)
-        pose = np.array([np.concatenate([np.ravel(f.R), f.p]) for f in model.frames], dtype=float).reshape(-1, 12)
-        index = {f.name: model.frame_index(f.name) for f in model.frames}
-        identity = np.tile(np.concatenate([np.eye(3).ravel(), np.zeros(3)]), (model.nb, 1))
-        tables = ModelTables(body, pose, (np.arange(model.nb, dtype=np.int64), identity), index, model.total_mass)
-        _TABLES[model] = tables
-    return tables
+    return model.derived("kinematics_tables", _build_tables)
 
 
 def frame_id(model: RobotModel, frame: int | str) -> int:

@@ -21,7 +21,7 @@ The kernels read the model through two C-contiguous arrays (``notes/numba-patter
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -232,6 +232,13 @@ class RobotModel:
     def replace(self, **changes) -> "RobotModel":
         """A copy with some fields changed (e.g. ``model.replace(gravity=np.zeros(3))``); packed arrays are rebuilt."""
         return replace(self, **changes)
+
+    def derived(self, key: str, build: Callable[["RobotModel"], object]) -> object:
+        """Data derived from this (immutable) model by ``build``, computed on first use and kept with the model."""
+        value = self._scratch.get(key)
+        if value is None:
+            value = self._scratch[key] = build(self)
+        return value
 
     def scratch(self, key: str, shape: tuple[int, ...]) -> np.ndarray:
         """A work array owned by this model and reused across calls, so that kernels do not allocate.
