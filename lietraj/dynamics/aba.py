@@ -21,6 +21,8 @@ from lietraj.dynamics._checks import (
     BAD_N,
     BAD_TAU,
     OK,
+    as_fext,
+    as_fext_batch,
     as_vector,
     base_pose,
     base_poses,
@@ -207,8 +209,6 @@ def aba_batch_kernel(mi, mf, g, floating, n, H, S, V, TAU, fext, W, DDQ):
     return OK, 0
 
 
-_NO_FEXT = np.zeros((0, 6))
-_NO_FEXT_BATCH = np.zeros((1, 0, 6))
 
 
 def _raise(status: int, model: RobotModel, knot: int | None = None) -> None:
@@ -229,9 +229,7 @@ def aba(model: RobotModel, x: State | Trajectory, tau, fext=None) -> np.ndarray:
     """
     W = model.scratch("aba", (model.nb, _COLS))
     if type(x) is State:
-        fe = _NO_FEXT if fext is None else as_vector(fext)
-        if fe.ndim != 2:
-            raise ValueError(f"aba({model.name}): fext must have shape ({model.nb}, 6)")
+        fe = as_fext(fext, model, "aba")
         ddq = np.empty(model.nv)
         status = aba_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
                             base_pose(x), x.s, x.v, as_vector(tau), fe, W, ddq)
@@ -240,9 +238,9 @@ def aba(model: RobotModel, x: State | Trajectory, tau, fext=None) -> np.ndarray:
         return ddq
     check_type(x, "aba")
     T = np.asarray(tau, dtype=np.float64)
-    fe = _NO_FEXT_BATCH if fext is None else np.asarray(fext, dtype=np.float64)
-    if T.ndim != 2 or fe.ndim != 3:
-        raise ValueError(f"aba({model.name}): for a trajectory, tau must be (N, nv) and fext (N, nb, 6)")
+    fe = as_fext_batch(fext, model, "aba")
+    if T.ndim != 2:
+        raise ValueError(f"aba({model.name}): for a trajectory, tau must be (N, nv)")
     DDQ = np.empty((len(x), model.nv))
     status, k = aba_batch_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
                                  base_poses(x), x.s, x.v, T, fe, W, DDQ)

@@ -39,6 +39,8 @@ from lietraj.dynamics._checks import (
     BAD_TAU,
     NOT_FINITE,
     OK,
+    as_fext,
+    as_fext_batch,
     as_vector,
     base_pose,
     base_poses,
@@ -221,8 +223,6 @@ class HybridResult:
     tau: np.ndarray
 
 
-_NO_FEXT = np.zeros((0, 6))
-_NO_FEXT_BATCH = np.zeros((1, 0, 6))
 
 
 def _raise_for_status(status: int, model: RobotModel, knot: int | None) -> None:
@@ -249,9 +249,7 @@ def hybrid_dynamics(model: RobotModel, x: State | Trajectory, known, a_known, ta
         raise ValueError(f"hybrid_dynamics({model.name}): known must be a 1-D boolean mask of shape ({model.nv},)")
     W = model.scratch("hybrid_dynamics", (model.nb, _COLS))
     if type(x) is State:
-        fe = _NO_FEXT if fext is None else as_vector(fext)
-        if fe.ndim != 2:
-            raise ValueError(f"hybrid_dynamics({model.name}): fext must have shape ({model.nb}, 6)")
+        fe = as_fext(fext, model, "hybrid_dynamics")
         a, tau = np.empty(model.nv), np.empty(model.nv)
         status = hybrid_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n, base_pose(x), x.s,
                                x.v, mask, as_vector(a_known), as_vector(tau_known), fe, W, a, tau)
@@ -259,10 +257,9 @@ def hybrid_dynamics(model: RobotModel, x: State | Trajectory, known, a_known, ta
         return HybridResult(a, tau)
     check_type(x, "hybrid_dynamics")
     A_in, TAU_in = np.asarray(a_known, dtype=np.float64), np.asarray(tau_known, dtype=np.float64)
-    fe = _NO_FEXT_BATCH if fext is None else np.asarray(fext, dtype=np.float64)
-    if A_in.ndim != 2 or TAU_in.ndim != 2 or fe.ndim != 3:
-        raise ValueError(f"hybrid_dynamics({model.name}): for a trajectory, a_known and tau_known must be (N, nv) "
-                         "and fext (N, nb, 6)")
+    fe = as_fext_batch(fext, model, "hybrid_dynamics")
+    if A_in.ndim != 2 or TAU_in.ndim != 2:
+        raise ValueError(f"hybrid_dynamics({model.name}): for a trajectory, a_known and tau_known must be (N, nv)")
     A, TAU = np.empty((len(x), model.nv)), np.empty((len(x), model.nv))
     status, k = hybrid_batch_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n, base_poses(x),
                                     x.s, x.v, mask, A_in, TAU_in, fe, W, A, TAU)

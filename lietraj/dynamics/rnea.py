@@ -25,6 +25,8 @@ from lietraj.dynamics._checks import (
     BAD_A,
     BAD_N,
     OK,
+    as_fext,
+    as_fext_batch,
     as_vector,
     base_pose,
     base_poses,
@@ -154,8 +156,6 @@ def rnea_batch_kernel(mi, mf, g, floating, n, H, S, V, A, fext, W, TAU):
     return OK, 0
 
 
-_NO_FEXT = np.zeros((0, 6))
-_NO_FEXT_BATCH = np.zeros((1, 0, 6))
 
 
 def rnea(model: RobotModel, x: State | Trajectory, a, fext=None) -> np.ndarray:
@@ -167,9 +167,7 @@ def rnea(model: RobotModel, x: State | Trajectory, a, fext=None) -> np.ndarray:
     """
     W = model.scratch("rnea", (model.nb, _COLS))
     if type(x) is State:
-        fe = _NO_FEXT if fext is None else as_vector(fext)
-        if fe.ndim != 2:
-            raise ValueError(f"rnea({model.name}): fext must have shape ({model.nb}, 6)")
+        fe = as_fext(fext, model, "rnea")
         tau = np.empty(model.nv)
         status = rnea_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
                              base_pose(x), x.s, x.v, as_vector(a), fe, W, tau)
@@ -177,9 +175,9 @@ def rnea(model: RobotModel, x: State | Trajectory, a, fext=None) -> np.ndarray:
         return tau
     check_type(x, "rnea")
     A = np.asarray(a, dtype=np.float64)
-    fe = _NO_FEXT_BATCH if fext is None else np.asarray(fext, dtype=np.float64)
-    if A.ndim != 2 or fe.ndim != 3:
-        raise ValueError(f"rnea({model.name}): for a trajectory, a must be (N, nv) and fext (N, nb, 6)")
+    fe = as_fext_batch(fext, model, "rnea")
+    if A.ndim != 2:
+        raise ValueError(f"rnea({model.name}): for a trajectory, a must be (N, nv)")
     TAU = np.empty((len(x), model.nv))
     status, k = rnea_batch_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
                                   base_poses(x), x.s, x.v, A, fe, W, TAU)
