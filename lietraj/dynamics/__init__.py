@@ -7,9 +7,18 @@ algorithm takes a ``State``, or a ``Trajectory`` to evaluate all its knots in on
 
 from lietraj.dynamics import se3, so3
 from lietraj.dynamics.aba import aba, forward_dynamics
-from lietraj.dynamics.center_of_mass import center_of_mass, center_of_mass_jacobian, center_of_mass_velocity
+from lietraj.dynamics.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
+from lietraj.dynamics.center_of_mass import (
+    center_of_mass,
+    center_of_mass_jacobian,
+    center_of_mass_velocity,
+)
 from lietraj.dynamics.crba import mass_matrix
-from lietraj.dynamics.extended_inverse_dynamics import ExtendedIDResult, extended_inverse_dynamics
+from lietraj.dynamics.extended_inverse_dynamics import (
+    ExtendedIDResult,
+    extended_inverse_dynamics,
+)
+from lietraj.dynamics.finite_differences import numerical_jacobian
 from lietraj.dynamics.hybrid_dynamics import HybridResult, hybrid_dynamics
 from lietraj.dynamics.inverse_mass_matrix import inverse_mass_matrix
 from lietraj.dynamics.kinematics import (
@@ -22,15 +31,20 @@ from lietraj.dynamics.kinematics import (
 )
 from lietraj.dynamics.model import Frame, Posture, RobotModel, Visual
 from lietraj.dynamics.rnea import generalized_gravity, nonlinear_effects, rnea
+from lietraj.dynamics.rnea_derivatives import (
+    InverseDynamicsDerivatives,
+    rnea_derivatives,
+)
 from lietraj.dynamics.robots import available_robots, load_robot
 from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.dynamics.urdf import URDFError, load_urdf, read_srdf
 
 __all__ = [
-    "ExtendedIDResult", "Frame", "HybridResult", "Posture", "RobotModel", "State", "StateSpace", "Trajectory",
-    "URDFError", "Visual", "aba", "available_robots", "body_placements", "center_of_mass",
-    "center_of_mass_jacobian", "center_of_mass_velocity", "extended_inverse_dynamics", "forward_dynamics",
-    "frame_acceleration", "frame_jacobian", "frame_placement", "frame_placements", "frame_velocity",
-    "generalized_gravity", "hybrid_dynamics", "inverse_mass_matrix", "load_robot", "load_urdf", "mass_matrix",
-    "nonlinear_effects", "read_srdf", "rnea", "se3", "so3",
+    "ExtendedIDResult", "ForwardDynamicsDerivatives", "Frame", "HybridResult", "InverseDynamicsDerivatives",
+    "Posture", "RobotModel", "State", "StateSpace", "Trajectory", "URDFError", "Visual", "aba", "aba_derivatives",
+    "available_robots", "body_placements", "center_of_mass", "center_of_mass_jacobian", "center_of_mass_velocity",
+    "extended_inverse_dynamics", "forward_dynamics", "frame_acceleration", "frame_jacobian", "frame_placement",
+    "frame_placements", "frame_velocity", "generalized_gravity", "hybrid_dynamics", "inverse_mass_matrix",
+    "load_robot", "load_urdf", "mass_matrix", "nonlinear_effects", "numerical_jacobian", "read_srdf", "rnea",
+    "rnea_derivatives", "se3", "so3",
 ]

@@ -12,8 +12,9 @@ acceleration ``-g`` of the world:
              f_i = I_i a_i + v_i x* I_i v_i - f_ext_i
     backward tau_i = S_i^T f_i + armature_i sddot_i,   f_l += lX_i^* f_i
 
-External wrenches ``f_ext`` are given per body, in the body frame, as ``[force; torque]`` (Pinocchio's
-``fext`` in LOCAL).
+External wrenches ``f_ext`` are given per body as ``[force; torque]``, in the body frame (Pinocchio's ``fext``
+in LOCAL), or with ``fext_reference="world"`` in the world frame at the world origin (WORLD), converted to the
+body frames first.
 """
 
 from __future__ import annotations
@@ -30,17 +31,17 @@ from lietraj.dynamics._checks import (
     as_vector,
     base_pose,
     base_poses,
-    check_state,
     check_fext,
+    check_state,
     check_type,
     check_vector,
     raise_for_status,
 )
 from lietraj.dynamics._spatial import (
-    base_placement,
     act_force,
     act_inv_motion,
     add,
+    base_placement,
     cross_force,
     cross_motion,
     dot,
@@ -158,14 +159,35 @@ def rnea_batch_kernel(mi, mf, g, floating, n, H, S, V, A, fext, W, TAU):
 
 
 
-def rnea(model: RobotModel, x: State | Trajectory, a, fext=None) -> np.ndarray:
+def body_frame_wrenches(model: RobotModel, x: State | Trajectory, fext) -> np.ndarray:
+    """Per-body wrenches ``[f; n]`` given in the world frame at the world origin, expressed in each body's frame:
+    ``(R^T f, R^T (n - p x f))`` with ``(R, p)`` the body's world pose. ``(nb, 6)``, or ``(N, nb, 6)``."""
+    from lietraj.dynamics.kinematics import body_placements
+
+    P = body_placements(model, x)
+    R, p = P[..., :3, :3], P[..., :3, 3]
+    fe = np.asarray(fext, dtype=np.float64)
+    if fe.shape != p.shape[:-1] + (6,):
+        raise ValueError(f"{model.name}: world-frame fext must have shape {p.shape[:-1] + (6,)}, got {fe.shape}")
+    f, n = fe[..., :3], fe[..., 3:]
+    RT = np.swapaxes(R, -1, -2)
+    return np.concatenate([np.einsum("...ij,...j->...i", RT, f),
+                           np.einsum("...ij,...j->...i", RT, n - np.cross(p, f))], axis=-1)
+
+
+def rnea(model: RobotModel, x: State | Trajectory, a, fext=None, fext_reference: str = "local") -> np.ndarray:
     """Inverse dynamics tau = M a + h - sum_i J_i^T f_ext_i (for a floating base, ``tau[:6]`` is the base wrench).
 
     ``x`` is a State (returns ``(nv,)``) or a Trajectory of N knots with ``a`` of shape ``(N, nv)``
-    (returns ``(N, nv)``, computed in one compiled call). ``fext`` is optional: ``(nb, 6)`` body-frame
-    wrenches ``[force; torque]`` per body, or ``(N, nb, 6)`` for a trajectory.
+    (returns ``(N, nv)``, computed in one compiled call). ``fext`` is optional: ``(nb, 6)`` wrenches
+    ``[force; torque]`` per body, or ``(N, nb, 6)`` for a trajectory, in each body's frame
+    (``fext_reference="local"``) or in the world frame at the world origin (``"world"``).
     """
     W = model.scratch("rnea", (model.nb, _COLS))
+    if fext is not None and fext_reference != "local":
+        if fext_reference != "world":
+            raise ValueError(f"rnea: fext_reference must be 'local' or 'world', got {fext_reference!r}")
+        fext = body_frame_wrenches(model, x, fext)
     if type(x) is State:
         fe = as_fext(fext, model, "rnea")
         tau = np.empty(model.nv)
