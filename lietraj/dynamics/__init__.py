@@ -15,12 +15,15 @@ from lietraj.dynamics.center_of_mass import (
 )
 from lietraj.dynamics.crba import mass_matrix
 from lietraj.dynamics.extended_inverse_dynamics import (
+    ExtendedIDDerivatives,
     ExtendedIDResult,
     extended_inverse_dynamics,
+    extended_inverse_dynamics_derivatives,
 )
 from lietraj.dynamics.finite_differences import numerical_jacobian
 from lietraj.dynamics.hybrid_dynamics import HybridResult, hybrid_dynamics
 from lietraj.dynamics.inverse_mass_matrix import inverse_mass_matrix
+from lietraj.dynamics.linearization import Linearization, linearize
 from lietraj.dynamics.kinematics import (
     body_placements,
     frame_acceleration,
@@ -40,11 +43,12 @@ from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.dynamics.urdf import URDFError, load_urdf, read_srdf
 
 __all__ = [
-    "ExtendedIDResult", "ForwardDynamicsDerivatives", "Frame", "HybridResult", "InverseDynamicsDerivatives",
-    "Posture", "RobotModel", "State", "StateSpace", "Trajectory", "URDFError", "Visual", "aba", "aba_derivatives",
-    "available_robots", "body_placements", "center_of_mass", "center_of_mass_jacobian", "center_of_mass_velocity",
-    "extended_inverse_dynamics", "forward_dynamics", "frame_acceleration", "frame_jacobian", "frame_placement",
-    "frame_placements", "frame_velocity", "generalized_gravity", "hybrid_dynamics", "inverse_mass_matrix",
-    "load_robot", "load_urdf", "mass_matrix", "nonlinear_effects", "numerical_jacobian", "read_srdf", "rnea",
-    "rnea_derivatives", "se3", "so3",
+    "ExtendedIDDerivatives", "ExtendedIDResult", "ForwardDynamicsDerivatives", "Frame", "HybridResult",
+    "InverseDynamicsDerivatives", "Linearization", "Posture", "RobotModel", "State", "StateSpace", "Trajectory",
+    "URDFError", "Visual", "aba", "aba_derivatives", "available_robots", "body_placements", "center_of_mass",
+    "center_of_mass_jacobian", "center_of_mass_velocity", "extended_inverse_dynamics",
+    "extended_inverse_dynamics_derivatives", "forward_dynamics", "frame_acceleration", "frame_jacobian",
+    "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "hybrid_dynamics",
+    "inverse_mass_matrix", "linearize", "load_robot", "load_urdf", "mass_matrix", "nonlinear_effects",
+    "numerical_jacobian", "read_srdf", "rnea", "rnea_derivatives", "se3", "so3",
 ]

@@ -68,6 +68,7 @@ from lietraj.dynamics._spatial import (
     transpose,
 )
 from lietraj.dynamics.model import MF_ARMATURE, MF_MASS, RobotModel
+from lietraj.dynamics.rnea_derivatives import rnea_derivatives
 from lietraj.dynamics.state import State, Trajectory
 
 # Work-array columns: placement R (9), p (3), velocity (6), a^r (6), a^vp (6), composite inertia
@@ -298,3 +299,38 @@ def extended_inverse_dynamics(model: RobotModel, x: State | Trajectory, a, consi
                                  A_used, M11, M12, H1)
     raise_for_status(status, model, "extended_inverse_dynamics", k)
     return ExtendedIDResult(TAU, A_used, M11, M12, H1)
+
+
+@dataclass(eq=False)
+class ExtendedIDDerivatives:
+    """Left-trivialized first derivatives of ``tau_bar = [tau_b; tau] = ID-bar(H, s, nu, sdot, a)``.
+
+    ``d_dH`` (6+n, 6) is ``D1 ID-bar o DL_H`` (columns: ``H exp(z)``, z linear first, ``nu`` held fixed), ``d_ds``
+    (6+n, n), ``d_dnu`` (6+n, 6), ``d_dsdot`` (6+n, n), ``M`` the mass matrix (the derivative in ``a``) and ``tau``
+    the value. A leading axis N for a trajectory.
+    """
+
+    tau: np.ndarray
+    d_dH: np.ndarray
+    d_ds: np.ndarray
+    d_dnu: np.ndarray
+    d_dsdot: np.ndarray
+    M: np.ndarray
+
+
+def extended_inverse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, a) -> ExtendedIDDerivatives:
+    """Derivatives of the extended inverse dynamics with respect to H, s, nu and sdot (seed 000 Tables 5-8).
+
+    Any ``a = [nu_dot; sddot]`` is accepted, consistent or not (digest P5: the linearization needs the consistent
+    one, its derivation the others). The four blocks are those of Tables 5-8 in the body-twist chart of the state
+    (Table 5 with line 1 set to zero, digest P1), so that ``d_dH = M[:, :6] (a_0^r x)`` with ``a_0^r = [R^T (-g); 0]``
+    (digest §4.2). They are computed by IDSVA (``rnea_derivatives``), which yields all four in one O(N d) pass where
+    Tables 5-8 need four passes and Table 6 O(n^2) work; the results are equal, the extended inverse dynamics being
+    the inverse dynamics of the floating base taken as a 6-DoF joint with a given acceleration.
+    """
+    if not model.floating_base:
+        raise ValueError(f"extended_inverse_dynamics_derivatives({model.name}): the model has a fixed base; "
+                         "use rnea_derivatives(model, x, a)")
+    d = rnea_derivatives(model, x, a)
+    return ExtendedIDDerivatives(d.tau, d.dtau_dq[..., :6], d.dtau_dq[..., 6:], d.dtau_dv[..., :6], d.dtau_dv[..., 6:],
+                                 d.M)

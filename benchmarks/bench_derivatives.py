@@ -1,0 +1,89 @@
+"""lietraj vs Pinocchio: per-call time of the inverse- and forward-dynamics derivatives, and of the linearization.
+
+For each robot: dRNEA (``rnea_derivatives`` vs ``computeRNEADerivatives``), dABA (``aba_derivatives`` vs
+``computeABADerivatives``) and A, B (``linearize`` vs ``computeABADerivatives`` plus the same assembly of A and B
+in numpy, which is what a Pinocchio user writes). Same states for both, rounds interleaved, medians reported;
+the last column is lietraj's batched time per knot over a 100-knot trajectory (one compiled call). Run:
+
+    python benchmarks/bench_derivatives.py            # ur5, solo12, talos
+    python benchmarks/bench_derivatives.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+import lietraj
+from bench_dynamics import interleaved, per_call_us
+from lietraj.dynamics import aba_derivatives, rnea_derivatives
+from lietraj.dynamics.linearization import linearize
+from lietraj.dynamics.pinocchio_interop import to_pinocchio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from pin_oracle import pin_model  # noqa: E402
+
+
+def pin_linearize(pm, pd, q, v, tau, nu, n):
+    """A, B from Pinocchio's ABA derivatives, assembled as lietraj does."""
+    dq, dv, Minv = pin.computeABADerivatives(pm, pd, q, v, tau)
+    nv = pm.nv
+    A = np.zeros((2 * nv, 2 * nv))
+    A[:nv, nv:] = np.eye(nv)
+    A[nv:, :nv], A[nv:, nv:] = dq, dv
+    if nu is not None:
+        A[:6, :6] -= pin.Motion(nu).action
+    B = np.zeros((2 * nv, n))
+    B[nv:] = Minv[:, nv - n:]
+    return A, B
+
+
+def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
+    model, pm = lietraj.load_robot(name), pin_model(name)
+    pd = pm.createData()
+    rng = np.random.default_rng(0)
+    x = model.state_space.random(rng)
+    a, u = rng.normal(size=model.nv), rng.normal(size=model.n)
+    tau = np.concatenate([np.zeros(model.nv - model.n), u])
+    q, v = to_pinocchio(model, x)
+    X = model.state_space.random_trajectory(knots, rng)
+    A, U = rng.normal(size=(knots, model.nv)), rng.normal(size=(knots, model.n))
+    T = np.concatenate([np.zeros((knots, model.nv - model.n)), U], axis=1)
+    nu = x.v[:6] if model.floating_base else None
+    cases = [
+        ("dRNEA", lambda: rnea_derivatives(model, x, a), lambda: pin.computeRNEADerivatives(pm, pd, q, v, a),
+         lambda: rnea_derivatives(model, X, A)),
+        ("dABA", lambda: aba_derivatives(model, x, tau), lambda: pin.computeABADerivatives(pm, pd, q, v, tau),
+         lambda: aba_derivatives(model, X, T)),
+        ("A, B", lambda: linearize(model, x, u), lambda: pin_linearize(pm, pd, q, v, tau, nu, model.n),
+         lambda: linearize(model, X, U)),
+    ]
+    rows = []
+    for label, ours, theirs, batch in cases:
+        ours(), theirs(), batch()  # compile / warm up
+        t_ours, t_pin = interleaved(ours, theirs, number, rounds)
+        t_batch = float(np.median(per_call_us(batch, max(1, number // knots), rounds))) / knots
+        rows.append((name, label, t_ours, t_pin, t_ours / t_pin, t_batch))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (about 20 s)")
+    parser.add_argument("--robots", nargs="+", default=["ur5", "solo12", "talos"])
+    args = parser.parse_args()
+    number, rounds = (200, 7) if args.quick else (1000, 25)
+    print(f"pinocchio {pin.__version__}, lietraj {lietraj.__version__}; median of {rounds} interleaved rounds "
+          f"of {number} calls; batched = one call over a 100-knot trajectory, per knot")
+    print(f"{'robot':8s} {'function':9s} {'lietraj us':>10s} {'pinocchio us':>12s} {'ratio':>6s} {'batched us/knot':>16s}")
+    for name in args.robots:
+        for row in bench_robot(name, number, rounds, 100):
+            print(f"{row[0]:8s} {row[1]:9s} {row[2]:10.2f} {row[3]:12.2f} {row[4]:6.2f} {row[5]:16.2f}")
+
+
+if __name__ == "__main__":
+    main()
