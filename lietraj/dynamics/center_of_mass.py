@@ -114,24 +114,24 @@ _COM = (center_of_mass_kernel, center_of_mass_batch_kernel)
 _COM_JACOBIAN = (center_of_mass_jacobian_kernel, center_of_mass_jacobian_batch_kernel)
 
 
-def _check_mass(model: RobotModel, what: str) -> None:
+def check_mass(model: RobotModel, what: str) -> None:
     if not model_tables(model).total_mass > 0.0:
         raise ValueError(f"{what}({model.name}): the robot has no mass, its centre of mass is undefined")
 
 
 def center_of_mass(model: RobotModel, x: State | Trajectory) -> np.ndarray:
     """World position (3,) of the centre of mass (Pinocchio's ``centerOfMass``); (N, 3) for a trajectory."""
-    _check_mass(model, "center_of_mass")
+    check_mass(model, "center_of_mass")
     return run(model, x, "center_of_mass", _COM, (3,), PLACEMENT)
 
 
 def center_of_mass_velocity(model: RobotModel, x: State | Trajectory) -> np.ndarray:
     """World velocity (3,) of the centre of mass (Pinocchio's ``data.vcom[0]``); (N, 3) for a trajectory."""
-    _check_mass(model, "center_of_mass_velocity")
+    check_mass(model, "center_of_mass_velocity")
     return run(model, x, "center_of_mass_velocity", _COM, (3,), VELOCITY)
 
 
 def center_of_mass_jacobian(model: RobotModel, x: State | Trajectory) -> np.ndarray:
     """Jacobian (3, nv) with ``cdot = J v`` (Pinocchio's ``jacobianCenterOfMass``); (N, 3, nv) for a trajectory."""
-    _check_mass(model, "center_of_mass_jacobian")
+    check_mass(model, "center_of_mass_jacobian")
     return run(model, x, "center_of_mass_jacobian", _COM_JACOBIAN, (3, model.nv))

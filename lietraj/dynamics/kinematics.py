@@ -136,7 +136,7 @@ def world_motion_subspace(mi, mf, W, j, c):
 
 
 @inline
-def _frame_pose(W, fb, ff, k):
+def frame_pose(W, fb, ff, k):
     """World pose of frame k (``fb[k]``: its body, -1 for the world; ``ff[k]``: R (9), p (3) in that body)."""
     R, p, i = load9(ff, k, 0), load3(ff, k, 9), fb[k]
     if i < 0:
@@ -156,7 +156,7 @@ def _from_local(reference, R, p, v, w):
 
 
 @inline
-def _from_world(reference, R, p, v, w):
+def from_world(reference, R, p, v, w):
     """A motion given in world coordinates at the world origin, in the reference of the frame at pose (R, p)."""
     if reference == WORLD:
         return v, w
@@ -186,7 +186,7 @@ def frame_motion_core(fb, ff, k, level, reference, classical, W, out):
         out[:] = 0.0
         return
     fR, fp = load9(ff, k, 0), load3(ff, k, 9)
-    oR, op = _frame_pose(W, fb, ff, k)
+    oR, op = frame_pose(W, fb, ff, k)
     v, w = act_inv_motion(fR, fp, load3(W, i, W_V), load3(W, i, W_V + 3))
     v, w = _from_local(reference, oR, op, v, w)
     if level == ACCELERATION:
@@ -203,13 +203,13 @@ def frame_motion_core(fb, ff, k, level, reference, classical, W, out):
 def frame_jacobian_core(mi, mf, fb, ff, k, reference, W, J):
     """Jacobian (6, nv) of frame k from the poses in W: one column per dof of each ancestor joint."""
     J[:, :] = 0.0
-    oR, op = _frame_pose(W, fb, ff, k)
+    oR, op = frame_pose(W, fb, ff, k)
     j = fb[k]
     while j >= 0:
         iv = mi[j, 2]
         for c in range(6 if mi[j, 1] == JOINT_FREE else 1):
             v, w = world_motion_subspace(mi, mf, W, j, c)
-            v, w = _from_world(reference, oR, op, v, w)
+            v, w = from_world(reference, oR, op, v, w)
             _store_motion(J[:, iv + c], v, w)
         j = mi[j, 0]
 
@@ -244,7 +244,7 @@ def placements_kernel(mi, mf, floating, n, H, s, v, fb, ff, k0, W, out):
             last = max(last, fb[k0 + m])
         forward_kinematics_core(mi, mf, H, s, v, v, PLACEMENT, last, W)
         for m in range(out.shape[0]):
-            R, p = _frame_pose(W, fb, ff, k0 + m)
+            R, p = frame_pose(W, fb, ff, k0 + m)
             _store_pose(out[m], R, p)
     return status
 
