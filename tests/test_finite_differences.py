@@ -48,5 +48,7 @@ def test_checks_its_inputs(rng):
         numerical_jacobian(lambda y: y, np.zeros(3))
     with pytest.raises(ValueError, match="output"):
         numerical_jacobian(lambda y: y.s, x, output="quaternion")
-    with pytest.raises(FloatingPointError, match="non-finite"):
-        numerical_jacobian(lambda y: np.log(y.s - y.s[0]), x)
+    with pytest.raises(FloatingPointError, match="non-finite value at column 0"):
+        numerical_jacobian(lambda y: np.sqrt(-((y.s - x.s) ** 2)), x)
+    with pytest.raises(FloatingPointError, match="non-finite value at x"):
+        numerical_jacobian(lambda y: y.s / 0.0, x)

@@ -90,8 +90,11 @@ def numerical_jacobian(f: Callable, x: State, u=None, *, eps: float = 1e-6, outp
     else:
         call = lambda xx, uu: f(xx)  # noqa: E731
         u = np.zeros(0)
-    y0 = call(x, u)
+    with np.errstate(all="ignore"):
+        y0 = call(x, u)
     kind = _output_kind(y0, output)
+    if kind == "vector" and not np.all(np.isfinite(np.asarray(y0, dtype=float))):
+        raise FloatingPointError("numerical_jacobian: the function returned a non-finite value at x")
     space_out = _space(y0) if kind == "state" else None
     chart = _chart(y0, kind, space_out)
     J_x = _central(lambda z: call(space.integrate(x, z), u), space.ndx, eps, chart)
