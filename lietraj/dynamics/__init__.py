@@ -22,6 +22,7 @@ from lietraj.dynamics.extended_inverse_dynamics import (
 )
 from lietraj.dynamics.finite_differences import numerical_jacobian
 from lietraj.dynamics.hybrid_dynamics import HybridResult, hybrid_dynamics
+from lietraj.dynamics.hybrid_dynamics_derivatives import HybridDerivatives, hybrid_dynamics_derivatives
 from lietraj.dynamics.inverse_mass_matrix import inverse_mass_matrix
 from lietraj.dynamics.kinematics_derivatives import (
     CenterOfMassDerivatives,
@@ -53,13 +54,13 @@ from lietraj.dynamics.urdf import URDFError, load_urdf, read_srdf
 
 __all__ = [
     "CenterOfMassDerivatives", "ExtendedIDDerivatives", "ExtendedIDResult", "ForwardDynamicsDerivatives", "Frame",
-    "FrameAccelerationDerivatives", "FramePlacementError", "HybridResult", "InverseDynamicsDerivatives",
-    "Linearization", "Posture", "RobotModel", "State", "StateSpace", "Trajectory", "URDFError", "Visual", "aba",
-    "aba_derivatives", "available_robots", "body_placements", "center_of_mass", "center_of_mass_derivatives",
-    "center_of_mass_jacobian", "center_of_mass_velocity", "extended_inverse_dynamics",
+    "FrameAccelerationDerivatives", "FramePlacementError", "HybridDerivatives", "HybridResult",
+    "InverseDynamicsDerivatives", "Linearization", "Posture", "RobotModel", "State", "StateSpace", "Trajectory",
+    "URDFError", "Visual", "aba", "aba_derivatives", "available_robots", "body_placements", "center_of_mass",
+    "center_of_mass_derivatives", "center_of_mass_jacobian", "center_of_mass_velocity", "extended_inverse_dynamics",
     "extended_inverse_dynamics_derivatives", "forward_dynamics", "frame_acceleration",
     "frame_acceleration_derivatives", "frame_jacobian", "frame_placement", "frame_placement_error",
     "frame_placements", "frame_velocity", "frame_velocity_derivatives", "generalized_gravity", "hybrid_dynamics",
-    "inverse_mass_matrix", "linearize", "load_robot", "load_urdf", "mass_matrix", "nonlinear_effects",
-    "numerical_jacobian", "read_srdf", "rnea", "rnea_derivatives", "se3", "so3",
+    "hybrid_dynamics_derivatives", "inverse_mass_matrix", "linearize", "load_robot", "load_urdf", "mass_matrix",
+    "nonlinear_effects", "numerical_jacobian", "read_srdf", "rnea", "rnea_derivatives", "se3", "so3",
 ]

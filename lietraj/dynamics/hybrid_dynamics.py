@@ -159,7 +159,7 @@ def hybrid_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, a_out, tau_out
 
 
 @njit(cache=True)
-def _check(mi, floating, n, nv, H, s, v, known, a_in, tau_in, fext):
+def check_hybrid_inputs(mi, floating, n, nv, H, s, v, known, a_in, tau_in, fext):
     status = check_state(floating, n, nv, H, s, v)
     if status != OK:
         return status
@@ -186,7 +186,7 @@ def _check(mi, floating, n, nv, H, s, v, known, a_in, tau_in, fext):
 
 @njit(cache=True)
 def hybrid_kernel(mi, mf, g, floating, n, H, s, v, known, a_in, tau_in, fext, W, a_out, tau_out):
-    status = _check(mi, floating, n, a_out.shape[0], H, s, v, known, a_in, tau_in, fext)
+    status = check_hybrid_inputs(mi, floating, n, a_out.shape[0], H, s, v, known, a_in, tau_in, fext)
     if status == OK:
         hybrid_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, a_out, tau_out)
     return status
@@ -204,7 +204,7 @@ def hybrid_batch_kernel(mi, mf, g, floating, n, H, S, V, known, A_in, TAU_in, fe
     for k in range(N):
         Hk = H[k] if floating else H[0]
         fk = fext[k] if has_fext else fext[0]
-        status = _check(mi, floating, n, nv, Hk, S[k], V[k], known, A_in[k], TAU_in[k], fk)
+        status = check_hybrid_inputs(mi, floating, n, nv, Hk, S[k], V[k], known, A_in[k], TAU_in[k], fk)
         if status != OK:
             return status, k
         hybrid_core(mi, mf, g, Hk, S[k], V[k], known, A_in[k], TAU_in[k], fk, W, A_out[k], TAU_out[k])
