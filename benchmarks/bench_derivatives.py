@@ -11,7 +11,6 @@ the last column is lietraj's batched time per knot over a 100-knot trajectory (o
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import numpy as np
 import pinocchio as pin
 
 import lietraj
-from bench_dynamics import interleaved, per_call_us
+from bench_dynamics import run, time_cases
 from lietraj.dynamics import aba_derivatives, rnea_derivatives
 from lietraj.dynamics.linearization import linearize
 from lietraj.dynamics.pinocchio_interop import to_pinocchio
@@ -62,28 +61,8 @@ def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
         ("A, B", lambda: linearize(model, x, u), lambda: pin_linearize(pm, pd, q, v, tau, nu, model.n),
          lambda: linearize(model, X, U)),
     ]
-    rows = []
-    for label, ours, theirs, batch in cases:
-        ours(), theirs(), batch()  # compile / warm up
-        t_ours, t_pin = interleaved(ours, theirs, number, rounds)
-        t_batch = float(np.median(per_call_us(batch, max(1, number // knots), rounds))) / knots
-        rows.append((name, label, t_ours, t_pin, t_ours / t_pin, t_batch))
-    return rows
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds (about 20 s)")
-    parser.add_argument("--robots", nargs="+", default=["ur5", "solo12", "talos"])
-    args = parser.parse_args()
-    number, rounds = (200, 7) if args.quick else (1000, 25)
-    print(f"pinocchio {pin.__version__}, lietraj {lietraj.__version__}; median of {rounds} interleaved rounds "
-          f"of {number} calls; batched = one call over a 100-knot trajectory, per knot")
-    print(f"{'robot':8s} {'function':9s} {'lietraj us':>10s} {'pinocchio us':>12s} {'ratio':>6s} {'batched us/knot':>16s}")
-    for name in args.robots:
-        for row in bench_robot(name, number, rounds, 100):
-            print(f"{row[0]:8s} {row[1]:9s} {row[2]:10.2f} {row[3]:12.2f} {row[4]:6.2f} {row[5]:16.2f}")
+    return time_cases(name, cases, number, rounds, knots)
 
 
 if __name__ == "__main__":
-    main()
+    run(__doc__.splitlines()[0], bench_robot, (200, 7), (1000, 25))

@@ -54,6 +54,11 @@ def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
         ("M^-1", lambda: inverse_mass_matrix(model, x), lambda: pin.computeMinverse(pm, pd, q),
          lambda: inverse_mass_matrix(model, X)),
     ]
+    return time_cases(name, cases, number, rounds, knots)
+
+
+def time_cases(name: str, cases, number: int, rounds: int, knots: int) -> list[tuple]:
+    """Rows (robot, label, ours, pinocchio, ratio, batched per knot) for cases (label, ours, theirs, batch)."""
     rows = []
     for label, ours, theirs, batch in cases:
         ours(), theirs(), batch()  # compile / warm up
@@ -63,18 +68,23 @@ def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds (about 10 s)")
+def run(description: str, bench_robot, quick: tuple[int, int], full: tuple[int, int]) -> None:
+    """Parse the command line, time every robot with ``bench_robot(name, number, rounds, knots)`` and print."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--robots", nargs="+", default=["ur5", "solo12", "talos"])
     args = parser.parse_args()
-    number, rounds = (300, 7) if args.quick else (2000, 25)
+    number, rounds = quick if args.quick else full
     print(f"pinocchio {pin.__version__}, lietraj {lietraj.__version__}; median of {rounds} interleaved rounds "
           f"of {number} calls; batched = one call over a 100-knot trajectory, per knot")
-    print(f"{'robot':8s} {'algorithm':9s} {'lietraj us':>10s} {'pinocchio us':>12s} {'ratio':>6s} {'batched us/knot':>16s}")
+    print(f"{'robot':8s} {'function':9s} {'lietraj us':>10s} {'pinocchio us':>12s} {'ratio':>6s} {'batched us/knot':>16s}")
     for name in args.robots:
         for row in bench_robot(name, number, rounds, 100):
             print(f"{row[0]:8s} {row[1]:9s} {row[2]:10.2f} {row[3]:12.2f} {row[4]:6.2f} {row[5]:16.2f}")
+
+
+def main() -> None:
+    run(__doc__.splitlines()[0], bench_robot, (300, 7), (2000, 25))
 
 
 if __name__ == "__main__":

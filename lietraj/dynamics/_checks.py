@@ -86,6 +86,18 @@ def check_fext(nb, fext):
     return OK if finite(fext) else NOT_FINITE
 
 
+@njit(cache=True)
+def check_dynamics_inputs(mi, floating, n, nv, H, s, v, u, code, fext):
+    """Status of the inputs of inverse or forward dynamics: the state, the nv-vector ``u`` (an acceleration or a
+    torque, reported as ``code``) and the optional per-body wrenches."""
+    status = check_state(floating, n, nv, H, s, v)
+    if status == OK:
+        status = check_vector(u, nv, code)
+    if status == OK:
+        status = check_fext(mi.shape[0], fext)
+    return status
+
+
 def raise_for_status(status: int, model, what: str, knot: int | None = None) -> None:
     """Raise the ValueError that a kernel status stands for."""
     if status == OK:

@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit
 
 from lietraj.dynamics._checks import (
+    check_dynamics_inputs,
     BAD_N,
     BAD_TAU,
     OK,
@@ -26,10 +27,7 @@ from lietraj.dynamics._checks import (
     as_vector,
     base_pose,
     base_poses,
-    check_state,
-    check_fext,
     check_type,
-    check_vector,
     raise_for_status,
 )
 from lietraj.dynamics._spatial import (
@@ -172,18 +170,8 @@ def aba_core(mi, mf, g, H, s, v, tau, fext, W, ddq):
 
 
 @njit(cache=True)
-def _check(mi, floating, n, nv, H, s, v, tau, fext):
-    status = check_state(floating, n, nv, H, s, v)
-    if status == OK:
-        status = check_vector(tau, nv, BAD_TAU)
-    if status == OK:
-        status = check_fext(mi.shape[0], fext)
-    return status
-
-
-@njit(cache=True)
 def aba_kernel(mi, mf, g, floating, n, H, s, v, tau, fext, W, ddq):
-    status = _check(mi, floating, n, ddq.shape[0], H, s, v, tau, fext)
+    status = check_dynamics_inputs(mi, floating, n, ddq.shape[0], H, s, v, tau, BAD_TAU, fext)
     if status == OK:
         status = aba_core(mi, mf, g, H, s, v, tau, fext, W, ddq)
     return status
@@ -201,7 +189,7 @@ def aba_batch_kernel(mi, mf, g, floating, n, H, S, V, TAU, fext, W, DDQ):
     for k in range(N):
         Hk = H[k] if floating else H[0]
         fk = fext[k] if has_fext else fext[0]
-        status = _check(mi, floating, n, nv, Hk, S[k], V[k], TAU[k], fk)
+        status = check_dynamics_inputs(mi, floating, n, nv, Hk, S[k], V[k], TAU[k], BAD_TAU, fk)
         if status == OK:
             status = aba_core(mi, mf, g, Hk, S[k], V[k], TAU[k], fk, W, DDQ[k])
         if status != OK:

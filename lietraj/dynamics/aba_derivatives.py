@@ -27,6 +27,8 @@ from numba import njit
 
 from lietraj.dynamics._checks import (
     BAD_N,
+    BAD_TAU,
+    check_dynamics_inputs,
     OK,
     as_fext,
     as_fext_batch,
@@ -36,7 +38,7 @@ from lietraj.dynamics._checks import (
     check_type,
 )
 from lietraj.dynamics.aba import _COLS as _ABA_COLS
-from lietraj.dynamics.aba import SINGULAR, _check, _raise, aba_core
+from lietraj.dynamics.aba import SINGULAR, _raise, aba_core
 from lietraj.dynamics.inverse_mass_matrix import _PC as _MINV_PC
 from lietraj.dynamics.inverse_mass_matrix import minv_core
 from lietraj.dynamics.model import JOINT_FREE, RobotModel
@@ -107,7 +109,7 @@ def fd_derivatives_core(mi, mf, g, dof_end, H, s, v, tau, fext, fext_local, fext
 @njit(cache=True)
 def fd_derivatives_kernel(mi, mf, g, dof_end, floating, n, H, s, v, tau, fext, fext_local, fext_ref, Wa, Wi, D, Wm,
                           T, tau_id, dtau_dq, dtau_dv, M, a, da_dq, da_dv, Minv):
-    status = _check(mi, floating, n, a.shape[0], H, s, v, tau, fext)
+    status = check_dynamics_inputs(mi, floating, n, a.shape[0], H, s, v, tau, BAD_TAU, fext)
     if status == OK:
         status = fd_derivatives_core(mi, mf, g, dof_end, H, s, v, tau, fext, fext_local, fext_ref, Wa, Wi, D, Wm, T,
                                      tau_id, dtau_dq, dtau_dv, M, a, da_dq, da_dv, Minv)

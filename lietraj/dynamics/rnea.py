@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from lietraj.dynamics._checks import (
+    check_dynamics_inputs,
     BAD_A,
     BAD_N,
     OK,
@@ -31,10 +32,7 @@ from lietraj.dynamics._checks import (
     as_vector,
     base_pose,
     base_poses,
-    check_fext,
-    check_state,
     check_type,
-    check_vector,
     raise_for_status,
 )
 from lietraj.dynamics._spatial import (
@@ -121,18 +119,8 @@ def rnea_core(mi, mf, g, H, s, v, a, fext, W, tau):
 
 
 @njit(cache=True)
-def _check(mi, floating, n, nv, H, s, v, a, fext):
-    status = check_state(floating, n, nv, H, s, v)
-    if status == OK:
-        status = check_vector(a, nv, BAD_A)
-    if status == OK:
-        status = check_fext(mi.shape[0], fext)
-    return status
-
-
-@njit(cache=True)
 def rnea_kernel(mi, mf, g, floating, n, H, s, v, a, fext, W, tau):
-    status = _check(mi, floating, n, tau.shape[0], H, s, v, a, fext)
+    status = check_dynamics_inputs(mi, floating, n, tau.shape[0], H, s, v, a, BAD_A, fext)
     if status == OK:
         rnea_core(mi, mf, g, H, s, v, a, fext, W, tau)
     return status
@@ -150,7 +138,7 @@ def rnea_batch_kernel(mi, mf, g, floating, n, H, S, V, A, fext, W, TAU):
     for k in range(N):
         Hk = H[k] if floating else H[0]
         fk = fext[k] if has_fext else fext[0]
-        status = _check(mi, floating, n, nv, Hk, S[k], V[k], A[k], fk)
+        status = check_dynamics_inputs(mi, floating, n, nv, Hk, S[k], V[k], A[k], BAD_A, fk)
         if status != OK:
             return status, k
         rnea_core(mi, mf, g, Hk, S[k], V[k], A[k], fk, W, TAU[k])

@@ -42,6 +42,7 @@ import numpy as np
 from numba import njit
 
 from lietraj.dynamics._checks import (
+    check_dynamics_inputs,
     BAD_A,
     BAD_N,
     OK,
@@ -50,10 +51,7 @@ from lietraj.dynamics._checks import (
     as_vector,
     base_pose,
     base_poses,
-    check_fext,
-    check_state,
     check_type,
-    check_vector,
     raise_for_status,
 )
 from lietraj.dynamics._spatial import (
@@ -293,18 +291,8 @@ def idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv
 
 
 @njit(cache=True)
-def _check(mi, floating, n, nv, H, s, v, a, fext):
-    status = check_state(floating, n, nv, H, s, v)
-    if status == OK:
-        status = check_vector(a, nv, BAD_A)
-    if status == OK:
-        status = check_fext(mi.shape[0], fext)
-    return status
-
-
-@njit(cache=True)
 def idsva_kernel(mi, mf, g, dof_end, floating, n, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv, M):
-    status = _check(mi, floating, n, tau.shape[0], H, s, v, a, fext)
+    status = check_dynamics_inputs(mi, floating, n, tau.shape[0], H, s, v, a, BAD_A, fext)
     if status == OK:
         idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv, M)
     return status
