@@ -3,7 +3,9 @@
 For each robot: dRNEA (``rnea_derivatives`` vs ``computeRNEADerivatives``), dABA (``aba_derivatives`` vs
 ``computeABADerivatives``) and A, B (``linearize`` vs ``computeABADerivatives`` plus the same assembly of A and B
 in numpy, which is what a Pinocchio user writes). Same states for both, rounds interleaved, medians reported;
-the last column is lietraj's batched time per knot over a 100-knot trajectory (one compiled call). Run:
+the last column is lietraj's batched time per knot over a 100-knot trajectory (one compiled call, writing into
+the arrays of the previous call's result as a solver does; fresh arrays add the first-touch cost of their
+memory, about 1 us per 4 KiB page). Run:
 
     python benchmarks/bench_derivatives.py            # ur5, solo12, talos
     python benchmarks/bench_derivatives.py --quick
@@ -53,13 +55,14 @@ def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
     A, U = rng.normal(size=(knots, model.nv)), rng.normal(size=(knots, model.n))
     T = np.concatenate([np.zeros((knots, model.nv - model.n)), U], axis=1)
     nu = x.v[:6] if model.floating_base else None
+    d_id, d_fd, lin = rnea_derivatives(model, X, A), aba_derivatives(model, X, T), linearize(model, X, U)
     cases = [
         ("dRNEA", lambda: rnea_derivatives(model, x, a), lambda: pin.computeRNEADerivatives(pm, pd, q, v, a),
-         lambda: rnea_derivatives(model, X, A)),
+         lambda: rnea_derivatives(model, X, A, out=d_id)),
         ("dABA", lambda: aba_derivatives(model, x, tau), lambda: pin.computeABADerivatives(pm, pd, q, v, tau),
-         lambda: aba_derivatives(model, X, T)),
+         lambda: aba_derivatives(model, X, T, out=d_fd)),
         ("A, B", lambda: linearize(model, x, u), lambda: pin_linearize(pm, pd, q, v, tau, nu, model.n),
-         lambda: linearize(model, X, U)),
+         lambda: linearize(model, X, U, out=lin)),
     ]
     return time_cases(name, cases, number, rounds, knots)
 

@@ -106,6 +106,11 @@ def test_fixed_base_and_trajectory(rng):
         np.testing.assert_array_equal(L.A[k], lk.A)
         np.testing.assert_array_equal(L.B[k], lk.B)
     np.testing.assert_array_equal(L.A[0][:6, :6], 0.0)
+    out = linearize(model, X, U + 1.0)
+    assert linearize(model, X, U, out=out) is out
+    np.testing.assert_array_equal(out.A, L.A)
+    np.testing.assert_array_equal(out.B, L.B)
+    np.testing.assert_array_equal(out.a, L.a)
 
 
 def test_bad_input_raises(rng):

@@ -117,3 +117,18 @@ def test_bad_input_raises(rng):
         rnea_derivatives(model, x, np.zeros(model.nv), np.zeros((model.nb, 6)), "body")
     with pytest.raises(ValueError, match="external wrenches"):
         rnea_derivatives(model, x, np.zeros(model.nv), np.zeros((model.nb + 1, 6)))
+
+
+def test_out_is_reused_and_checked(rng):
+    model = lietraj.load_robot("solo12")
+    X, A = model.state_space.random_trajectory(3, rng), rng.normal(size=(3, model.nv))
+    first = rnea_derivatives(model, X, A)
+    out = rnea_derivatives(model, X, A + 1.0)
+    again = rnea_derivatives(model, X, A, out=out)
+    assert again is out
+    for field in ("tau", "dtau_dq", "dtau_dv", "M"):
+        np.testing.assert_array_equal(getattr(out, field), getattr(first, field))
+    with pytest.raises(ValueError, match="out.tau"):
+        rnea_derivatives(model, X[0], A[0], out=out)
+    with pytest.raises(TypeError, match="InverseDynamicsDerivatives"):
+        rnea_derivatives(model, X, A, out=first.tau)

@@ -7,6 +7,7 @@ into a ``ValueError`` that says what is wrong.
 """
 
 import math
+from dataclasses import fields
 
 import numpy as np
 from numba import njit
@@ -137,6 +138,22 @@ def as_fext_batch(fext, model, what: str) -> np.ndarray:
     if fe.ndim != 3:
         raise ValueError(f"{what}({model.name}): for a trajectory, fext must have shape (N, {model.nb}, 6)")
     return fe
+
+
+def result_arrays(out, cls, shapes: tuple[tuple[int, ...], ...], what: str) -> tuple[np.ndarray, ...]:
+    """The output arrays of a result dataclass ``cls`` with fields of the given shapes: new ones if ``out`` is None,
+    else the fields of ``out`` (checked), to be overwritten. Reusing ``out`` over a trajectory saves the first
+    touch of fresh memory, which costs more than some kernels."""
+    if out is None:
+        return tuple(np.empty(shape) for shape in shapes)
+    if not isinstance(out, cls):
+        raise TypeError(f"{what}: out must be a {cls.__name__}, got {type(out).__name__}")
+    arrays = tuple(getattr(out, f.name) for f in fields(cls))
+    for f, x, shape in zip(fields(cls), arrays, shapes):
+        if not (isinstance(x, np.ndarray) and x.shape == shape and x.dtype == np.float64 and x.flags.c_contiguous
+                and x.flags.writeable):
+            raise ValueError(f"{what}: out.{f.name} must be a writeable C-contiguous float64 array of shape {shape}")
+    return arrays
 
 
 def base_pose(x: State) -> np.ndarray:

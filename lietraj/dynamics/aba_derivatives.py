@@ -36,6 +36,7 @@ from lietraj.dynamics._checks import (
     base_pose,
     base_poses,
     check_type,
+    result_arrays,
 )
 from lietraj.dynamics.aba import _COLS as _ABA_COLS
 from lietraj.dynamics.aba import SINGULAR, _raise, aba_core
@@ -167,26 +168,28 @@ def _raise_fd(status: int, model: RobotModel, knot: int | None) -> None:
     _raise(status, model, knot)
 
 
-def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None,
-                    fext_reference: str = "local") -> ForwardDynamicsDerivatives:
+def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference: str = "local",
+                    out: ForwardDynamicsDerivatives | None = None) -> ForwardDynamicsDerivatives:
     """Forward dynamics and its analytical first-order derivatives (seed 001 eq. 5 with IDSVA and IMMAmb).
 
     Same inputs as ``aba``; ``fext`` (optional, ``(nb, 6)``) are wrenches in each body's frame
     (``fext_reference="local"``) or in the world frame at the world origin (``"world"``), their dependence on
     ``q`` included. ``x`` a Trajectory evaluates all knots in one compiled call. Equals Pinocchio's
-    ``computeABADerivatives`` (``ddq_dq, ddq_dv, ddq_dtau``).
+    ``computeABADerivatives`` (``ddq_dq, ddq_dv, ddq_dtau``). ``out``, a previous result of the same shapes, is
+    overwritten and returned instead of allocating new arrays.
     """
     ref = fext_reference_code(fext_reference, "aba_derivatives")
     nv, args = model.nv, (model.mi, model.mf, model.gravity, dof_end(model), model.floating_base, model.n)
     if type(x) is State:
         fe = as_fext(fext, model, "aba_derivatives")
         fl = body_frame_wrenches(model, x, fe) if ref != LOCAL_WRENCH and fe.shape[0] else fe
-        a, da_dq, da_dv, Minv = np.empty(nv), np.empty((nv, nv)), np.empty((nv, nv)), np.empty((nv, nv))
+        a, da_dq, da_dv, Minv = result_arrays(out, ForwardDynamicsDerivatives, ((nv,), (nv, nv), (nv, nv), (nv, nv)),
+                                              "aba_derivatives")
         status = fd_derivatives_kernel(*args, base_pose(x), x.s, x.v, as_vector(tau), fe, fl, ref, *_work(model),
                                        a, da_dq, da_dv, Minv)
         if status != OK:
             _raise_fd(status, model, None)
-        return ForwardDynamicsDerivatives(a, da_dq, da_dv, Minv)
+        return ForwardDynamicsDerivatives(a, da_dq, da_dv, Minv) if out is None else out
     check_type(x, "aba_derivatives")
     T = np.asarray(tau, dtype=np.float64)
     if T.ndim != 2:
@@ -194,9 +197,10 @@ def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None,
     fe = as_fext_batch(fext, model, "aba_derivatives")
     fl = body_frame_wrenches(model, x, fe) if ref != LOCAL_WRENCH and fe.shape[1] else fe
     N = len(x)
-    A, DQ, DV, MINV = np.empty((N, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv))
+    A, DQ, DV, MINV = result_arrays(out, ForwardDynamicsDerivatives, ((N, nv), (N, nv, nv), (N, nv, nv), (N, nv, nv)),
+                                    "aba_derivatives")
     status, k = fd_derivatives_batch_kernel(*args, base_poses(x), x.s, x.v, T, fe, fl, ref, *_work(model),
                                             A, DQ, DV, MINV)
     if status != OK:
         _raise_fd(status, model, k)
-    return ForwardDynamicsDerivatives(A, DQ, DV, MINV)
+    return ForwardDynamicsDerivatives(A, DQ, DV, MINV) if out is None else out

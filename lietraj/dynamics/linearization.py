@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from lietraj.dynamics.aba_derivatives import aba_derivatives
+from lietraj.dynamics._checks import result_arrays
+from lietraj.dynamics.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
 from lietraj.dynamics.model import RobotModel
 from lietraj.dynamics.state import State, Trajectory
 
@@ -87,22 +88,35 @@ def _assemble_batch(NU, DA_DQ, DA_DV, MINV, A, B):
 _NO_NU, _NO_NU_BATCH = np.zeros(0), np.zeros((1, 0))
 
 
-def linearize(model: RobotModel, x: State | Trajectory, u, fext=None, fext_reference: str = "local") -> Linearization:
+def _derivatives_scratch(model: RobotModel, lead: tuple[int, ...]) -> ForwardDynamicsDerivatives:
+    """Model-owned arrays for the forward-dynamics derivatives that A and B are assembled from."""
+    nv = model.nv
+    shapes = (lead + (nv,), lead + (nv, nv), lead + (nv, nv), lead + (nv, nv))
+    return model.derived(f"linearize_scratch_{lead}",
+                         lambda m: ForwardDynamicsDerivatives(*(np.zeros(shape) for shape in shapes)))
+
+
+def linearize(model: RobotModel, x: State | Trajectory, u, fext=None, fext_reference: str = "local",
+              out: Linearization | None = None) -> Linearization:
     """Continuous-time A, B of the dynamics about the state ``x`` and joint torques ``u`` (``(n,)``; the base of a
     floating-base robot is unactuated), in the Lie algebra of the state group (seed 000 eq. 42).
 
     ``x`` a Trajectory (with ``u`` of shape (N, n)) linearizes every knot, the derivatives coming from one compiled
-    call. ``fext`` (optional) are external wrenches held constant, as in ``aba_derivatives``.
+    call. ``fext`` (optional) are external wrenches held constant, as in ``aba_derivatives``. ``out``, a previous
+    result of the same shapes, is overwritten and returned instead of allocating new arrays.
     """
     single = type(x) is State
     U = np.asarray(u, dtype=np.float64)
     if U.ndim != (1 if single else 2):
         raise ValueError(f"linearize({model.name}): u must have shape ({model.n},), or (N, {model.n}) for a trajectory")
-    d = aba_derivatives(model, x, _generalized_force(model, U, "linearize"), fext, fext_reference)
-    nv, lead = model.nv, d.a.shape[:-1]
-    A, B = np.empty(lead + (2 * nv, 2 * nv)), np.empty(lead + (2 * nv, model.n))
+    nv, lead = model.nv, U.shape[:-1]
+    d = aba_derivatives(model, x, _generalized_force(model, U, "linearize"), fext, fext_reference,
+                        out=_derivatives_scratch(model, lead))
+    A, B, a = result_arrays(out, Linearization, (lead + (2 * nv, 2 * nv), lead + (2 * nv, model.n), lead + (nv,)),
+                            "linearize")
     if single:
         _assemble(x.v[:6] if model.floating_base else _NO_NU, d.da_dq, d.da_dv, d.da_dtau, A, B)
     else:
         _assemble_batch(x.v[:, :6] if model.floating_base else _NO_NU_BATCH, d.da_dq, d.da_dv, d.da_dtau, A, B)
-    return Linearization(A, B, d.a)
+    a[...] = d.a
+    return Linearization(A, B, a) if out is None else out

@@ -53,6 +53,7 @@ from lietraj.dynamics._checks import (
     base_poses,
     check_type,
     raise_for_status,
+    result_arrays,
 )
 from lietraj.dynamics._spatial import (
     act_force,
@@ -352,8 +353,8 @@ class InverseDynamicsDerivatives:
     M: np.ndarray
 
 
-def rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext=None,
-                     fext_reference: str = "local") -> InverseDynamicsDerivatives:
+def rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext=None, fext_reference: str = "local",
+                     out: InverseDynamicsDerivatives | None = None) -> InverseDynamicsDerivatives:
     """Inverse dynamics and its analytical first-order derivatives (IDSVA, seed 001 Algorithm 1).
 
     ``a`` is the generalized acceleration (for a floating base any ``nu_dot``, consistent or not: the first
@@ -361,26 +362,29 @@ def rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext=None,
     ``[force; torque]`` per body, ``(nb, 6)``: in the body's frame (``fext_reference="local"``, as ``rnea``) or
     in the world frame at the world origin (``"world"``); the derivatives include how either depends on ``q``.
     ``x`` a Trajectory evaluates all knots in one compiled call (``a`` (N, nv), ``fext`` (N, nb, 6)).
-    Equals Pinocchio's ``computeRNEADerivatives`` (``dtau_dq, dtau_dv, dtau_da``).
+    Equals Pinocchio's ``computeRNEADerivatives`` (``dtau_dq, dtau_dv, dtau_da``). ``out``, a previous result
+    of the same shapes, is overwritten and returned instead of allocating new arrays.
     """
     ref = fext_reference_code(fext_reference, "rnea_derivatives")
     W, D = work_arrays(model)
     nv = model.nv
     if type(x) is State:
         fe = as_fext(fext, model, "rnea_derivatives")
-        tau, dq, dv, M = np.empty(nv), np.empty((nv, nv)), np.empty((nv, nv)), np.empty((nv, nv))
+        tau, dq, dv, M = result_arrays(out, InverseDynamicsDerivatives, ((nv,), (nv, nv), (nv, nv), (nv, nv)),
+                                       "rnea_derivatives")
         status = idsva_kernel(model.mi, model.mf, model.gravity, dof_end(model), model.floating_base, model.n,
                               base_pose(x), x.s, x.v, as_vector(a), fe, ref, W, D, tau, dq, dv, M)
         raise_for_status(status, model, "rnea_derivatives")
-        return InverseDynamicsDerivatives(tau, dq, dv, M)
+        return InverseDynamicsDerivatives(tau, dq, dv, M) if out is None else out
     check_type(x, "rnea_derivatives")
     A = np.asarray(a, dtype=np.float64)
     if A.ndim != 2:
         raise ValueError(f"rnea_derivatives({model.name}): for a trajectory, a must be (N, nv)")
     fe = as_fext_batch(fext, model, "rnea_derivatives")
     N = len(x)
-    TAU, DQ, DV, MM = np.empty((N, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv))
+    TAU, DQ, DV, MM = result_arrays(out, InverseDynamicsDerivatives, ((N, nv), (N, nv, nv), (N, nv, nv), (N, nv, nv)),
+                                    "rnea_derivatives")
     status, k = idsva_batch_kernel(model.mi, model.mf, model.gravity, dof_end(model), model.floating_base, model.n,
                                    base_poses(x), x.s, x.v, A, fe, ref, W, D, TAU, DQ, DV, MM)
     raise_for_status(status, model, "rnea_derivatives", k)
-    return InverseDynamicsDerivatives(TAU, DQ, DV, MM)
+    return InverseDynamicsDerivatives(TAU, DQ, DV, MM) if out is None else out
