@@ -1,5 +1,9 @@
 """Geometric linearization A, B (seed 000 Props. 1-3) against finite differences on the group."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -121,3 +125,15 @@ def test_bad_input_raises(rng):
     with pytest.raises(ValueError, match="fixed base"):
         extended_inverse_dynamics_derivatives(lietraj.load_robot("ur5"), lietraj.load_robot("ur5").state_space.random(rng),
                                               np.zeros(6))
+
+
+def test_kernels_run_without_jit(rng):
+    """NUMBA_DISABLE_JIT=1 (pure Python, for debugging): IDSVA, the FD derivatives and A, B as compiled."""
+    code = ("import numpy as np, lietraj; from lietraj.dynamics import linearize;"
+            "m = lietraj.load_robot('solo12'); x = m.state_space.random(np.random.default_rng(0));"
+            "print(repr(linearize(m, x, np.arange(m.n) / 10.0).A.tolist()))")
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    model = lietraj.load_robot("solo12")
+    expected = linearize(model, model.state_space.random(np.random.default_rng(0)), np.arange(model.n) / 10.0).A
+    np.testing.assert_allclose(eval(out), expected, rtol=0, atol=1e-10 * np.abs(expected).max())
