@@ -8,6 +8,12 @@ algorithm takes a ``State``, or a ``Trajectory`` to evaluate all its knots in on
 from lietraj.dynamics import se3, so3
 from lietraj.dynamics.aba import aba, forward_dynamics
 from lietraj.dynamics.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
+from lietraj.dynamics.aba_second_order import (
+    ForwardDynamicsHessian,
+    ForwardDynamicsSecondOrder,
+    aba_hessian_contraction,
+    aba_second_order_derivatives,
+)
 from lietraj.dynamics.center_of_mass import (
     center_of_mass,
     center_of_mass_jacobian,
@@ -48,19 +54,23 @@ from lietraj.dynamics.rnea_derivatives import (
     InverseDynamicsDerivatives,
     rnea_derivatives,
 )
+from lietraj.dynamics.rnea_second_order import InverseDynamicsSecondOrder, rnea_second_order_derivatives
 from lietraj.dynamics.robots import available_robots, load_robot
 from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.dynamics.urdf import URDFError, load_urdf, read_srdf
 
 __all__ = [
-    "CenterOfMassDerivatives", "ExtendedIDDerivatives", "ExtendedIDResult", "ForwardDynamicsDerivatives", "Frame",
-    "FrameAccelerationDerivatives", "FramePlacementError", "HybridDerivatives", "HybridResult",
-    "InverseDynamicsDerivatives", "Linearization", "Posture", "RobotModel", "State", "StateSpace", "Trajectory",
-    "URDFError", "Visual", "aba", "aba_derivatives", "available_robots", "body_placements", "center_of_mass",
-    "center_of_mass_derivatives", "center_of_mass_jacobian", "center_of_mass_velocity", "extended_inverse_dynamics",
+    "CenterOfMassDerivatives", "ExtendedIDDerivatives", "ExtendedIDResult", "ForwardDynamicsDerivatives",
+    "ForwardDynamicsHessian", "ForwardDynamicsSecondOrder", "Frame", "FrameAccelerationDerivatives",
+    "FramePlacementError", "HybridDerivatives", "HybridResult", "InverseDynamicsDerivatives",
+    "InverseDynamicsSecondOrder", "Linearization", "Posture", "RobotModel", "State", "StateSpace", "Trajectory",
+    "URDFError", "Visual", "aba", "aba_derivatives", "aba_hessian_contraction", "aba_second_order_derivatives",
+    "available_robots", "body_placements", "center_of_mass", "center_of_mass_derivatives",
+    "center_of_mass_jacobian", "center_of_mass_velocity", "extended_inverse_dynamics",
     "extended_inverse_dynamics_derivatives", "forward_dynamics", "frame_acceleration",
     "frame_acceleration_derivatives", "frame_jacobian", "frame_placement", "frame_placement_error",
     "frame_placements", "frame_velocity", "frame_velocity_derivatives", "generalized_gravity", "hybrid_dynamics",
     "hybrid_dynamics_derivatives", "inverse_mass_matrix", "linearize", "load_robot", "load_urdf", "mass_matrix",
-    "nonlinear_effects", "numerical_jacobian", "read_srdf", "rnea", "rnea_derivatives", "se3", "so3",
+    "nonlinear_effects", "numerical_jacobian", "read_srdf", "rnea", "rnea_derivatives",
+    "rnea_second_order_derivatives", "se3", "so3",
 ]
