@@ -209,6 +209,16 @@ def skew(p):
 
 
 @inline
+def skew_polynomial(w, c1, c2):
+    """I + c1 [w]x + c2 [w]x^2 as a row-major 9-tuple ([w]x^2 = w w^T - |w|^2 I): the form of exp, Jl, Jr on SO(3)."""
+    x, y, z = w
+    d = 1.0 - c2 * (x * x + y * y + z * z)
+    return (d + c2 * x * x, c2 * x * y - c1 * z, c2 * x * z + c1 * y,
+            c2 * x * y + c1 * z, d + c2 * y * y, c2 * y * z - c1 * x,
+            c2 * x * z - c1 * y, c2 * y * z + c1 * x, d + c2 * z * z)
+
+
+@inline
 def inv3(A):
     """Inverse of a 3x3 matrix by its adjugate (used on symmetric positive-definite blocks)."""
     c0 = A[4] * A[8] - A[5] * A[7]

@@ -59,6 +59,7 @@ from lietraj.dynamics._spatial import (
     sub,
 )
 from lietraj.dynamics.model import JOINT_FREE, MF_ARMATURE, RobotModel
+from lietraj.dynamics.rnea import local_wrenches
 from lietraj.dynamics.state import State, Trajectory
 
 SINGULAR = 100
@@ -207,15 +208,17 @@ def _raise(status: int, model: RobotModel, knot: int | None = None) -> None:
     raise_for_status(status, model, "aba", knot)
 
 
-def aba(model: RobotModel, x: State | Trajectory, tau, fext=None) -> np.ndarray:
+def aba(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference: str = "local") -> np.ndarray:
     """Forward dynamics: the acceleration ``a = [nu_dot; s_ddot]`` produced by the torques ``tau``.
 
     ``tau`` has ``nv`` entries; for a floating base its first six are a wrench on the base (zero for a
     free-floating robot). ``x`` is a State (returns ``(nv,)``) or a Trajectory with ``tau`` of shape
-    ``(N, nv)`` (returns ``(N, nv)`` from one compiled call). ``fext``: optional body-frame wrenches
-    ``[force; torque]``, ``(nb, 6)`` or ``(N, nb, 6)``.
+    ``(N, nv)`` (returns ``(N, nv)`` from one compiled call). ``fext``: optional wrenches ``[force; torque]``,
+    ``(nb, 6)`` or ``(N, nb, 6)``, in each body's frame (``fext_reference="local"``) or in the world frame at the
+    world origin (``"world"``).
     """
     W = model.scratch("aba", (model.nb, _COLS))
+    fext = local_wrenches(model, x, fext, fext_reference, "aba")
     if type(x) is State:
         fe = as_fext(fext, model, "aba")
         ddq = np.empty(model.nv)

@@ -61,6 +61,7 @@ from numba import njit
 from lietraj.dynamics import se3
 from lietraj.dynamics._checks import BAD_N, OK, as_vector, check_type
 from lietraj.dynamics._spatial import (
+    skew_polynomial,
     add,
     base_placement,
     cross,
@@ -258,16 +259,6 @@ def _jlog_coefficients(theta):
     return D, Dd
 
 
-@inline
-def _polynomial(w, c1, c2):
-    """I + c1 [w]x + c2 [w]x², with [w]x² = w wᵀ - |w|² I."""
-    x, y, z = w
-    d = 1.0 - c2 * (x * x + y * y + z * z)
-    return (d + c2 * x * x, c2 * x * y - c1 * z, c2 * x * z + c1 * y,
-            c2 * x * y + c1 * z, d + c2 * y * y, c2 * y * z - c1 * x,
-            c2 * x * z - c1 * y, c2 * y * z + c1 * x, d + c2 * z * z)
-
-
 @njit(cache=True)
 def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
     """r = log(T^-1 oM_f) (linear first) and J = Jr(r)^-1 J_local (6, nv) for frame k, from the poses in W."""
@@ -278,9 +269,9 @@ def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
     w = _log3(mm(transpose(TR), oR))
     theta = math.sqrt(dot(w, w))
     D, Dd = _jlog_coefficients(theta)
-    u = mv(_polynomial(w, -0.5, D), p)
+    u = mv(skew_polynomial(w, -0.5, D), p)
     r[0], r[1], r[2], r[3], r[4], r[5] = u[0], u[1], u[2], w[0], w[1], w[2]
-    A = _polynomial(w, 0.5, D)
+    A = skew_polynomial(w, 0.5, D)
     wp = dot(w, p)
     t = sub(scale(w, Dd * wp), scale(p, theta * theta * Dd + 2.0 * D))
     C = (t[0] * w[0] + D * (w[0] * p[0] + wp), t[0] * w[1] + D * w[0] * p[1] - 0.5 * p[2],

@@ -163,6 +163,15 @@ def body_frame_wrenches(model: RobotModel, x: State | Trajectory, fext) -> np.nd
                            np.einsum("...ij,...j->...i", RT, n - np.cross(p, f))], axis=-1)
 
 
+def local_wrenches(model: RobotModel, x: State | Trajectory, fext, fext_reference: str, what: str):
+    """``fext`` in the body frames: as given for ``fext_reference="local"``, converted for ``"world"``."""
+    if fext_reference not in ("local", "world"):
+        raise ValueError(f"{what}: fext_reference must be 'local' or 'world', got {fext_reference!r}")
+    if fext is None or fext_reference == "local":
+        return fext
+    return body_frame_wrenches(model, x, fext)
+
+
 def rnea(model: RobotModel, x: State | Trajectory, a, fext=None, fext_reference: str = "local") -> np.ndarray:
     """Inverse dynamics tau = M a + h - sum_i J_i^T f_ext_i (for a floating base, ``tau[:6]`` is the base wrench).
 
@@ -172,10 +181,7 @@ def rnea(model: RobotModel, x: State | Trajectory, a, fext=None, fext_reference:
     (``fext_reference="local"``) or in the world frame at the world origin (``"world"``).
     """
     W = model.scratch("rnea", (model.nb, _COLS))
-    if fext is not None and fext_reference != "local":
-        if fext_reference != "world":
-            raise ValueError(f"rnea: fext_reference must be 'local' or 'world', got {fext_reference!r}")
-        fext = body_frame_wrenches(model, x, fext)
+    fext = local_wrenches(model, x, fext, fext_reference, "rnea")
     if type(x) is State:
         fe = as_fext(fext, model, "rnea")
         tau = np.empty(model.nv)

@@ -1,4 +1,10 @@
-"""Optimal control on the robot's Lie-group state: problems, costs, iLQR / DDP / FDDP, LQR and TVLQR.
+"""Optimal control on the robot's Lie-group state: discrete dynamics, and (issue 5) problems, costs, iLQR / DDP /
+FDDP, LQR and TVLQR.
 
-Planned in issue 5 of the tracker; this subpackage imports ``lietraj.dynamics`` and nothing above it.
+This subpackage imports ``lietraj.dynamics`` and nothing above it. Dynamics are a plug-in: a solver sees a
+``DiscreteDynamics`` (step, batched step, Jacobians in the Lie algebra); ``RobotDynamics`` is the one for robots.
 """
+
+from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, RobotDynamics
+
+__all__ = ["DiscreteDerivatives", "DiscreteDynamics", "RobotDynamics"]
