@@ -220,14 +220,21 @@ def idsva_so_core(mi, mf, g, H, s, v, a, Wp, V, Acc, IC, BC, FC, Dof, T, U, vec,
         ICi, BCi, fCi = IC[i], BC[i], FC[i]
         for ip in range(i0, i1):
             sp, psp, pspp, sdp = Dof[ip, _S], Dof[ip, _PSD], Dof[ip, _PSDD], Dof[ip, _SD]
-            _coriolis(sp, ICi, T, T[_BS], tmp)                               # 15
-            _coriolis(psp, ICi, T, T[_BPSI], tmp)                            # 16
+            # A1 = crf(s) I - I crm(s) is symmetric and A0 = fbar(I s) antisymmetric, so line 15's B(s; I) is
+            # A1 + A0 and line 19's A2 is A0 - A1: three 6x6 products fewer than the listing.
             _mv(ICi, sp, vec[1])
             _fbar(vec[1], T[_A0])                                            # 17
-            _commutator_crf(sp, ICi, T, T[_A1])                              # 18
+            _crf(sp, T[_X])
+            _mm(T[_X], ICi, T[_A6])
+            _crm(sp, T[_X])
+            _mm(ICi, T[_X], T[_Y])
             for r in range(6):
                 for c in range(6):
-                    T[_A2, r, c] = 2.0 * T[_A0, r, c] - T[_BS, r, c]         # 19
+                    T[_A1, r, c] = T[_A6, r, c] - T[_Y, r, c]               # 18
+                    T[_BS, r, c] = T[_A1, r, c] + T[_A0, r, c]              # 15
+                    T[_A2, r, c] = T[_A0, r, c] - T[_A1, r, c]              # 19
+                    T[_A6, r, c] += T[_A0, r, c]                            # 23
+            _coriolis(psp, ICi, T, T[_BPSI], tmp)                            # 16
             _commutator_crf(sp, BCi, T, T[_A3])
             for r in range(6):
                 for c in range(6):
@@ -241,11 +248,6 @@ def idsva_so_core(mi, mf, g, H, s, v, a, Wp, V, Acc, IC, BC, FC, Dof, T, U, vec,
             for r in range(6):
                 vec[1, r] += vec[2, r] + vec[3, r]
             _fbar(vec[1], T[_A5])                                            # 22
-            _crf(sp, T[_X])
-            _mm(T[_X], ICi, T[_A6])
-            for r in range(6):
-                for c in range(6):
-                    T[_A6, r, c] += T[_A0, r, c]                             # 23
             _mv(BCi, sp, vec[1])
             for r in range(6):
                 vec[2, r] = psp[r] + sdp[r]
@@ -260,7 +262,12 @@ def idsva_so_core(mi, mf, g, H, s, v, a, Wp, V, Acc, IC, BC, FC, Dof, T, U, vec,
                 for jt in range(j0, j1):
                     st, pst, pstt, sdt = Dof[jt, _S], Dof[jt, _PSD], Dof[jt, _PSDD], Dof[jt, _SD]
                     _mtv(T[_A3], st, u[1])                                   # 29
-                    _mtv(T[_A1], st, u[2])
+                    _mv(T[_A1], st, u[12])                                   # 36
+                    _mv(T[_A0], st, u[9])
+                    for r in range(6):
+                        u[2, r] = u[12, r]                                   # A1^T = A1
+                        u[10, r] = u[12, r] + u[9, r]                        # B_s = A1 + A0
+                        u[11, r] = u[12, r] - u[9, r]                        # B_s^T = A1 - A0
                     _mv(T[_A3], pst, u[3])                                   # 30
                     _mv(T[_A1], pstt, vec[1])
                     _mv(T[_A5], st, vec[2])
@@ -285,10 +292,6 @@ def idsva_so_core(mi, mf, g, H, s, v, a, Wp, V, Acc, IC, BC, FC, Dof, T, U, vec,
                     _mtv(T[_BS], pst, vec[1])
                     for r in range(6):
                         u[8, r] -= vec[1, r]
-                    _mv(T[_A0], st, u[9])
-                    _mv(T[_BS], st, u[10])                                   # 35
-                    _mtv(T[_BS], st, u[11])
-                    _mv(T[_A1], st, u[12])                                   # 36
                     k = j
                     while k >= 0:
                         k0 = mi[k, 2]
