@@ -150,6 +150,20 @@ def _unit(k):
     return (e, _ZERO3) if k < 3 else (_ZERO3, e)
 
 
+@inline
+def joint_kinematics(vl, wl, al, bl, Sv, Sw, qd, qdd):
+    """Lines 3-7 of IDSVA for a 1-DoF joint of subspace (Sv, Sw) under a parent moving with (vl, wl), (al, bl):
+    the body's velocity and acceleration, Psd = v_l x S and Psdd = a_l x S + v_l x Psd (Sd equals Psd)."""
+    vJ, wJ = scale(Sv, qd), scale(Sw, qd)
+    vi, wi = add(vl, vJ), add(wl, wJ)
+    cv, cw = cross_motion(vi, wi, vJ, wJ)
+    ai, bi = add(add(al, scale(Sv, qdd)), cv), add(add(bl, scale(Sw, qdd)), cw)
+    pv, pw = cross_motion(vl, wl, Sv, Sw)
+    c, d = cross_motion(vl, wl, pv, pw)
+    e, f = cross_motion(al, bl, Sv, Sw)
+    return vi, wi, ai, bi, pv, pw, add(c, e), add(d, f)
+
+
 @njit(cache=True)
 def idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv, M):
     """IDSVA for one state: tau, dtau/dq, dtau/dv and M. Assumes checked inputs.
@@ -189,17 +203,10 @@ def idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv
                 c, d = cross_motion(vi, wi, Ev, Ew)
                 _store6(D, k, _U, c, d)
         else:
-            qd, qdd = v[iv], a[iv]
-            vJ, wJ = scale(Sv, qd), scale(Sw, qd)
-            vi, wi = add(vl, vJ), add(wl, wJ)
-            cv, cw = cross_motion(vi, wi, vJ, wJ)
-            ai, bi = add(add(al, scale(Sv, qdd)), cv), add(add(bl, scale(Sw, qdd)), cw)
-            pv, pw = cross_motion(vl, wl, Sv, Sw)
-            c, d = cross_motion(vl, wl, pv, pw)
-            e, f = cross_motion(al, bl, Sv, Sw)
+            vi, wi, ai, bi, pv, pw, qv, qw = joint_kinematics(vl, wl, al, bl, Sv, Sw, v[iv], a[iv])
             _store6(D, iv, _S, Sv, Sw)
             _store6(D, iv, _PSD, pv, pw)
-            _store6(D, iv, _PSDD, add(c, e), add(d, f))
+            _store6(D, iv, _PSDD, qv, qw)
             _store6(D, iv, _U, scale(pv, 2.0), scale(pw, 2.0))  # Sd = Psd for a 1-DoF joint
         _store6(W, i, _V, vi, wi)
         _store6(W, i, _A, ai, bi)

@@ -29,9 +29,10 @@ import numpy as np
 from numba import njit
 
 from lietraj.dynamics._checks import BAD_A, OK, as_vector, base_pose, check_state, check_vector, raise_for_status
-from lietraj.dynamics._spatial import add, cross_force, cross_motion, mtv, scale
+from lietraj.dynamics._spatial import add, cross_force, cross_motion, mtv
 from lietraj.dynamics.crba import body_in_base_frame, rigid_inertia_times
 from lietraj.dynamics.model import JOINT_FREE, MF_MASS, RobotModel
+from lietraj.dynamics.rnea_derivatives import joint_kinematics
 from lietraj.dynamics.state import State
 
 # Per-dof vectors: S, Psd (= Psi-dot), Psdd, Sd (= S-dot).
@@ -180,17 +181,10 @@ def idsva_so_core(mi, mf, g, H, s, v, a, Wp, V, Acc, IC, BC, FC, Dof, T, U, vec,
                 c, d = cross_motion(vi, wi, Ev, Ew)
                 _store6(Dof[k], _SD, c, d)
         else:
-            qd, qdd = v[iv], a[iv]
-            vJ, wJ = scale(Sv, qd), scale(Sw, qd)
-            vi, wi = add(vl, vJ), add(wl, wJ)
-            cv, cw = cross_motion(vi, wi, vJ, wJ)
-            ai, bi = add(add(al, scale(Sv, qdd)), cv), add(add(bl, scale(Sw, qdd)), cw)
-            pv, pw = cross_motion(vl, wl, Sv, Sw)
-            c, d = cross_motion(vl, wl, pv, pw)
-            e, f = cross_motion(al, bl, Sv, Sw)
+            vi, wi, ai, bi, pv, pw, qv, qw = joint_kinematics(vl, wl, al, bl, Sv, Sw, v[iv], a[iv])
             _store6(Dof[iv], _S, Sv, Sw)
             _store6(Dof[iv], _PSD, pv, pw)
-            _store6(Dof[iv], _PSDD, add(c, e), add(d, f))
+            _store6(Dof[iv], _PSDD, qv, qw)
             _store6(Dof[iv], _SD, pv, pw)  # v_i x S = v_l x S for a 1-DoF joint
         _store6(V, i, vi, wi)
         _store6(Acc, i, ai, bi)
