@@ -6,5 +6,6 @@ This subpackage imports ``lietraj.dynamics`` and nothing above it. Dynamics are 
 """
 
 from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, RobotDynamics
+from lietraj.optimal_control.euler_second_order import StepHessian, euler_hessian_contraction
 
-__all__ = ["DiscreteDerivatives", "DiscreteDynamics", "RobotDynamics"]
+__all__ = ["DiscreteDerivatives", "DiscreteDynamics", "RobotDynamics", "StepHessian", "euler_hessian_contraction"]

@@ -47,6 +47,7 @@ from lietraj.dynamics.aba import aba
 from lietraj.dynamics.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
 from lietraj.dynamics.model import RobotModel
 from lietraj.dynamics.state import State, StateSpace, Trajectory
+from lietraj.optimal_control.euler_second_order import StepHessian, euler_hessian_contraction
 
 INTEGRATORS = ("euler", "rk4")
 _CHUNK_ENTRIES = 32768  # RK4 chain rule: knots per block such that a (knots, ndx, ndx + n) block stays in cache
@@ -262,6 +263,15 @@ class RobotDynamics(DiscreteDynamics):
         self.state_space = model.state_space
         self.nu = model.n
         self._cache: dict = {}
+
+    def hessian_contraction(self, x: State, u, lam) -> StepHessian:
+        """Symmetric Hessian of ``lam^T log(x'^-1 f(x exp dx, u + du))`` in ``(dx, du)``: the second-order dynamics
+        term of DDP's backward pass (``euler_second_order``). Euler, without external wrenches, for now."""
+        if self.integrator != "euler" or self.fext is not None:
+            raise NotImplementedError("RobotDynamics.hessian_contraction: available for the Euler integrator "
+                                      "without external wrenches")
+        self.state_space.check(x)
+        return euler_hessian_contraction(self.model, self.dt, x, u, lam)
 
     def __repr__(self) -> str:
         return f"RobotDynamics({self.model.name!r}, dt={self.dt}, integrator={self.integrator!r})"
