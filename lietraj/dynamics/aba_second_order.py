@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lietraj.dynamics.aba_derivatives import aba_derivatives
+from lietraj.dynamics.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
 from lietraj.dynamics.model import RobotModel
-from lietraj.dynamics.rnea_second_order import rnea_second_order_derivatives
+from lietraj.dynamics.rnea_second_order import InverseDynamicsSecondOrder, rnea_second_order_derivatives
 from lietraj.dynamics.state import State
 
 
@@ -73,13 +73,10 @@ def aba_second_order_derivatives(model: RobotModel, x: State, tau) -> ForwardDyn
     return ForwardDynamicsSecondOrder(u_qq, u_qv, u_vv, u_qtau, first)
 
 
-def aba_hessian_contraction(model: RobotModel, x: State, tau, lam) -> ForwardDynamicsHessian:
-    """``sum_i lam_i d2FD_i / d(q, v, tau)^2`` at ``(x, tau)`` by one product with ``M^-1`` and contractions of the
-    inverse-dynamics tensors (seed 003 digest §3), never forming the forward-dynamics tensors."""
-    lam = np.asarray(lam, dtype=float)
-    if lam.shape != (model.nv,) or not np.all(np.isfinite(lam)):
-        raise ValueError(f"aba_hessian_contraction({model.name}): lam must be a finite vector of shape ({model.nv},)")
-    first, so = _parts(model, x, tau)
+def hessian_contraction(first: ForwardDynamicsDerivatives, so: InverseDynamicsSecondOrder,
+                        lam: np.ndarray) -> ForwardDynamicsHessian:
+    """The contraction from its parts: ``first = aba_derivatives(model, x, tau)`` and
+    ``so = rnea_second_order_derivatives(model, x, first.a)``."""
     Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
     mu = Minv @ lam
     P = np.tensordot(mu, so.dM_dq, axes=1)
@@ -87,3 +84,12 @@ def aba_hessian_contraction(model: RobotModel, x: State, tau, lam) -> ForwardDyn
     qv = -(np.tensordot(mu, so.d2tau_dqdv, axes=1) + P.T @ u_v)
     vv = -np.tensordot(mu, so.d2tau_dv2, axes=1)
     return ForwardDynamicsHessian(qq, qv, vv, -P.T @ Minv)
+
+
+def aba_hessian_contraction(model: RobotModel, x: State, tau, lam) -> ForwardDynamicsHessian:
+    """``sum_i lam_i d2FD_i / d(q, v, tau)^2`` at ``(x, tau)`` by one product with ``M^-1`` and contractions of the
+    inverse-dynamics tensors (seed 003 digest §3), never forming the forward-dynamics tensors."""
+    lam = np.asarray(lam, dtype=float)
+    if lam.shape != (model.nv,) or not np.all(np.isfinite(lam)):
+        raise ValueError(f"aba_hessian_contraction({model.name}): lam must be a finite vector of shape ({model.nv},)")
+    return hessian_contraction(*_parts(model, x, tau), lam)

@@ -41,7 +41,7 @@ class Linearization:
     a: np.ndarray
 
 
-def _generalized_force(model: RobotModel, u: np.ndarray, what: str) -> np.ndarray:
+def generalized_force(model: RobotModel, u: np.ndarray, what: str) -> np.ndarray:
     """The nv-vector of generalized forces for the joint torques ``u`` (zero wrench on a floating base)."""
     n_u = model.n
     if u.shape[-1] != n_u:
@@ -110,7 +110,7 @@ def linearize(model: RobotModel, x: State | Trajectory, u, fext=None, fext_refer
     if U.ndim != (1 if single else 2):
         raise ValueError(f"linearize({model.name}): u must have shape ({model.n},), or (N, {model.n}) for a trajectory")
     nv, lead = model.nv, U.shape[:-1]
-    d = aba_derivatives(model, x, _generalized_force(model, U, "linearize"), fext, fext_reference,
+    d = aba_derivatives(model, x, generalized_force(model, U, "linearize"), fext, fext_reference,
                         out=_derivatives_scratch(model, lead))
     A, B, a = result_arrays(out, Linearization, (lead + (2 * nv, 2 * nv), lead + (2 * nv, model.n), lead + (nv,)),
                             "linearize")

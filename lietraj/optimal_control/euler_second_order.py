@@ -9,7 +9,7 @@ gradient ``λ = V'_x``. For the step of DESIGN.md (``a = FD(x, u)``, ``ν' = ν 
     g_ν = δν + dt Δa_b,   g_ṡ = δṡ + dt Δa_j,   g_s = δs + dt g_ṡ,   g_H = log(exp(-c) exp(δH) exp(c + e))
 
 The acceleration enters linearly, so its second-order part contributes the forward-dynamics contraction
-(``aba_hessian_contraction``, symmetrised in the configuration block since the Lie derivatives there are taken
+(``aba_second_order.hessian_contraction``, symmetrised in the configuration block since the Lie derivatives there are taken
 one after the other) with the covector ``λ_a = dt [λ_ν + dt Jr(c)ᵀ λ_H; λ_ṡ + dt λ_s]``. The SE(3) row adds
 its own curvature: by BCH, ``g_H = Ad_{exp(-c)} δH + Jr(c) e + ½ [Ad_{exp(-c)} δH, Jr(c) e] + ½ DJr(c)[e] e + ...``,
 whose Hessian in ``(δH, e)`` has the blocks ``H_He = ½ Ad_{exp(-c)}ᵀ M_λ Jr(c)`` (``M_λ[i, j] = λ_Hᵀ ad(e_i) e_j``)
@@ -25,7 +25,9 @@ import numpy as np
 
 from lietraj.dynamics import se3
 from lietraj.dynamics.aba_derivatives import aba_derivatives
-from lietraj.dynamics.aba_second_order import aba_hessian_contraction
+from lietraj.dynamics.aba_second_order import hessian_contraction
+from lietraj.dynamics.linearization import generalized_force
+from lietraj.dynamics.rnea_second_order import rnea_second_order_derivatives
 from lietraj.dynamics.state import State
 
 _AD_BASIS = np.stack([se3.ad(e) for e in np.eye(6)])  # ad(e_i)
@@ -68,8 +70,7 @@ def euler_hessian_contraction(model, dt: float, x: State, u, lam) -> StepHessian
     lam = np.asarray(lam, dtype=float)
     if lam.shape != (2 * nv,) or not np.all(np.isfinite(lam)):
         raise ValueError(f"euler_hessian_contraction({model.name}): lam must be a finite vector of shape ({2 * nv},)")
-    u = np.asarray(u, dtype=float)
-    tau = np.concatenate([np.zeros(nv - n), u])
+    tau = generalized_force(model, np.asarray(u, dtype=float), "euler_hessian_contraction")
     fd = aba_derivatives(model, x, tau)
     lam_q, lam_v = lam[:nv], lam[nv:]
     lam_a = dt * lam_v
@@ -78,7 +79,7 @@ def euler_hessian_contraction(model, dt: float, x: State, u, lam) -> StepHessian
         c = dt * (x.v[:6] + dt * fd.a[:6])
         J = se3.right_jacobian(c)
         lam_a[:6] += dt * dt * J.T @ lam_q[:6]
-    C = aba_hessian_contraction(model, x, tau, lam_a)
+    C = hessian_contraction(fd, rnea_second_order_derivatives(model, x, fd.a), lam_a)
     m = 2 * nv + n
     H = np.zeros((m, m))
     H[:nv, :nv] = 0.5 * (C.qq + C.qq.T)
