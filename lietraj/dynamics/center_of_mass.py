@@ -70,6 +70,24 @@ def center_of_mass_batch_kernel(mi, mf, floating, n, H, S, V, level, W, OUT):
 
 
 @njit(cache=True)
+def subtree_mass_moments(mi, mf, W):
+    """Mass (W_MASS) and world first moment (W_MC) of every body's subtree, from the world poses in W; returns the
+    total mass."""
+    nb, total = mi.shape[0], 0.0
+    for i in range(nb):
+        m = mf[i, MF_MASS]
+        total += m
+        W[i, W_MASS] = m
+        store3(W, i, W_MC, add(scale(load3(W, i, W_P), m), mv(load9(W, i, W_R), load3(mf, i, MF_H))))
+    for i in range(nb - 1, 0, -1):
+        parent = mi[i, 0]
+        if parent >= 0:
+            W[parent, W_MASS] += W[i, W_MASS]
+            store3(W, parent, W_MC, add(load3(W, parent, W_MC), load3(W, i, W_MC)))
+    return total
+
+
+@njit(cache=True)
 def center_of_mass_jacobian_kernel(mi, mf, floating, n, H, s, v, W, J):
     """Jacobian (3, nv) of the world CoM with respect to v."""
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
@@ -77,17 +95,7 @@ def center_of_mass_jacobian_kernel(mi, mf, floating, n, H, s, v, W, J):
         return status
     nb = mi.shape[0]
     forward_kinematics_core(mi, mf, H, s, v, v, PLACEMENT, nb - 1, W)
-    total = 0.0
-    for i in range(nb):
-        m = mf[i, MF_MASS]
-        total += m
-        W[i, W_MASS] = m
-        store3(W, i, W_MC, add(scale(load3(W, i, W_P), m), mv(load9(W, i, W_R), load3(mf, i, MF_H))))
-    for i in range(nb - 1, -1, -1):
-        parent = mi[i, 0]
-        if parent >= 0:
-            W[parent, W_MASS] += W[i, W_MASS]
-            store3(W, parent, W_MC, add(load3(W, parent, W_MC), load3(W, i, W_MC)))
+    total = subtree_mass_moments(mi, mf, W)
     for j in range(nb):
         m, mc, iv = W[j, W_MASS], load3(W, j, W_MC), mi[j, 2]
         for c in range(6 if mi[j, 1] == JOINT_FREE else 1):

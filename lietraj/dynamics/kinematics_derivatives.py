@@ -77,7 +77,7 @@ from lietraj.dynamics._spatial import (
     sub,
     transpose,
 )
-from lietraj.dynamics.center_of_mass import check_mass
+from lietraj.dynamics.center_of_mass import check_mass, subtree_mass_moments
 from lietraj.dynamics.kinematics import (
     ACCELERATION,
     LOCAL,
@@ -327,18 +327,13 @@ def com_derivatives_kernel(mi, mf, floating, n, H, s, v, W, out):
         return status
     nb = mi.shape[0]
     forward_kinematics_core(mi, mf, H, s, v, v, VELOCITY, nb - 1, W)
-    total = 0.0
+    total = subtree_mass_moments(mi, mf, W)
     for i in range(nb):
         m, h, oR = mf[i, MF_MASS], load3(mf, i, MF_H), load9(W, i, W_R)
-        total += m
-        W[i, W_MASS] = m
-        store3(W, i, W_MC, add(scale(load3(W, i, W_P), m), mv(oR, h)))
         store3(W, i, _W_L, mv(oR, add(scale(load3(W, i, W_V), m), cross(load3(W, i, W_V + 3), h))))
-    for i in range(nb - 1, -1, -1):
+    for i in range(nb - 1, 0, -1):
         parent = mi[i, 0]
         if parent >= 0:
-            W[parent, W_MASS] += W[i, W_MASS]
-            store3(W, parent, W_MC, add(load3(W, parent, W_MC), load3(W, i, W_MC)))
             store3(W, parent, _W_L, add(load3(W, parent, _W_L), load3(W, i, _W_L)))
     for j in range(nb):
         m, mc, L, iv = W[j, W_MASS] / total, scale(load3(W, j, W_MC), 1.0 / total), load3(W, j, _W_L), mi[j, 2]

@@ -52,6 +52,7 @@ from lietraj.dynamics._spatial import (
     store3,
     store9,
 )
+from lietraj.dynamics.kinematics import body_placements
 from lietraj.dynamics.model import JOINT_FREE, MF_ARMATURE, RobotModel
 from lietraj.dynamics.state import State, Trajectory
 
@@ -150,8 +151,6 @@ def rnea_batch_kernel(mi, mf, g, floating, n, H, S, V, A, fext, W, TAU):
 def body_frame_wrenches(model: RobotModel, x: State | Trajectory, fext) -> np.ndarray:
     """Per-body wrenches ``[f; n]`` given in the world frame at the world origin, expressed in each body's frame:
     ``(R^T f, R^T (n - p x f))`` with ``(R, p)`` the body's world pose. ``(nb, 6)``, or ``(N, nb, 6)``."""
-    from lietraj.dynamics.kinematics import body_placements
-
     P = body_placements(model, x)
     R, p = P[..., :3, :3], P[..., :3, 3]
     fe = np.asarray(fext, dtype=np.float64)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from lietraj.dynamics._checks import BAD_A, OK, as_vector, base_pose, check_state, check_vector, raise_for_status
+from lietraj.dynamics._checks import BAD_A, OK, as_fext, as_vector, base_pose, check_dynamics_inputs, raise_for_status
 from lietraj.dynamics._spatial import add, cross_force, cross_motion, mtv
 from lietraj.dynamics.crba import body_in_base_frame, rigid_inertia_times
 from lietraj.dynamics.model import JOINT_FREE, MF_MASS, RobotModel
@@ -340,10 +340,9 @@ def idsva_so_core(mi, mf, g, H, s, v, a, Wp, V, Acc, IC, BC, FC, Dof, T, U, vec,
 
 
 @njit(cache=True)
-def idsva_so_kernel(mi, mf, g, floating, n, H, s, v, a, Wp, V, Acc, IC, BC, FC, Dof, T, U, vec, D2q, D2v, Dqv, dM):
-    status = check_state(floating, n, D2q.shape[0], H, s, v)
-    if status == OK:
-        status = check_vector(a, D2q.shape[0], BAD_A)
+def idsva_so_kernel(mi, mf, g, floating, n, H, s, v, a, no_fext, Wp, V, Acc, IC, BC, FC, Dof, T, U, vec, D2q, D2v, Dqv,
+                    dM):
+    status = check_dynamics_inputs(mi, floating, n, D2q.shape[0], H, s, v, a, BAD_A, no_fext)
     if status == OK:
         idsva_so_core(mi, mf, g, H, s, v, a, Wp, V, Acc, IC, BC, FC, Dof, T, U, vec, D2q, D2v, Dqv, dM)
     return status
@@ -376,7 +375,8 @@ def rnea_second_order_derivatives(model: RobotModel, x: State, a) -> InverseDyna
         raise TypeError(f"rnea_second_order_derivatives: expected a State, got {type(x).__name__}")
     nv = model.nv
     D2q, D2v, Dqv, dM = (np.empty((nv, nv, nv)) for _ in range(4))
+    no_fext = as_fext(None, model, "rnea_second_order_derivatives")
     status = idsva_so_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n, base_pose(x), x.s, x.v,
-                             as_vector(a), *model.derived("idsva_so_work", _work), D2q, D2v, Dqv, dM)
+                             as_vector(a), no_fext, *model.derived("idsva_so_work", _work), D2q, D2v, Dqv, dM)
     raise_for_status(status, model, "rnea_second_order_derivatives")
     return InverseDynamicsSecondOrder(D2q, D2v, Dqv, dM)
