@@ -36,3 +36,16 @@ def test_contraction_equals_the_contracted_tensors(rng):
     assert relative_error(H.qtau, np.tensordot(lam, so.d2a_dqdtau, axes=1)) < 1e-10
     with pytest.raises(ValueError, match="lam"):
         aba_hessian_contraction(model, x, tau, np.full(model.nv, np.nan))
+
+
+def test_contraction_over_a_trajectory_equals_single_calls(rng):
+    model = lietraj.load_robot("solo12")
+    X = model.state_space.random_trajectory(3, rng)
+    TAU, LAM = rng.normal(size=(3, model.nv)), rng.normal(size=(3, model.nv))
+    H = aba_hessian_contraction(model, X, TAU, LAM)
+    for k in range(3):
+        h = aba_hessian_contraction(model, X[k], TAU[k], LAM[k])
+        for field in ("qq", "qv", "vv", "qtau"):
+            assert relative_error(getattr(H, field)[k], getattr(h, field)) < 1e-14
+    with pytest.raises(ValueError, match=r"\(3, 18\)"):
+        aba_hessian_contraction(model, X, TAU, LAM[:2])

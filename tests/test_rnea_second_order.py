@@ -8,7 +8,7 @@ from conftest import relative_error
 from lietraj.dynamics.builder import random_tree
 from lietraj.dynamics.finite_differences import numerical_jacobian
 from lietraj.dynamics.rnea_derivatives import rnea_derivatives
-from lietraj.dynamics.rnea_second_order import rnea_second_order_derivatives
+from lietraj.dynamics.rnea_second_order import rnea_second_order_contraction, rnea_second_order_derivatives
 
 MODELS = {
     "talos": lambda: lietraj.load_robot("talos"),
@@ -55,10 +55,55 @@ def test_symmetries_and_the_base_rotation_bracket(rng):
     assert np.abs(expected).max() > 1e-3 * scale  # the block really is not symmetric
 
 
+@pytest.mark.parametrize("name", ["talos", "tree, fixed"])
+def test_contraction_equals_the_contracted_tensors(name, rng):
+    """The pass that accumulates mu . T gives what contracting the tensors gives, without forming them."""
+    model = MODELS[name]()
+    x, a, mu = model.state_space.random(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
+    so = rnea_second_order_derivatives(model, x, a)
+    h = rnea_second_order_contraction(model, x, a, mu)
+    assert relative_error(h.qq, np.tensordot(mu, so.d2tau_dq2, axes=1)) < 1e-12
+    assert relative_error(h.vv, np.tensordot(mu, so.d2tau_dv2, axes=1)) < 1e-12
+    assert relative_error(h.qv, np.tensordot(mu, so.d2tau_dqdv, axes=1)) < 1e-12
+    assert relative_error(h.M_q, np.tensordot(mu, so.dM_dq, axes=1)) < 1e-12
+
+
+def test_trajectory_and_reused_results_equal_single_calls(rng):
+    """Batched tensors and contractions equal per-state calls; a reused ``out`` (which the pass does not clear) and
+    a foreign ``out`` full of garbage (which it does) give the same tensors as fresh ones."""
+    model = lietraj.load_robot("solo12")
+    X = model.state_space.random_trajectory(3, rng)
+    A, MU = rng.normal(size=(3, model.nv)), rng.normal(size=(3, model.nv))
+    T = rnea_second_order_derivatives(model, X, A)
+    H = rnea_second_order_contraction(model, X, A, MU)
+    for k in range(3):
+        single = rnea_second_order_derivatives(model, X[k], A[k])
+        h = rnea_second_order_contraction(model, X[k], A[k], MU[k])
+        for field in ("d2tau_dq2", "d2tau_dv2", "d2tau_dqdv", "dM_dq"):
+            assert np.array_equal(getattr(T, field)[k], getattr(single, field))
+        for field in ("qq", "vv", "qv", "M_q"):
+            assert np.array_equal(getattr(H, field)[k], getattr(h, field))
+    out = rnea_second_order_derivatives(model, X[0], A[0])
+    fresh = rnea_second_order_derivatives(model, X[1], A[1])
+    assert rnea_second_order_derivatives(model, X[1], A[1], out=out) is out
+    assert np.array_equal(out.d2tau_dq2, fresh.d2tau_dq2) and np.array_equal(out.dM_dq, fresh.dM_dq)
+    foreign = type(out)(*(np.full_like(fresh.d2tau_dq2, 7.0) for _ in range(4)))
+    rnea_second_order_derivatives(model, X[1], A[1], out=foreign)
+    assert np.array_equal(foreign.d2tau_dv2, fresh.d2tau_dv2) and np.array_equal(foreign.d2tau_dqdv, fresh.d2tau_dqdv)
+
+
 def test_bad_input_raises(rng):
     model = lietraj.load_robot("ur5")
     x = model.state_space.random(rng)
     with pytest.raises(ValueError, match="acceleration"):
         rnea_second_order_derivatives(model, x, np.zeros(3))
+    with pytest.raises(ValueError, match="NaN"):
+        rnea_second_order_contraction(model, x, np.zeros(model.nv), np.full(model.nv, np.nan))
+    with pytest.raises(ValueError, match="mu"):
+        rnea_second_order_contraction(model, x, np.zeros(model.nv), np.zeros(2))
+    with pytest.raises(ValueError, match="knot 1"):
+        X = model.state_space.random_trajectory(2, rng)
+        X.v[1, 0] = np.nan
+        rnea_second_order_derivatives(model, X, np.zeros((2, model.nv)))
     with pytest.raises(TypeError, match="State"):
-        rnea_second_order_derivatives(model, model.state_space.random_trajectory(2, rng), np.zeros(model.nv))
+        rnea_second_order_derivatives(model, np.zeros(model.nv), np.zeros(model.nv))

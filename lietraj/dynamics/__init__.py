@@ -54,7 +54,12 @@ from lietraj.dynamics.rnea_derivatives import (
     InverseDynamicsDerivatives,
     rnea_derivatives,
 )
-from lietraj.dynamics.rnea_second_order import InverseDynamicsSecondOrder, rnea_second_order_derivatives
+from lietraj.dynamics.rnea_second_order import (
+    InverseDynamicsHessian,
+    InverseDynamicsSecondOrder,
+    rnea_second_order_contraction,
+    rnea_second_order_derivatives,
+)
 from lietraj.dynamics.robots import available_robots, load_robot
 from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.dynamics.urdf import URDFError, load_urdf, read_srdf
@@ -63,7 +68,8 @@ __all__ = [
     "CenterOfMassDerivatives", "ExtendedIDDerivatives", "ExtendedIDResult", "ForwardDynamicsDerivatives",
     "ForwardDynamicsHessian", "ForwardDynamicsSecondOrder", "Frame", "FrameAccelerationDerivatives",
     "FramePlacementError", "HybridDerivatives", "HybridResult", "InverseDynamicsDerivatives",
-    "InverseDynamicsSecondOrder", "Linearization", "Posture", "RobotModel", "State", "StateSpace", "Trajectory",
+    "InverseDynamicsHessian", "InverseDynamicsSecondOrder", "Linearization", "Posture", "RobotModel", "State",
+    "StateSpace", "Trajectory",
     "URDFError", "Visual", "aba", "aba_derivatives", "aba_hessian_contraction", "aba_second_order_derivatives",
     "available_robots", "body_placements", "center_of_mass", "center_of_mass_derivatives",
     "center_of_mass_jacobian", "center_of_mass_velocity", "extended_inverse_dynamics",
@@ -72,5 +78,5 @@ __all__ = [
     "frame_placements", "frame_velocity", "frame_velocity_derivatives", "generalized_gravity", "hybrid_dynamics",
     "hybrid_dynamics_derivatives", "inverse_mass_matrix", "linearize", "load_robot", "load_urdf", "mass_matrix",
     "nonlinear_effects", "numerical_jacobian", "read_srdf", "rnea", "rnea_derivatives",
-    "rnea_second_order_derivatives", "se3", "so3",
+    "rnea_second_order_contraction", "rnea_second_order_derivatives", "se3", "so3",
 ]

@@ -11,13 +11,14 @@ evaluated at the consistent ``u`` and ``dM[i, k, a] = dM_ik/dq_a``::
     u_qtau[:, a, b] = -M^-1 dM[:, :, a] M^-1[:, b],     u_vtau = u_tautau = 0
 
 DDP's backward pass only needs ``sum_i lambda_i d2u_i``: with ``mu = M^-1 lambda`` (one product) and
-``P[k, a] = sum_i mu_i dM[i, k, a]`` this is, without forming any third-order forward-dynamics tensor::
+``P[k, a] = sum_i mu_i dM[i, k, a]`` this is, without forming any third-order tensor::
 
     C_qq = -(mu . ID_qq + P^T u_q + u_q^T P),   C_qv = -(mu . ID_qv + P^T u_v),   C_vv = -mu . ID_vv,
     C_qtau = -P^T M^-1
 
-(``mu . T`` contracts the first index of a tensor T). The inverse-dynamics tensors come from IDSVA SO
-(``rnea_second_order``), the first-order terms from ``aba_derivatives``.
+(``mu . T`` contracts the first index of a tensor T). The inverse-dynamics terms come from IDSVA SO
+(``rnea_second_order``: as tensors, or their contractions with ``mu`` accumulated during the pass), the
+first-order terms from ``aba_derivatives``.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lietraj.dynamics.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
+from lietraj.dynamics.aba_derivatives import aba_derivatives
 from lietraj.dynamics.model import RobotModel
-from lietraj.dynamics.rnea_second_order import InverseDynamicsSecondOrder, rnea_second_order_derivatives
-from lietraj.dynamics.state import State
+from lietraj.dynamics.rnea_second_order import rnea_second_order_contraction, rnea_second_order_derivatives
+from lietraj.dynamics.state import State, Trajectory
 
 
 @dataclass(eq=False)
@@ -55,15 +56,10 @@ class ForwardDynamicsHessian:
     qtau: np.ndarray
 
 
-def _parts(model: RobotModel, x: State, tau):
-    first = aba_derivatives(model, x, tau)
-    so = rnea_second_order_derivatives(model, x, first.a)
-    return first, so
-
-
 def aba_second_order_derivatives(model: RobotModel, x: State, tau) -> ForwardDynamicsSecondOrder:
     """The full second-order tensors of forward dynamics at ``(x, tau)`` (one state; no external wrenches)."""
-    first, so = _parts(model, x, tau)
+    first = aba_derivatives(model, x, tau)
+    so = rnea_second_order_derivatives(model, x, first.a)
     Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
     dM_uq = np.einsum("ika,kb->iab", so.dM_dq, u_q)
     u_qq = -np.einsum("ij,jab->iab", Minv, so.d2tau_dq2 + dM_uq + dM_uq.transpose(0, 2, 1))
@@ -73,23 +69,25 @@ def aba_second_order_derivatives(model: RobotModel, x: State, tau) -> ForwardDyn
     return ForwardDynamicsSecondOrder(u_qq, u_qv, u_vv, u_qtau, first)
 
 
-def hessian_contraction(first: ForwardDynamicsDerivatives, so: InverseDynamicsSecondOrder,
-                        lam: np.ndarray) -> ForwardDynamicsHessian:
-    """The contraction from its parts: ``first = aba_derivatives(model, x, tau)`` and
-    ``so = rnea_second_order_derivatives(model, x, first.a)``."""
-    Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
-    mu = Minv @ lam
-    P = np.tensordot(mu, so.dM_dq, axes=1)
-    qq = -(np.tensordot(mu, so.d2tau_dq2, axes=1) + P.T @ u_q + u_q.T @ P)
-    qv = -(np.tensordot(mu, so.d2tau_dqdv, axes=1) + P.T @ u_v)
-    vv = -np.tensordot(mu, so.d2tau_dv2, axes=1)
-    return ForwardDynamicsHessian(qq, qv, vv, -P.T @ Minv)
+def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam) -> ForwardDynamicsHessian:
+    """``sum_i lam_i d2FD_i / d(q, v, tau)^2`` at ``(x, tau)`` by one product with ``M^-1`` and the contraction of
+    the inverse-dynamics second-order terms with ``mu = M^-1 lam``, accumulated during the IDSVA SO pass
+    (``rnea_second_order_contraction``): no third-order tensor is formed (seed 003 digest §3).
 
-
-def aba_hessian_contraction(model: RobotModel, x: State, tau, lam) -> ForwardDynamicsHessian:
-    """``sum_i lam_i d2FD_i / d(q, v, tau)^2`` at ``(x, tau)`` by one product with ``M^-1`` and contractions of the
-    inverse-dynamics tensors (seed 003 digest §3), never forming the forward-dynamics tensors."""
+    ``x`` a Trajectory takes ``tau`` and ``lam`` as (N, nv) arrays and returns blocks with a leading N; the
+    first- and second-order passes then run once over all knots.
+    """
     lam = np.asarray(lam, dtype=float)
-    if lam.shape != (model.nv,) or not np.all(np.isfinite(lam)):
-        raise ValueError(f"aba_hessian_contraction({model.name}): lam must be a finite vector of shape ({model.nv},)")
-    return hessian_contraction(*_parts(model, x, tau), lam)
+    single = type(x) is State
+    if lam.shape != ((model.nv,) if single else (len(x), model.nv)) or not np.all(np.isfinite(lam)):
+        shape = f"({model.nv},)" if single else f"({len(x)}, {model.nv})"
+        raise ValueError(f"aba_hessian_contraction({model.name}): lam must be a finite array of shape {shape}")
+    first = aba_derivatives(model, x, tau)
+    Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
+    mu = (Minv @ lam[..., None])[..., 0]
+    h = rnea_second_order_contraction(model, x, first.a, mu)
+    P = h.M_q  # P[k, a] = sum_i mu_i dM_ik/dq_a
+    Pt = np.swapaxes(P, -1, -2)
+    PtU = Pt @ u_q
+    qq = -(h.qq + PtU + np.swapaxes(PtU, -1, -2))
+    return ForwardDynamicsHessian(qq, -(h.qv + Pt @ u_v), -h.vv, -Pt @ Minv)
