@@ -29,6 +29,9 @@ Jacobians). For Euler this gives the closed form, with ``A_q, A_v, B = da/dq, da
 
 For RK4 the stage Jacobians are composed through the same rules, each stage's ``da/dq, da/dv`` coming from one
 batched ``aba_derivatives`` call over all knots. Neither is the continuous ``A dt`` (``linearization.py``).
+
+The second-order term DDP needs, ``D²(λᵀ log(x̄'⁻¹ f(x̄ exp δx, ū + δu)))``, is in ``euler_second_order`` and
+``rk4_second_order``, built on the stage values and sensitivities computed here.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ from lietraj.dynamics.aba import aba
 from lietraj.dynamics.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
 from lietraj.dynamics.model import RobotModel
 from lietraj.dynamics.state import State, StateSpace, Trajectory
-from lietraj.optimal_control.euler_second_order import StepHessian, euler_hessian_contraction
+from lietraj.optimal_control.euler_second_order import StepHessian, euler_step_hessian
+from lietraj.optimal_control.rk4_second_order import rk4_step_hessian
 
 INTEGRATORS = ("euler", "rk4")
 _CHUNK_ENTRIES = 32768  # RK4 chain rule: knots per block such that a (knots, ndx, ndx + n) block stays in cache
@@ -190,6 +194,29 @@ class DiscreteDerivatives:
         return iter((self.F_x, self.F_u))
 
 
+@dataclass(eq=False)
+class Rk4Stages:
+    """Nominal values of the RK4 step at every knot: stage states ``Y`` (``Y₁ = x``, ``Y₂``, ``Y₃``, ``Y₄``), the
+    forward-dynamics derivatives ``fd`` at them, the arguments ``XI`` (N, ndx) of the exponentials giving
+    ``Y₂, Y₃, Y₄, Z, x⁺``, and their ``PHI = Ad_{exp(-ξ_H)}``, ``JR = Jr(ξ_H)`` (N, 6, 6), None for a fixed base."""
+
+    Y: tuple[Trajectory, ...]
+    fd: tuple[ForwardDynamicsDerivatives, ...]
+    XI: tuple[np.ndarray, ...]
+    PHI: tuple[np.ndarray | None, ...]
+    JR: tuple[np.ndarray | None, ...]
+
+
+@dataclass(eq=False)
+class Rk4Sensitivities:
+    """First-order sensitivities (m, ndx, ndx + nu) with respect to ``(δx, δu)`` at a few knots: of the stage states
+    ``dY`` (exponential coordinates; ``dY[0] = [I 0]``), of the fields ``dF`` and of ``Z``."""
+
+    dY: tuple[np.ndarray, ...]
+    dF: tuple[np.ndarray, ...]
+    dZ: np.ndarray
+
+
 def _one_knot(x: State) -> Trajectory:
     """A 1-knot trajectory whose arrays are views of x's."""
     return Trajectory(None if x.H is None else x.H[None], x.s[None], x.v[None])
@@ -227,6 +254,20 @@ class DiscreteDynamics(ABC):
         d = self.trajectory_derivatives(_one_knot(x), np.asarray(u, dtype=np.float64)[None], out1)
         return DiscreteDerivatives(d.F_x[0], d.F_u[0]) if out is None else out
 
+    def trajectory_hessian_contraction(self, X: Trajectory, U, LAM) -> StepHessian:
+        """The second-order term of DDP at every knot: the symmetric Hessian in ``(dx, du)`` of
+        ``LAM[k]ᵀ log(f(x_k, u_k)⁻¹ f(x_k exp dx, u_k + du))``, as ``StepHessian`` blocks (N, ndx, ndx), (N, ndx, nu),
+        (N, nu, nu). Optional: dynamics without it can be solved by iLQR, which needs only the Jacobians."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement trajectory_hessian_contraction (the "
+                                  "second-order dynamics term of DDP); use iLQR, which needs only the Jacobians")
+
+    def hessian_contraction(self, x: State, u, lam) -> StepHessian:
+        """``trajectory_hessian_contraction`` at one state: blocks (ndx, ndx), (ndx, nu), (nu, nu)."""
+        self.state_space.check(x)
+        H = self.trajectory_hessian_contraction(_one_knot(x), np.asarray(u, dtype=np.float64)[None],
+                                                np.asarray(lam, dtype=np.float64)[None])
+        return StepHessian(H.xx[0], H.xu[0], H.uu[0])
+
     def rollout(self, x0: State, U) -> Trajectory:
         """States ``x_0 .. x_N`` from ``x_0`` under the controls ``U`` (N, nu), one step after the other."""
         U = np.asarray(U, dtype=np.float64)
@@ -263,15 +304,6 @@ class RobotDynamics(DiscreteDynamics):
         self.state_space = model.state_space
         self.nu = model.n
         self._cache: dict = {}
-
-    def hessian_contraction(self, x: State, u, lam) -> StepHessian:
-        """Symmetric Hessian of ``lam^T log(x'^-1 f(x exp dx, u + du))`` in ``(dx, du)``: the second-order dynamics
-        term of DDP's backward pass (``euler_second_order``). Euler, without external wrenches, for now."""
-        if self.integrator != "euler" or self.fext is not None:
-            raise NotImplementedError("RobotDynamics.hessian_contraction: available for the Euler integrator "
-                                      "without external wrenches")
-        self.state_space.check(x)
-        return euler_hessian_contraction(self.model, self.dt, x, u, lam)
 
     def __repr__(self) -> str:
         return f"RobotDynamics({self.model.name!r}, dt={self.dt}, integrator={self.integrator!r})"
@@ -408,37 +440,95 @@ class RobotDynamics(DiscreteDynamics):
             out[:, :6] = PHI @ dX[:, :6] + K @ dZ[:, :6]
         return out
 
-    def _rk4_derivatives(self, X: Trajectory, tau: np.ndarray, F_x: np.ndarray, F_u: np.ndarray) -> None:
-        """Chain rule through the four stages of the commutator-free RK4 (module docstring)."""
-        # Stage states and their forward-dynamics derivatives: one batched aba_derivatives call per stage.
+    def _rk4_stages(self, X: Trajectory, tau: np.ndarray) -> Rk4Stages:
+        """The stage states and exponential blocks of the RK4 step: one batched aba_derivatives call per stage."""
+        dt = self.dt
         d1 = self._fd_derivatives(X, tau, 1)
-        F1 = self.dt * np.concatenate([X.v, d1.a], axis=1)
-        Y2, P2, K2 = self._integrate(X, 0.5 * F1, True)
+        F1 = dt * np.concatenate([X.v, d1.a], axis=1)
+        XI2 = 0.5 * F1
+        Y2, P2, K2 = self._integrate(X, XI2, True)
         d2 = self._fd_derivatives(Y2, tau, 2)
-        F2 = self.dt * np.concatenate([Y2.v, d2.a], axis=1)
-        Y3, P3, K3 = self._integrate(X, 0.5 * F2, True)
+        F2 = dt * np.concatenate([Y2.v, d2.a], axis=1)
+        XI3 = 0.5 * F2
+        Y3, P3, K3 = self._integrate(X, XI3, True)
         d3 = self._fd_derivatives(Y3, tau, 3)
-        F3 = self.dt * np.concatenate([Y3.v, d3.a], axis=1)
-        Y4, P4, K4 = self._integrate(Y2, F3 - 0.5 * F1, True)
+        F3 = dt * np.concatenate([Y3.v, d3.a], axis=1)
+        XI4 = F3 - 0.5 * F1
+        Y4, P4, K4 = self._integrate(Y2, XI4, True)
         d4 = self._fd_derivatives(Y4, tau, 4)
-        F4 = self.dt * np.concatenate([Y4.v, d4.a], axis=1)
-        Z, P5, K5 = self._integrate(X, (3.0 * F1 + 2.0 * F2 + 2.0 * F3 - F4) / 12.0, True)
-        _, P6, K6 = self._integrate(Z, (-F1 + 2.0 * F2 + 2.0 * F3 + 3.0 * F4) / 12.0, True)
-        blocks = (P2, K2, P3, K3, P4, K4, P5, K5, P6, K6)
-        # The sensitivities, a few knots at a time so that their (knots, ndx, ndx + n) temporaries stay in cache.
-        N, ndx, n = len(X), self.state_space.ndx, self.model.n
+        F4 = dt * np.concatenate([Y4.v, d4.a], axis=1)
+        XI5 = (3.0 * F1 + 2.0 * F2 + 2.0 * F3 - F4) / 12.0
+        Z, P5, K5 = self._integrate(X, XI5, True)
+        XI6 = (-F1 + 2.0 * F2 + 2.0 * F3 + 3.0 * F4) / 12.0
+        _, P6, K6 = self._integrate(Z, XI6, True)
+        return Rk4Stages((X, Y2, Y3, Y4), (d1, d2, d3, d4), (XI2, XI3, XI4, XI5, XI6), (P2, P3, P4, P5, P6),
+                         (K2, K3, K4, K5, K6))
+
+    def _chunks(self, N: int):
+        """Knot slices such that a (knots, ndx, ndx + n) sensitivity block stays in cache."""
+        ndx, n = self.state_space.ndx, self.model.n
         chunk = max(1, _CHUNK_ENTRIES // (ndx * (ndx + n)))
         for k0 in range(0, N, chunk):
-            sl, m = slice(k0, min(k0 + chunk, N)), min(chunk, N - k0)
-            p2, k2, p3, k3, p4, k4, p5, k5, p6, k6 = (None if b is None else b[sl] for b in blocks)
-            dX = np.zeros((m, ndx, ndx + n))
-            dX[:, :, :ndx] = np.eye(ndx)
-            dF1 = self._dfield(d1, None, sl, m)
-            dY2 = self._compose(dX, 0.5 * dF1, p2, k2)
-            dF2 = self._dfield(d2, dY2, sl, m)
-            dF3 = self._dfield(d3, self._compose(dX, 0.5 * dF2, p3, k3), sl, m)
-            dF4 = self._dfield(d4, self._compose(dY2, dF3 - 0.5 * dF1, p4, k4), sl, m)
-            dZ = self._compose(dX, (3.0 * dF1 + 2.0 * dF2 + 2.0 * dF3 - dF4) / 12.0, p5, k5)
-            d = self._compose(dZ, (-dF1 + 2.0 * dF2 + 2.0 * dF3 + 3.0 * dF4) / 12.0, p6, k6)
+            yield slice(k0, min(k0 + chunk, N)), min(chunk, N - k0)
+
+    def _rk4_sensitivities(self, st: Rk4Stages, sl: slice, m: int) -> Rk4Sensitivities:
+        """Chain rule through the four stages of the commutator-free RK4 (module docstring) at the knots ``sl``."""
+        ndx, n = self.state_space.ndx, self.model.n
+        p2, p3, p4, p5 = (None if b is None else b[sl] for b in st.PHI[:4])
+        k2, k3, k4, k5 = (None if b is None else b[sl] for b in st.JR[:4])
+        d1, d2, d3, d4 = st.fd
+        dX = np.zeros((m, ndx, ndx + n))
+        dX[:, :, :ndx] = np.eye(ndx)
+        dF1 = self._dfield(d1, None, sl, m)
+        dY2 = self._compose(dX, 0.5 * dF1, p2, k2)
+        dF2 = self._dfield(d2, dY2, sl, m)
+        dY3 = self._compose(dX, 0.5 * dF2, p3, k3)
+        dF3 = self._dfield(d3, dY3, sl, m)
+        dY4 = self._compose(dY2, dF3 - 0.5 * dF1, p4, k4)
+        dF4 = self._dfield(d4, dY4, sl, m)
+        dZ = self._compose(dX, (3.0 * dF1 + 2.0 * dF2 + 2.0 * dF3 - dF4) / 12.0, p5, k5)
+        return Rk4Sensitivities((dX, dY2, dY3, dY4), (dF1, dF2, dF3, dF4), dZ)
+
+    def _rk4_derivatives(self, X: Trajectory, tau: np.ndarray, F_x: np.ndarray, F_u: np.ndarray) -> None:
+        """F_x, F_u of the RK4 step: the sensitivity of x⁺ = Z exp(ξ₆), a few knots at a time."""
+        st = self._rk4_stages(X, tau)
+        ndx = self.state_space.ndx
+        for sl, m in self._chunks(len(X)):
+            s = self._rk4_sensitivities(st, sl, m)
+            dF1, dF2, dF3, dF4 = s.dF
+            p6, k6 = (None if b is None else b[sl] for b in (st.PHI[4], st.JR[4]))
+            d = self._compose(s.dZ, (-dF1 + 2.0 * dF2 + 2.0 * dF3 + 3.0 * dF4) / 12.0, p6, k6)
             F_x[sl] = d[:, :, :ndx]
             F_u[sl] = d[:, :, ndx:]
+
+    # ---- second order ---------------------------------------------------------------------------------------
+
+    def trajectory_hessian_contraction(self, X: Trajectory, U, LAM) -> StepHessian:
+        """The second-order term of DDP at every knot (``euler_second_order``, ``rk4_second_order``), exact; the
+        forward-dynamics contraction of each stage is the dominant cost. Not available with external wrenches."""
+        m = self.model
+        if self.fext is not None:
+            # A constant body-frame wrench on any body but a floating base adds -d2(J^T f)/dq2 to the second-order
+            # inverse-dynamics tensors, which rnea_second_order does not compute.
+            raise NotImplementedError(f"RobotDynamics({m.name}).trajectory_hessian_contraction: not available with "
+                                      "external wrenches (fext); use iLQR, which needs only the Jacobians")
+        tau = self._torques(X, U)
+        N, ndx = len(X), self.state_space.ndx
+        LAM = np.asarray(LAM, dtype=np.float64)
+        if LAM.shape != (N, ndx) or not np.all(np.isfinite(LAM)):
+            raise ValueError(f"RobotDynamics({m.name}).hessian_contraction: lam must be finite with shape ({ndx},) per "
+                             f"knot, got {LAM.shape} for {N} knot(s)")
+        if self.integrator == "euler":
+            d = self._fd_derivatives(X, tau, 0)
+            XI, PHI, JR = np.zeros((N, 0)), None, None
+            if m.floating_base:
+                XI = self.dt * (X.v[:, :6] + self.dt * d.a[:, :6])
+                _, PHI, JR = self._exp(XI, True)
+            H = euler_step_hessian(m, self.dt, X, tau, d, XI, PHI, JR, LAM)
+        else:
+            st = self._rk4_stages(X, tau)
+            H = rk4_step_hessian(m, self.dt, st, tau, LAM,
+                                 ((sl, self._rk4_sensitivities(st, sl, k)) for sl, k in self._chunks(N)))
+        if not (np.isfinite(H.xx).all() and np.isfinite(H.xu).all() and np.isfinite(H.uu).all()):
+            raise ValueError(f"RobotDynamics({m.name}).hessian_contraction: non-finite Hessian (the step diverged)")
+        return H
