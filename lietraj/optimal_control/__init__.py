@@ -1,11 +1,69 @@
-"""Optimal control on the robot's Lie-group state: discrete dynamics, and (issue 5) problems, costs, iLQR / DDP /
-FDDP, LQR and TVLQR.
+"""Optimal control on the robot's Lie-group state: discrete dynamics, costs, problems, and the iLQR / DDP / FDDP
+solvers that share one Riccati backward pass.
 
-This subpackage imports ``lietraj.dynamics`` and nothing above it. Dynamics are a plug-in: a solver sees a
-``DiscreteDynamics`` (step, batched step, Jacobians in the Lie algebra); ``RobotDynamics`` is the one for robots.
+Layers as in Crocoddyl, each batched over the knots of a trajectory: dynamics (``DiscreteDynamics``, a plug-in;
+``RobotDynamics`` for robots, ``LinearDynamics``), costs (a residual through an activation, or any ``CostModel``),
+a ``Problem`` of action models, and solvers that know nothing about robots. This subpackage imports
+``lietraj.dynamics`` and nothing above it.
 """
 
+from lietraj.optimal_control.activations import (
+    Activation,
+    ActivationDerivatives,
+    Quadratic,
+    QuadraticBarrier,
+    SmoothAbs,
+    WeightedQuadratic,
+)
+from lietraj.optimal_control.costs import (
+    CostDerivatives,
+    CostModel,
+    CostSum,
+    CostTerm,
+    FunctionCost,
+    ResidualCost,
+    control_regularization,
+    joint_limit_cost,
+    state_regularization,
+    torque_limit_cost,
+)
+from lietraj.optimal_control.derivative_check import BlockCheck, DerivativeReport, check_derivatives
 from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, RobotDynamics
 from lietraj.optimal_control.euler_second_order import StepHessian, euler_hessian_contraction
+from lietraj.optimal_control.linear_dynamics import LinearDynamics
+from lietraj.optimal_control.problem import ActionModel, Problem, ProblemDerivatives
+from lietraj.optimal_control.residuals import (
+    CenterOfMassResidual,
+    ControlResidual,
+    FramePlacementResidual,
+    FrameRotationResidual,
+    FrameTranslationResidual,
+    FrameVelocityResidual,
+    JointPositionResidual,
+    JointTorqueResidual,
+    Residual,
+    ResidualDerivatives,
+    StateResidual,
+)
+from lietraj.optimal_control.riccati import BackwardPass, BoxQPResult, backward_pass, box_qp
+from lietraj.optimal_control.solvers import (
+    IterationInfo,
+    LogTable,
+    SolverOptions,
+    SolverResult,
+    solve_ddp,
+    solve_fddp,
+    solve_ilqr,
+)
 
-__all__ = ["DiscreteDerivatives", "DiscreteDynamics", "RobotDynamics", "StepHessian", "euler_hessian_contraction"]
+__all__ = [
+    "ActionModel", "Activation", "ActivationDerivatives", "BackwardPass", "BlockCheck", "BoxQPResult",
+    "CenterOfMassResidual", "ControlResidual", "CostDerivatives", "CostModel", "CostSum", "CostTerm",
+    "DerivativeReport", "DiscreteDerivatives", "DiscreteDynamics", "FramePlacementResidual", "FrameRotationResidual",
+    "FrameTranslationResidual", "FrameVelocityResidual", "FunctionCost", "IterationInfo", "JointPositionResidual",
+    "JointTorqueResidual", "LinearDynamics", "LogTable", "Problem", "ProblemDerivatives", "Quadratic",
+    "QuadraticBarrier", "Residual", "ResidualCost", "ResidualDerivatives", "RobotDynamics", "SmoothAbs",
+    "SolverOptions", "SolverResult", "StateResidual", "StepHessian", "WeightedQuadratic", "backward_pass", "box_qp",
+    "check_derivatives", "control_regularization", "euler_hessian_contraction", "joint_limit_cost", "solve_ddp",
+    "solve_fddp", "solve_ilqr", "state_regularization", "torque_limit_cost",
+]
