@@ -1,0 +1,394 @@
+"""Optimal control problems on the state group: knots, rollouts, costs and their derivatives, batched over knots.
+
+A problem of horizon ``T`` has states ``x_0 .. x_T`` (a ``Trajectory`` of ``T + 1`` knots), controls ``u_0 .. u_{T-1}``
+(an array ``(T, nu)``), a running ``ActionModel`` per knot (dynamics ``x_{k+1} = f_k(x_k, u_k)`` and cost
+``l_k(x_k, u_k)``) and a terminal cost ``l_T(x_T)``; it minimises ``Σ_k l_k(x_k, u_k) + l_T(x_T)`` from the initial
+state ``x0`` (Crocoddyl's ShootingProblem). Everything is in the tangent chart of the state, ``x = x̄ exp(z)``,
+order ``[z_H; z_s; z_ν; z_ṡ]`` (DESIGN.md).
+
+Knots are evaluated in groups: consecutive knots that share one dynamics object make one call of its batched
+methods, consecutive knots that share one cost object one call of the cost's, so a problem whose knots all share
+a model costs one compiled call per layer and trajectory, never one Python call per knot. Only the rollout, which
+is sequential by nature, steps one knot at a time.
+
+The gaps of a (possibly infeasible) guess are ``f̄_0 = x0 ⊖ X[0]`` and ``f̄_{k+1} = f_k(X[k], U[k]) ⊖ X[k+1]``
+(Crocoddyl's ``fs``), so that a feasible trajectory has zero gaps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import math
+
+import numpy as np
+from numba import njit
+
+from lietraj.dynamics._spatial import base_placement, dot, mm, mtv, mv, skew_polynomial, sub, transpose
+from lietraj.dynamics.kinematics_derivatives import _jlog_coefficients, _log3
+from lietraj.dynamics.state import State, StateSpace, Trajectory
+from lietraj.optimal_control.costs import CostDerivatives, CostModel
+from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, _se3_blocks
+from lietraj.optimal_control.euler_second_order import StepHessian
+
+
+def same_space(a: StateSpace, b: StateSpace) -> bool:
+    """Whether two state spaces are the same group (joint count and base kind)."""
+    return a.n == b.n and a.floating_base == b.floating_base
+
+
+def knots(X: Trajectory, start: int, stop: int) -> Trajectory:
+    """The knots ``start .. stop - 1`` of ``X`` as a trajectory of views."""
+    return Trajectory(None if X.H is None else X.H[start:stop], X.s[start:stop], X.v[start:stop])
+
+
+@njit(cache=True)
+def _difference_batch(H0, S0, V0, H1, S1, V1, floating, out):
+    """out[k] = log(X0[k]⁻¹ X1[k]) (StateSpace.difference, SE(3) part as se3.log) for every knot."""
+    n, nv = S0.shape[1], V0.shape[1]
+    nh = 6 if floating else 0
+    for k in range(S0.shape[0]):
+        if floating:
+            R0, p0 = base_placement(H0[k])
+            R1, p1 = base_placement(H1[k])
+            w = _log3(mm(transpose(R0), R1))
+            D, _ = _jlog_coefficients(math.sqrt(dot(w, w)))
+            u = mv(skew_polynomial(w, -0.5, D), mtv(R0, sub(p1, p0)))
+            out[k, 0], out[k, 1], out[k, 2], out[k, 3], out[k, 4], out[k, 5] = u[0], u[1], u[2], w[0], w[1], w[2]
+        for i in range(n):
+            out[k, nh + i] = S1[k, i] - S0[k, i]
+        for i in range(nv):
+            out[k, nh + n + i] = V1[k, i] - V0[k, i]
+
+
+@njit(cache=True)
+def _integrate_batch(H, S, V, Z, floating, H_out, S_out, V_out, E, unused):
+    """X_out[k] = X[k] exp(Z[k]) for every knot (StateSpace.integrate)."""
+    n, nv = S.shape[1], V.shape[1]
+    nh = 6 if floating else 0
+    for k in range(S.shape[0]):
+        if floating:
+            _se3_blocks(Z[k], E, unused, unused, False)
+            for r in range(3):  # row by row, so that H_out may be H
+                h0, h1, h2, h3 = H[k, r, 0], H[k, r, 1], H[k, r, 2], H[k, r, 3]
+                for c in range(4):
+                    H_out[k, r, c] = h0 * E[0, c] + h1 * E[1, c] + h2 * E[2, c] + h3 * E[3, c]
+            H_out[k, 3, 0], H_out[k, 3, 1], H_out[k, 3, 2], H_out[k, 3, 3] = 0.0, 0.0, 0.0, 1.0
+        for i in range(n):
+            S_out[k, i] = S[k, i] + Z[k, nh + i]
+        for i in range(nv):
+            V_out[k, i] = V[k, i] + Z[k, nh + n + i]
+
+
+_NO_POSES = np.zeros((0, 4, 4))
+
+
+def tangent_difference(X0: Trajectory, X1: Trajectory, out: np.ndarray | None = None) -> np.ndarray:
+    """Knot-wise ``X1[k] ⊖ X0[k]`` in one compiled call, without ``StateSpace``'s input checks (the solvers' hot
+    path: their states are made by the dynamics)."""
+    floating = X0.H is not None
+    if out is None:
+        out = np.empty((len(X0), (6 if floating else 0) + X0.s.shape[1] + X0.v.shape[1]))
+    _difference_batch(X0.H if floating else _NO_POSES, X0.s, X0.v, X1.H if floating else _NO_POSES, X1.s, X1.v,
+                      floating, out)
+    return out
+
+
+def tangent_integrate(X: Trajectory, Z: np.ndarray, out: Trajectory | None = None) -> Trajectory:
+    """Knot-wise ``X[k] ⊕ Z[k]`` in one compiled call, without input checks; ``out`` may be ``X`` itself."""
+    floating = X.H is not None
+    if out is None:
+        out = Trajectory(np.empty_like(X.H) if floating else None, np.empty_like(X.s), np.empty_like(X.v))
+    _integrate_batch(X.H if floating else _NO_POSES, X.s, X.v, np.ascontiguousarray(Z), floating,
+                     out.H if floating else _NO_POSES, out.s, out.v, np.empty((4, 4)), np.empty((6, 6)))
+    return out
+
+
+def _bound(value, nu: int, fill: float, what: str) -> np.ndarray:
+    if value is None:
+        return np.full(nu, fill)
+    b = np.array(np.broadcast_to(np.asarray(value, dtype=np.float64), (nu,)))
+    if np.isnan(b).any():
+        raise ValueError(f"ActionModel: {what} contains NaN")
+    return b
+
+
+@dataclass(eq=False)
+class ActionModel:
+    """One running knot: discrete dynamics and a cost on the same state space and control size, with optional
+    control bounds ``u_lb <= u <= u_ub`` (arrays of shape ``(nu,)`` or scalars; ``±inf`` for no bound)."""
+
+    dynamics: DiscreteDynamics
+    cost: CostModel
+    u_lb: np.ndarray | float | None = None
+    u_ub: np.ndarray | float | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.dynamics, DiscreteDynamics):
+            raise ValueError(f"ActionModel: dynamics must be a DiscreteDynamics, got {type(self.dynamics).__name__}")
+        if not isinstance(self.cost, CostModel):
+            raise ValueError(f"ActionModel: cost must be a CostModel, got {type(self.cost).__name__}")
+        if self.cost.state_space is not None and not same_space(self.dynamics.state_space, self.cost.state_space):
+            raise ValueError(f"ActionModel: the cost's state space {self.cost.state_space} differs from the dynamics' "
+                             f"{self.dynamics.state_space}")
+        if self.cost.nu != self.dynamics.nu:
+            raise ValueError(f"ActionModel: the cost has nu = {self.cost.nu} but the dynamics nu = {self.dynamics.nu}")
+        nu = self.dynamics.nu
+        self.u_lb = _bound(self.u_lb, nu, -np.inf, "u_lb")
+        self.u_ub = _bound(self.u_ub, nu, np.inf, "u_ub")
+        if not np.all(self.u_lb <= self.u_ub):
+            raise ValueError(f"ActionModel: u_lb must not exceed u_ub, got {self.u_lb} and {self.u_ub}")
+
+    @property
+    def has_control_limits(self) -> bool:
+        return bool(np.isfinite(self.u_lb).any() or np.isfinite(self.u_ub).any())
+
+
+@dataclass(eq=False)
+class ProblemDerivatives:
+    """The local model of a problem along ``(X, U)``: dynamics Jacobians and running cost derivatives at the ``T``
+    running knots, terminal cost derivatives at the one terminal knot (``CostDerivatives`` of ``N = 1``, ``nu = 0``)."""
+
+    dynamics: DiscreteDerivatives
+    running: CostDerivatives
+    terminal: CostDerivatives
+
+    @classmethod
+    def empty(cls, T: int, ndx: int, nu: int) -> ProblemDerivatives:
+        running = CostDerivatives(np.empty(T), np.empty((T, ndx)), np.empty((T, nu)), np.empty((T, ndx, ndx)),
+                                  np.empty((T, ndx, nu)), np.empty((T, nu, nu)))
+        return cls(DiscreteDerivatives(np.empty((T, ndx, ndx)), np.empty((T, ndx, nu))), running,
+                   CostDerivatives.zeros(1, ndx, 0))
+
+
+def _runs(objects: list) -> list[tuple[int, int, object]]:
+    """Maximal runs of consecutive knots sharing one object: ``(start, stop, object)``."""
+    runs, start = [], 0
+    for k in range(1, len(objects) + 1):
+        if k == len(objects) or objects[k] is not objects[start]:
+            runs.append((start, k, objects[start]))
+            start = k
+    return runs
+
+
+def _copy_into(out, result, names: Sequence[str]) -> None:
+    """Copy a plug-in's result into the out views when it did not write them in place."""
+    if result is out:
+        return
+    for name in names:
+        getattr(out, name)[...] = getattr(result, name)
+
+
+class Problem:
+    """Initial state, horizon, running models and a terminal cost (module docstring).
+
+    ``running`` is one ``ActionModel`` used at every knot (``horizon`` is then required) or a sequence of ``T``
+    models (``horizon``, if given, must equal their number). All models must share the state space of ``x0`` and
+    of ``terminal`` (a ``CostModel`` with ``nu = 0``) and one control size ``nu``.
+    """
+
+    def __init__(self, x0: State, running: ActionModel | Sequence[ActionModel], terminal: CostModel,
+                 horizon: int | None = None):
+        if isinstance(running, ActionModel):
+            if horizon is None:
+                raise ValueError("Problem: horizon is required when one running model is given for every knot")
+            models = [running] * self._horizon(horizon)
+        else:
+            models = list(running)
+            if not models:
+                raise ValueError("Problem: running must hold at least one ActionModel")
+            if horizon is not None and self._horizon(horizon) != len(models):
+                raise ValueError(f"Problem: horizon = {horizon} but {len(models)} running models were given")
+        for k, m in enumerate(models):
+            if not isinstance(m, ActionModel):
+                raise ValueError(f"Problem: running model {k} must be an ActionModel, got {type(m).__name__}")
+        space = models[0].dynamics.state_space
+        self.nu = models[0].dynamics.nu
+        for k, m in enumerate(models):
+            if not same_space(m.dynamics.state_space, space):
+                raise ValueError(f"Problem: running model {k} has the state space {m.dynamics.state_space}, model 0 "
+                                 f"has {space}")
+            if m.dynamics.nu != self.nu:
+                raise ValueError(f"Problem: running model {k} has nu = {m.dynamics.nu}, model 0 has nu = {self.nu}")
+        if self.nu == 0:
+            raise ValueError("Problem: the dynamics have no controls (nu = 0): there is nothing to optimise")
+        if not isinstance(terminal, CostModel):
+            raise ValueError(f"Problem: terminal must be a CostModel, got {type(terminal).__name__}")
+        if terminal.state_space is not None and not same_space(terminal.state_space, space):
+            raise ValueError(f"Problem: the terminal cost's state space {terminal.state_space} differs from the "
+                             f"dynamics' {space}")
+        if terminal.nu != 0:
+            raise ValueError(f"Problem: the terminal cost must have nu = 0, got {terminal.nu}")
+        space.check(x0)
+        self.state_space = space
+        self.ndx = space.ndx
+        self.x0 = x0.copy()
+        self.running = models
+        self.terminal = terminal
+        self.T = len(models)
+        self._dynamics_runs = _runs([m.dynamics for m in models])
+        self._cost_runs = _runs([m.cost for m in models])
+        self.u_lb = np.stack([m.u_lb for m in models])
+        self.u_ub = np.stack([m.u_ub for m in models])
+        self.has_control_limits = any(m.has_control_limits for m in models)
+
+    @staticmethod
+    def _horizon(horizon) -> int:
+        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
+            raise ValueError(f"Problem: horizon must be a positive integer, got {horizon!r}")
+        return int(horizon)
+
+    def __repr__(self) -> str:
+        return (f"Problem(T={self.T}, {self.state_space}, nu={self.nu}, {len(self._dynamics_runs)} dynamics group(s), "
+                f"{len(self._cost_runs)} cost group(s))")
+
+    @property
+    def horizon(self) -> int:
+        return self.T
+
+    # ---- checks ---------------------------------------------------------------------------------------------
+
+    def check_controls(self, U) -> np.ndarray:
+        """``U`` as a finite float array of shape ``(T, nu)``, or ValueError."""
+        U = np.asarray(U, dtype=np.float64)
+        if U.shape != (self.T, self.nu):
+            raise ValueError(f"Problem: controls must have shape ({self.T}, {self.nu}), got {U.shape}")
+        if not np.all(np.isfinite(U)):
+            raise ValueError("Problem: controls contain NaN or inf")
+        return U
+
+    def check_trajectory(self, X: Trajectory) -> Trajectory:
+        """Raise ValueError unless ``X`` is a finite trajectory of ``T + 1`` states of the problem's space."""
+        if not isinstance(X, Trajectory):
+            raise ValueError(f"Problem: expected a Trajectory, got {type(X).__name__}")
+        if len(X) != self.T + 1:
+            raise ValueError(f"Problem: the trajectory must have T + 1 = {self.T + 1} knots, got {len(X)}")
+        sp = self.state_space
+        if (X.H is not None) != sp.floating_base or X.s.shape != (self.T + 1, sp.n) or X.v.shape != (self.T + 1, sp.nv):
+            raise ValueError(f"Problem: the trajectory does not belong to {sp}: H {None if X.H is None else X.H.shape}, "
+                             f"s {X.s.shape}, v {X.v.shape}")
+        finite = np.isfinite(X.s).all() and np.isfinite(X.v).all() and (X.H is None or np.isfinite(X.H).all())
+        if not finite:
+            raise ValueError("Problem: the trajectory contains NaN or inf")
+        return X
+
+    # ---- evaluation ---------------------------------------------------------------------------------------
+
+    def rollout(self, U, x0: State | None = None) -> Trajectory:
+        """States ``x_0 .. x_T`` from ``x0`` (default: the problem's) under the controls ``U``, one knot after the
+        other. A diverging step is reported by the dynamics (RobotDynamics raises ValueError) or shows as non-finite
+        states."""
+        U = self.check_controls(U)
+        X = self.state_space.trajectory(self.T + 1)
+        X[0] = self.x0 if x0 is None else x0
+        for k, m in enumerate(self.running):
+            X[k + 1] = m.dynamics.step(X[k], U[k])
+        return X
+
+    def step(self, X: Trajectory, U) -> Trajectory:
+        """Knot-wise ``f_k(X[k], U[k])`` for the ``T`` running knots (not a rollout), one call per dynamics group."""
+        U = np.asarray(U, dtype=np.float64)
+        out = self.state_space.trajectory(self.T)
+        for a, b, dyn in self._dynamics_runs:
+            Y = dyn.step_trajectory(knots(X, a, b), U[a:b])
+            if out.H is not None:
+                out.H[a:b] = Y.H
+            out.s[a:b], out.v[a:b] = Y.s, Y.v
+        return out
+
+    def running_costs(self, X: Trajectory, U) -> np.ndarray:
+        """``l_k(X[k], U[k])`` for ``k < T``, shape ``(T,)``, one call per cost group."""
+        U = np.asarray(U, dtype=np.float64)
+        out = np.empty(self.T)
+        for a, b, cost in self._cost_runs:
+            out[a:b] = cost.value(knots(X, a, b), U[a:b])
+        return out
+
+    def terminal_cost(self, X: Trajectory) -> float:
+        """``l_T(X[T])``."""
+        return float(self.terminal.value(knots(X, self.T, self.T + 1), None)[0])
+
+    def cost(self, X: Trajectory, U) -> float:
+        """The total cost ``Σ_k l_k(X[k], U[k]) + l_T(X[T])``."""
+        return float(self.running_costs(X, U).sum()) + self.terminal_cost(X)
+
+    def gaps(self, X: Trajectory, U) -> np.ndarray:
+        """``(T + 1, ndx)``: ``x0 ⊖ X[0]`` and ``f_k(X[k], U[k]) ⊖ X[k+1]`` (zero on a rollout)."""
+        out = np.empty((self.T + 1, self.ndx))
+        x0 = self.x0
+        tangent_difference(knots(X, 0, 1), Trajectory(None if x0.H is None else x0.H[None], x0.s[None], x0.v[None]),
+                           out[:1])
+        tangent_difference(knots(X, 1, self.T + 1), self.step(X, U), out[1:])
+        return out
+
+    def derivatives(self, X: Trajectory, U, out: ProblemDerivatives | None = None) -> ProblemDerivatives:
+        """``F_x, F_u`` and the running cost derivatives at every running knot, the terminal cost derivatives at
+        ``X[T]``: one ``trajectory_derivatives`` call per dynamics group and one ``derivatives`` call per cost group.
+        ``out`` (from ``ProblemDerivatives.empty``) is overwritten when given."""
+        U = np.asarray(U, dtype=np.float64)
+        if out is None:
+            out = ProblemDerivatives.empty(self.T, self.ndx, self.nu)
+        F = out.dynamics
+        for a, b, dyn in self._dynamics_runs:
+            view = DiscreteDerivatives(F.F_x[a:b], F.F_u[a:b])
+            _copy_into(view, dyn.trajectory_derivatives(knots(X, a, b), U[a:b], out=view), ("F_x", "F_u"))
+        names = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
+        r = out.running
+        for a, b, cost in self._cost_runs:
+            view = CostDerivatives(*(getattr(r, name)[a:b] for name in names))
+            _copy_into(view, cost.derivatives(knots(X, a, b), U[a:b], out=view), names)
+        _copy_into(out.terminal, self.terminal.derivatives(knots(X, self.T, self.T + 1), None, out=out.terminal), names)
+        return out
+
+    def dynamics_contraction(self, X: Trajectory, U, LAM) -> StepHessian:
+        """The second-order dynamics term of DDP at every running knot: the symmetric Hessian in ``(dx, du)`` of
+        ``LAM[k]ᵀ log(f_k(X[k], U[k])⁻¹ f_k(X[k] exp dx, U[k] + du))``, one ``trajectory_hessian_contraction`` call
+        per dynamics group. ``LAM`` is ``(T, ndx)``, the value gradients at the next knots."""
+        U = np.asarray(U, dtype=np.float64)
+        LAM = np.asarray(LAM, dtype=np.float64)
+        if LAM.shape != (self.T, self.ndx):
+            raise ValueError(f"Problem.dynamics_contraction: LAM must have shape ({self.T}, {self.ndx}), got {LAM.shape}")
+        T, ndx, nu = self.T, self.ndx, self.nu
+        out = StepHessian(np.empty((T, ndx, ndx)), np.empty((T, ndx, nu)), np.empty((T, nu, nu)))
+        for a, b, dyn in self._dynamics_runs:
+            method = getattr(dyn, "trajectory_hessian_contraction", None)
+            if method is None:
+                raise NotImplementedError(f"{type(dyn).__name__} has no trajectory_hessian_contraction")
+            h = method(knots(X, a, b), U[a:b], LAM[a:b])
+            out.xx[a:b], out.xu[a:b], out.uu[a:b] = h.xx, h.xu, h.uu
+        return out
+
+    def supports_second_order(self) -> bool:
+        """Whether every dynamics object defines ``trajectory_hessian_contraction`` (it may still raise
+        NotImplementedError for some configurations)."""
+        return all(callable(getattr(dyn, "trajectory_hessian_contraction", None)) for _, _, dyn in self._dynamics_runs)
+
+    def initial_guess(self, us=None, xs: Trajectory | None = None) -> tuple[Trajectory, np.ndarray]:
+        """Checked copies of a guess: ``us`` defaults to zeros, ``xs`` to the rollout of ``us`` (not checked for
+        feasibility: FDDP starts from infeasible guesses)."""
+        U = np.zeros((self.T, self.nu)) if us is None else self.check_controls(us).copy()
+        if xs is None:
+            return self.rollout(U), U
+        X = self.check_trajectory(xs)
+        return Trajectory(None if X.H is None else X.H.copy(), X.s.copy(), X.v.copy()), U
+
+    def constant_trajectory(self, x: State | None = None) -> Trajectory:
+        """``T + 1`` copies of ``x`` (default ``x0``): FDDP's simplest infeasible guess."""
+        x = self.x0 if x is None else x
+        self.state_space.check(x)
+        return Trajectory(None if x.H is None else np.repeat(x.H[None], self.T + 1, axis=0),
+                          np.repeat(x.s[None], self.T + 1, axis=0), np.repeat(x.v[None], self.T + 1, axis=0))
+
+    def time_steps(self) -> np.ndarray:
+        """``dt`` of each running knot, shape ``(T,)``."""
+        return np.array([float(m.dynamics.dt) for m in self.running])
+
+
+def finite_trajectory(X: Trajectory) -> bool:
+    """Whether every component of every knot is finite."""
+    return bool(np.isfinite(X.s).all() and np.isfinite(X.v).all() and (X.H is None or np.isfinite(X.H).all()))
+
+
+__all__ = ["ActionModel", "Problem", "ProblemDerivatives", "finite_trajectory", "knots", "same_space",
+           "tangent_difference", "tangent_integrate"]
