@@ -220,7 +220,7 @@ def motion_derivatives_batch_kernel(mi, mf, floating, n, H, S, V, A, level, fb, 
 
 
 @inline
-def _log3(R):
+def log3(R):
     """Rotation vector w with exp(w) = R, |w| <= pi (so3.log's branches: the axis from the symmetric part past
     pi/2, where sin(theta) loses it)."""
     a, b, c, d, e, f, g, h, i = R
@@ -242,7 +242,7 @@ def _log3(R):
 
 
 @inline
-def _jlog_coefficients(theta):
+def jlog_coefficients(theta):
     """D(θ) = (1 - (θ/2) cot(θ/2)) / θ² and D'(θ)/θ."""
     t2 = theta * theta
     if theta < _JLOG_SERIES_BELOW:
@@ -266,9 +266,9 @@ def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
     oR, op = frame_pose(W, fb, ff, k)
     TR, Tp = base_placement(T)
     p = mtv(TR, sub(op, Tp))
-    w = _log3(mm(transpose(TR), oR))
+    w = log3(mm(transpose(TR), oR))
     theta = math.sqrt(dot(w, w))
-    D, Dd = _jlog_coefficients(theta)
+    D, Dd = jlog_coefficients(theta)
     u = mv(skew_polynomial(w, -0.5, D), p)
     r[0], r[1], r[2], r[3], r[4], r[5] = u[0], u[1], u[2], w[0], w[1], w[2]
     A = skew_polynomial(w, 0.5, D)

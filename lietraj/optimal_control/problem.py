@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from lietraj.dynamics._spatial import base_placement, dot, mm, mtv, mv, skew_polynomial, sub, transpose
-from lietraj.dynamics.kinematics_derivatives import _jlog_coefficients, _log3
+from lietraj.dynamics.kinematics_derivatives import jlog_coefficients, log3
 from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.optimal_control.costs import CostDerivatives, CostModel
 from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, _se3_blocks
@@ -52,8 +52,8 @@ def _difference_batch(H0, S0, V0, H1, S1, V1, floating, out):
         if floating:
             R0, p0 = base_placement(H0[k])
             R1, p1 = base_placement(H1[k])
-            w = _log3(mm(transpose(R0), R1))
-            D, _ = _jlog_coefficients(math.sqrt(dot(w, w)))
+            w = log3(mm(transpose(R0), R1))
+            D, _ = jlog_coefficients(math.sqrt(dot(w, w)))
             u = mv(skew_polynomial(w, -0.5, D), mtv(R0, sub(p1, p0)))
             out[k, 0], out[k, 1], out[k, 2], out[k, 3], out[k, 4], out[k, 5] = u[0], u[1], u[2], w[0], w[1], w[2]
         for i in range(n):

@@ -38,8 +38,8 @@ from lietraj.dynamics._spatial import base_placement, dot, mm, mtv, mv, skew_pol
 from lietraj.dynamics.center_of_mass import center_of_mass, center_of_mass_jacobian
 from lietraj.dynamics.kinematics import frame_id, frame_placement, frame_jacobian, frame_velocity, reference_code
 from lietraj.dynamics.kinematics_derivatives import (
-    _jlog_coefficients,
-    _log3,
+    jlog_coefficients,
+    log3,
     frame_placement_error,
     frame_velocity_derivatives,
 )
@@ -167,9 +167,9 @@ def _se3_error_batch(H, HREF, jacobian, Z, J):
         TR, Tp = base_placement(HREF[0 if single else k])
         R, p = base_placement(H[k])
         pe = mtv(TR, sub(p, Tp))
-        w = _log3(mm(transpose(TR), R))
+        w = log3(mm(transpose(TR), R))
         theta = math.sqrt(dot(w, w))
-        D, Dd = _jlog_coefficients(theta)
+        D, Dd = jlog_coefficients(theta)
         u = mv(skew_polynomial(w, -0.5, D), pe)
         for m in range(3):
             Z[k, m], Z[k, 3 + m] = u[m], w[m]
