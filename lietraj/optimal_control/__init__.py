@@ -3,7 +3,8 @@ solvers that share one Riccati backward pass.
 
 Layers as in Crocoddyl, each batched over the knots of a trajectory: dynamics (``DiscreteDynamics``, a plug-in;
 ``RobotDynamics`` for robots, ``LinearDynamics``), costs (a residual through an activation, or any ``CostModel``),
-a ``Problem`` of action models, and solvers that know nothing about robots. This subpackage imports
+a ``Problem`` of action models, solvers that know nothing about robots, LQR / TVLQR feedback on the Lie-algebra
+error with closed-loop simulation, and lossless saving of solutions. This subpackage imports
 ``lietraj.dynamics`` and nothing above it.
 """
 
@@ -31,6 +32,16 @@ from lietraj.optimal_control.derivative_check import BlockCheck, DerivativeRepor
 from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, RobotDynamics
 from lietraj.optimal_control.euler_second_order import StepHessian, euler_hessian_contraction
 from lietraj.optimal_control.linear_dynamics import LinearDynamics
+from lietraj.optimal_control.lqr import (
+    FeedbackPolicy,
+    LQRController,
+    Policy,
+    Simulation,
+    TVLQRController,
+    lqr,
+    simulate,
+    tvlqr,
+)
 from lietraj.optimal_control.problem import ActionModel, Problem, ProblemDerivatives
 from lietraj.optimal_control.residuals import (
     CenterOfMassResidual,
@@ -46,6 +57,7 @@ from lietraj.optimal_control.residuals import (
     StateResidual,
 )
 from lietraj.optimal_control.riccati import BackwardPass, BoxQPResult, backward_pass, box_qp
+from lietraj.optimal_control.solution_io import SavedSolution, load_solution, save_solution
 from lietraj.optimal_control.solvers import (
     IterationInfo,
     LogTable,
@@ -59,11 +71,13 @@ from lietraj.optimal_control.solvers import (
 __all__ = [
     "ActionModel", "Activation", "ActivationDerivatives", "BackwardPass", "BlockCheck", "BoxQPResult",
     "CenterOfMassResidual", "ControlResidual", "CostDerivatives", "CostModel", "CostSum", "CostTerm",
-    "DerivativeReport", "DiscreteDerivatives", "DiscreteDynamics", "FramePlacementResidual", "FrameRotationResidual",
-    "FrameTranslationResidual", "FrameVelocityResidual", "FunctionCost", "IterationInfo", "JointPositionResidual",
-    "JointTorqueResidual", "LinearDynamics", "LogTable", "Problem", "ProblemDerivatives", "Quadratic",
-    "QuadraticBarrier", "Residual", "ResidualCost", "ResidualDerivatives", "RobotDynamics", "SmoothAbs",
-    "SolverOptions", "SolverResult", "StateResidual", "StepHessian", "WeightedQuadratic", "backward_pass", "box_qp",
-    "check_derivatives", "control_regularization", "euler_hessian_contraction", "joint_limit_cost", "solve_ddp",
-    "solve_fddp", "solve_ilqr", "state_regularization", "torque_limit_cost",
+    "DerivativeReport", "DiscreteDerivatives", "DiscreteDynamics", "FeedbackPolicy", "FramePlacementResidual",
+    "FrameRotationResidual", "FrameTranslationResidual", "FrameVelocityResidual", "FunctionCost", "IterationInfo",
+    "JointPositionResidual", "JointTorqueResidual", "LQRController", "LinearDynamics", "LogTable", "Policy",
+    "Problem", "ProblemDerivatives", "Quadratic", "QuadraticBarrier", "Residual", "ResidualCost",
+    "ResidualDerivatives", "RobotDynamics", "SavedSolution", "Simulation", "SmoothAbs", "SolverOptions",
+    "SolverResult", "StateResidual", "StepHessian", "TVLQRController", "WeightedQuadratic", "backward_pass", "box_qp",
+    "check_derivatives", "control_regularization", "euler_hessian_contraction", "joint_limit_cost", "load_solution",
+    "lqr", "save_solution", "simulate", "solve_ddp", "solve_fddp", "solve_ilqr", "state_regularization",
+    "torque_limit_cost", "tvlqr",
 ]
