@@ -57,6 +57,7 @@ from lietraj.optimal_control.residuals import (
     StateResidual,
 )
 from lietraj.optimal_control.riccati import BackwardPass, BoxQPResult, backward_pass, box_qp
+from lietraj.optimal_control.progress import ProgressDisplay
 from lietraj.optimal_control.solution_io import SavedSolution, load_solution, save_solution
 from lietraj.optimal_control.solvers import (
     IterationInfo,
@@ -74,7 +75,7 @@ __all__ = [
     "DerivativeReport", "DiscreteDerivatives", "DiscreteDynamics", "FeedbackPolicy", "FramePlacementResidual",
     "FrameRotationResidual", "FrameTranslationResidual", "FrameVelocityResidual", "FunctionCost", "IterationInfo",
     "JointPositionResidual", "JointTorqueResidual", "LQRController", "LinearDynamics", "LogTable", "Policy",
-    "Problem", "ProblemDerivatives", "Quadratic", "QuadraticBarrier", "Residual", "ResidualCost",
+    "Problem", "ProgressDisplay", "ProblemDerivatives", "Quadratic", "QuadraticBarrier", "Residual", "ResidualCost",
     "ResidualDerivatives", "RobotDynamics", "SavedSolution", "Simulation", "SmoothAbs", "SolverOptions",
     "SolverResult", "StateResidual", "StepHessian", "TVLQRController", "WeightedQuadratic", "backward_pass", "box_qp",
     "check_derivatives", "control_regularization", "euler_hessian_contraction", "joint_limit_cost", "load_solution",
