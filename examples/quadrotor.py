@@ -49,7 +49,7 @@ import numpy as np
 from lietraj.dynamics import se3
 from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.optimal_control.costs import CostSum, control_regularization, state_regularization
-from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, _se3_blocks_batch
+from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, exp_blocks
 from lietraj.optimal_control.euler_second_order import StepHessian, compose_blocks
 from lietraj.optimal_control.problem import ActionModel, Problem
 from lietraj.optimal_control.solvers import SolverOptions, solve_ddp, solve_fddp, solve_ilqr
@@ -68,14 +68,6 @@ def hat(w: np.ndarray) -> np.ndarray:
 def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise a × b for (N, 3) arrays (np.cross costs tens of µs per call on small arrays)."""
     return a[:, [1, 2, 0]] * b[:, [2, 0, 1]] - a[:, [2, 0, 1]] * b[:, [1, 2, 0]]
-
-
-def exp_blocks(XI: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``exp(ξ)`` (N, 4, 4), ``Ad_{exp(−ξ)}`` and ``Jr(ξ)`` (N, 6, 6) for twists XI (N, 6), in one compiled call."""
-    N = XI.shape[0]
-    E, PHI, JR = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
-    _se3_blocks_batch(np.ascontiguousarray(XI), E, PHI, JR, True)
-    return E, PHI, JR
 
 
 class Quadrotor(DiscreteDynamics):

@@ -29,7 +29,13 @@ from lietraj.optimal_control.costs import (
     torque_limit_cost,
 )
 from lietraj.optimal_control.derivative_check import BlockCheck, DerivativeReport, check_derivatives
-from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, RobotDynamics
+from lietraj.optimal_control.discrete_dynamics import (
+    DiscreteDerivatives,
+    DiscreteDynamics,
+    PolicyRollout,
+    RobotDynamics,
+    exp_blocks,
+)
 from lietraj.optimal_control.euler_second_order import StepHessian, euler_hessian_contraction
 from lietraj.optimal_control.linear_dynamics import LinearDynamics
 from lietraj.optimal_control.lqr import (
@@ -74,11 +80,11 @@ __all__ = [
     "CenterOfMassResidual", "ControlResidual", "CostDerivatives", "CostModel", "CostSum", "CostTerm",
     "DerivativeReport", "DiscreteDerivatives", "DiscreteDynamics", "FeedbackPolicy", "FramePlacementResidual",
     "FrameRotationResidual", "FrameTranslationResidual", "FrameVelocityResidual", "FunctionCost", "IterationInfo",
-    "JointPositionResidual", "JointTorqueResidual", "LQRController", "LinearDynamics", "LogTable", "Policy",
+    "JointPositionResidual", "JointTorqueResidual", "LQRController", "LinearDynamics", "LogTable", "Policy", "PolicyRollout",
     "Problem", "ProgressDisplay", "ProblemDerivatives", "Quadratic", "QuadraticBarrier", "Residual", "ResidualCost",
     "ResidualDerivatives", "RobotDynamics", "SavedSolution", "Simulation", "SmoothAbs", "SolverOptions",
     "SolverResult", "StateResidual", "StepHessian", "TVLQRController", "WeightedQuadratic", "backward_pass", "box_qp",
-    "check_derivatives", "control_regularization", "euler_hessian_contraction", "joint_limit_cost", "load_solution",
+    "check_derivatives", "control_regularization", "euler_hessian_contraction", "exp_blocks", "joint_limit_cost", "load_solution",
     "lqr", "save_solution", "simulate", "solve_ddp", "solve_fddp", "solve_ilqr", "state_regularization",
     "torque_limit_cost", "tvlqr",
 ]

@@ -32,22 +32,31 @@ batched ``aba_derivatives`` call over all knots. Neither is the continuous ``A d
 
 The second-order term DDP needs, ``D²(λᵀ log(x̄'⁻¹ f(x̄ exp δx, ū + δu)))``, is in ``euler_second_order`` and
 ``rk4_second_order``, built on the stage values and sensitivities computed here.
+
+``rollout_policy`` is the solvers' forward pass: the closed-loop rollout of the policy
+``u_t = clip(ū_t + α k_t + K_t (x_t ⊖ x̄_t))`` with the gaps shrunk as ``x_t ← x_t ⊕ (α - 1) f̄_t`` (module docstring
+of ``solvers``). ``DiscreteDynamics`` steps it one knot at a time through ``step``; ``RobotDynamics`` runs the whole
+horizon in one compiled call (the chart, the policy, the clipping, the forward dynamics and the group exponentials
+of each step), with the same floating-point operations as the knot-wise path, so both give the same trajectory
+up to the rounding of numpy's 4x4 matrix products.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
 from lietraj.dynamics import so3
-from lietraj.dynamics._checks import result_arrays
-from lietraj.dynamics._spatial import dot, mm, mv, skew, transpose, skew_polynomial
-from lietraj.dynamics.aba import aba
+from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NOT_FINITE, OK, check_state, result_arrays
+from lietraj.dynamics._spatial import base_placement, dot, mm, mtv, mv, skew, transpose, skew_polynomial, sub
+from lietraj.dynamics.aba import SINGULAR, WORK_LAYOUT, aba, aba_core
 from lietraj.dynamics.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
+from lietraj.dynamics.kinematics_derivatives import jlog_coefficients, log3
 from lietraj.dynamics.model import RobotModel
 from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.optimal_control.euler_second_order import StepHessian, euler_step_hessian
@@ -77,6 +86,8 @@ def _exp_coefficients(theta):
     t2 = theta * theta
     if theta < _SERIES_BELOW:
         return _horner(_C1, t2), _horner(_C2, t2), _horner(_C3, t2), _horner(_C4, t2), _horner(_C5, t2)
+    if theta == math.inf:  # a diverged step: NaN, as compiled; Python's math.sin would raise
+        return math.nan, math.nan, math.nan, math.nan, math.nan
     s1 = math.sin(theta) / theta
     half_sinc = math.sin(0.5 * theta) / (0.5 * theta)
     s2 = 0.5 * half_sinc * half_sinc
@@ -182,6 +193,164 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, MINV, E, PHI, K, FX, FU):
                 Fu[r, c] = dt * acc
 
 
+# ---- closed-loop rollout of a policy (the solvers' forward pass) ------------------------------------------------
+
+_NO_FEXT = np.zeros((0, 6))
+_ROLLOUT_FAILURES = {NOT_FINITE: "a non-finite state or control", SINGULAR: "a singular articulated inertia"}
+
+
+@njit(cache=True)
+def _pose_exp(H, xi, H_out, E):
+    """H_out = H exp(xi) for a 4x4 pose (H_out may be H); E is a 4x4 work array. Called, not inlined, from the
+    rollout's steps, which keeps the rollout kernel's compile time down."""
+    _se3_blocks(xi, E, E, E, False)
+    for r in range(3):  # row by row, so that H_out may be H
+        h0, h1, h2, h3 = H[r, 0], H[r, 1], H[r, 2], H[r, 3]
+        for c in range(4):
+            H_out[r, c] = h0 * E[0, c] + h1 * E[1, c] + h2 * E[2, c] + h3 * E[3, c]
+    H_out[3, 0], H_out[3, 1], H_out[3, 2], H_out[3, 3] = 0.0, 0.0, 0.0, 1.0
+
+
+@njit(cache=True)
+def chart_integrate(H, s, v, z, floating, H_out, s_out, v_out, E):
+    """(H_out, s_out, v_out) = (H, s, v) exp(z) for one knot (StateSpace.integrate, compiled); the outputs may be the
+    inputs. E is a 4x4 work array."""
+    n = s.shape[0]
+    nh = 6 if floating else 0
+    if floating:
+        _pose_exp(H, z, H_out, E)
+    for i in range(n):
+        s_out[i] = s[i] + z[nh + i]
+    for i in range(v.shape[0]):
+        v_out[i] = v[i] + z[nh + n + i]
+
+
+@inline
+def chart_difference(H0, s0, v0, H1, s1, v1, floating, out):
+    """out = log(x0⁻¹ x1) for one knot (StateSpace.difference, compiled)."""
+    n = s0.shape[0]
+    nh = 6 if floating else 0
+    if floating:
+        R0, p0 = base_placement(H0)
+        R1, p1 = base_placement(H1)
+        w = log3(mm(transpose(R0), R1))
+        D, _ = jlog_coefficients(math.sqrt(dot(w, w)))
+        u = mv(skew_polynomial(w, -0.5, D), mtv(R0, sub(p1, p0)))
+        out[0], out[1], out[2], out[3], out[4], out[5] = u[0], u[1], u[2], w[0], w[1], w[2]
+    for i in range(n):
+        out[nh + i] = s1[i] - s0[i]
+    for i in range(v0.shape[0]):
+        out[nh + n + i] = v1[i] - v0[i]
+
+
+@inline
+def _policy_control(u_ref, k, K, dx, alpha, lb, ub, bounded, u):
+    """u = clip(u_ref + alpha k + K dx, lb, ub) (np.clip's branches); returns whether u is finite."""
+    ok = True
+    for i in range(u.shape[0]):
+        acc = 0.0
+        for j in range(dx.shape[0]):
+            acc += K[i, j] * dx[j]
+        ui = u_ref[i] + alpha * k[i] + acc
+        if bounded:
+            if ui < lb[i]:
+                ui = lb[i]
+            elif ui > ub[i]:
+                ui = ub[i]
+        u[i] = ui
+        ok = ok and math.isfinite(ui)
+    return ok
+
+
+@njit(cache=True)
+def _field(mi, mf, g, floating, n, dt, H, s, v, tau, fext, W, acc, F):
+    """F = dt λ(x, u) = dt [v; FD(x, u)] (RobotDynamics._lambda for one state); returns a status."""
+    nv = v.shape[0]
+    status = check_state(floating, n, nv, H, s, v)
+    if status == OK:
+        status = aba_core(mi, mf, g, H, s, v, tau, fext, W, acc)
+    for i in range(nv):
+        F[i] = dt * v[i]
+        F[nv + i] = dt * acc[i]
+    return status
+
+
+@njit(cache=True)
+def _policy_rollout_kernel(mi, mf, g, floating, n, dt, rk4, fext, H0, s0, v0, HR, SR, VR, UR, k, K, alpha, GAPS,
+                           shrink, LB, UB, bounded, H, S, V, U, DX, W, E, tau, acc, F, z, YH, YS, YV):
+    """The closed-loop rollout of RobotDynamics.rollout_policy into (H, S, V), U, DX (shapes checked by the caller):
+    (status, knot), OK and N when every state and control is finite and valid, else the knot of the first bad
+    control or state (t + 1 when the step from knot t fails). Work arrays: W for ABA, E (4, 4),
+    tau and acc (nv), F (4, ndx) and z (ndx) for the stages, YH (2, 4, 4), YS (2, n), YV (2, nv) for Y₂ and Y₃/Y₄
+    of RK4 (RobotDynamics._step, the same operations)."""
+    N, nv = U.shape[0], V.shape[1]
+    nh = 6 if floating else 0
+    if floating:
+        H[0, :, :] = H0
+    S[0, :] = s0
+    V[0, :] = v0
+    for i in range(nv):
+        tau[i] = 0.0  # the floating base is unactuated
+    for t in range(N + 1):
+        Ht = H[t] if floating else H[0]
+        if shrink:
+            for i in range(z.shape[0]):
+                z[i] = (alpha - 1.0) * GAPS[t, i]
+            chart_integrate(Ht, S[t], V[t], z, floating, Ht, S[t], V[t], E)
+        status = check_state(floating, n, nv, Ht, S[t], V[t])
+        if status != OK:
+            return status, t
+        chart_difference(HR[t] if floating else HR[0], SR[t], VR[t], Ht, S[t], V[t], floating, DX[t])
+        if t == N:
+            break
+        if not _policy_control(UR[t], k[t], K[t], DX[t], alpha, LB[t], UB[t], bounded, U[t]):
+            return NOT_FINITE, t
+        for i in range(n):
+            tau[nv - n + i] = U[t, i]
+        Hn = H[t + 1] if floating else H[0]
+        if not rk4:  # semi-implicit Euler: v+ = v + dt a, H+ = H exp(dt nu+), s+ = s + dt sdot+
+            status = aba_core(mi, mf, g, Ht, S[t], V[t], tau, fext, W, acc)
+            if status != OK:
+                return status, t + 1
+            for i in range(nv):
+                V[t + 1, i] = V[t, i] + dt * acc[i]
+            if floating:
+                for i in range(6):
+                    z[i] = dt * V[t + 1, i]
+                _pose_exp(Ht, z, Hn, E)
+            for i in range(n):
+                S[t + 1, i] = S[t, i] + dt * V[t + 1, nh + i]
+            continue
+        # RK4: Y2 = x exp(F1/2), Y3 = x exp(F2/2), Y4 = Y2 exp(F3 - F1/2), Z = x exp(ξ5), x+ = Z exp(ξ6)
+        F1, F2, F3, F4 = F[0], F[1], F[2], F[3]
+        Y2H, Y2s, Y2v, Y3H, Y3s, Y3v = YH[0], YS[0], YV[0], YH[1], YS[1], YV[1]
+        status = _field(mi, mf, g, floating, n, dt, Ht, S[t], V[t], tau, fext, W, acc, F1)
+        if status == OK:
+            for i in range(z.shape[0]):
+                z[i] = 0.5 * F1[i]
+            chart_integrate(Ht, S[t], V[t], z, floating, Y2H, Y2s, Y2v, E)
+            status = _field(mi, mf, g, floating, n, dt, Y2H, Y2s, Y2v, tau, fext, W, acc, F2)
+        if status == OK:
+            for i in range(z.shape[0]):
+                z[i] = 0.5 * F2[i]
+            chart_integrate(Ht, S[t], V[t], z, floating, Y3H, Y3s, Y3v, E)
+            status = _field(mi, mf, g, floating, n, dt, Y3H, Y3s, Y3v, tau, fext, W, acc, F3)
+        if status == OK:
+            for i in range(z.shape[0]):
+                z[i] = F3[i] - 0.5 * F1[i]
+            chart_integrate(Y2H, Y2s, Y2v, z, floating, Y3H, Y3s, Y3v, E)
+            status = _field(mi, mf, g, floating, n, dt, Y3H, Y3s, Y3v, tau, fext, W, acc, F4)
+        if status != OK:
+            return status, t + 1
+        for i in range(z.shape[0]):
+            z[i] = (3.0 * F1[i] + 2.0 * F2[i] + 2.0 * F3[i] - F4[i]) / 12.0
+        chart_integrate(Ht, S[t], V[t], z, floating, Y2H, Y2s, Y2v, E)
+        for i in range(z.shape[0]):
+            z[i] = (-F1[i] + 2.0 * F2[i] + 2.0 * F3[i] + 3.0 * F4[i]) / 12.0
+        chart_integrate(Y2H, Y2s, Y2v, z, floating, Hn, S[t + 1], V[t + 1], E)
+    return OK, N
+
+
 @dataclass(eq=False)
 class DiscreteDerivatives:
     """``F_x`` (ndx, ndx) and ``F_u`` (ndx, nu) of ``x⁺ = f(x, u)`` in the tangent chart, with a leading ``N`` for
@@ -217,7 +386,113 @@ class Rk4Sensitivities:
     dZ: np.ndarray
 
 
-def _one_knot(x: State) -> Trajectory:
+@dataclass(eq=False)
+class PolicyRollout:
+    """The closed-loop rollout of ``rollout_policy``: states ``X`` (N + 1 knots), controls ``U`` (N, nu) and chart
+    deviations ``DX`` (N + 1, ndx), ``DX[t] = X[t] ⊖ X_ref[t]``. ``failed_at`` is -1, or the first knot whose control
+    is non-finite or whose state is non-finite, invalid or could not be computed (the step to it failed); ``reason``
+    says what, and the arrays are filled only up to that knot."""
+
+    X: Trajectory
+    U: np.ndarray
+    DX: np.ndarray
+    failed_at: int = -1
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.failed_at < 0
+
+
+def _policy_array(x, shape: tuple[int, ...], name: str) -> np.ndarray:
+    a = np.ascontiguousarray(x, dtype=np.float64)
+    if a.shape != shape:
+        raise ValueError(f"rollout_policy: {name} must have shape {shape}, got {a.shape}")
+    return a
+
+
+def _policy_arguments(space: StateSpace, nu: int, x0: State, X_ref: Trajectory, U_ref, k, K, gaps, u_lb, u_ub):
+    """Shape-checked float64 C-contiguous inputs of ``rollout_policy`` and the bounds (N, nu) (``None`` for none).
+    Values are not checked: a non-finite one ends the rollout with a status."""
+    U_ref = np.ascontiguousarray(U_ref, dtype=np.float64)
+    if U_ref.ndim != 2 or U_ref.shape[1] != nu:
+        raise ValueError(f"rollout_policy: U_ref must have shape (N, {nu}), got {U_ref.shape}")
+    N, n, nv, ndx = U_ref.shape[0], space.n, space.nv, space.ndx
+    for name, x, knots_ in (("x0", x0, None), ("X_ref", X_ref, N + 1)):
+        kind = State if knots_ is None else Trajectory
+        lead = () if knots_ is None else (knots_,)
+        if (type(x) is not kind or (x.H is not None) != space.floating_base
+                or (x.H is not None and x.H.shape != lead + (4, 4)) or x.s.shape != lead + (n,)
+                or x.v.shape != lead + (nv,)):
+            raise ValueError(f"rollout_policy: {name} must be a {kind.__name__} of {space}"
+                             + ("" if knots_ is None else f" with N + 1 = {knots_} knots"))
+    X_ref = Trajectory(None if X_ref.H is None else np.ascontiguousarray(X_ref.H, dtype=np.float64),
+                       np.ascontiguousarray(X_ref.s, dtype=np.float64), np.ascontiguousarray(X_ref.v, dtype=np.float64))
+    k = _policy_array(k, (N, nu), "k")
+    K = _policy_array(K, (N, nu, ndx), "K")
+    gaps = None if gaps is None else _policy_array(gaps, (N + 1, ndx), "gaps")
+    bounds = None
+    if u_lb is not None or u_ub is not None:
+        try:
+            bounds = tuple(np.ascontiguousarray(np.broadcast_to(np.asarray(fill if b is None else b, dtype=np.float64),
+                                                                (N, nu))) for b, fill in ((u_lb, -np.inf), (u_ub, np.inf)))
+        except ValueError:
+            raise ValueError(f"rollout_policy: u_lb and u_ub must broadcast to ({N}, {nu})") from None
+    return X_ref, U_ref, k, K, gaps, bounds
+
+
+def rollout_policy_per_knot(dynamics: DiscreteDynamics | Sequence[DiscreteDynamics], x0: State, X_ref: Trajectory,
+                            U_ref, k, K, alpha: float, gaps=None, u_lb=None, u_ub=None) -> PolicyRollout:
+    """``rollout_policy`` stepping knot ``t`` with ``dynamics.step`` (or ``dynamics[t].step`` for a sequence of N
+    objects), one Python call per knot: the generic path, and the solvers' forward pass when the knots do not share
+    one dynamics object. A step that raises ValueError or ArithmeticError, or a non-finite state or control, ends
+    the rollout with a status."""
+    shared = isinstance(dynamics, DiscreteDynamics)
+    if not shared and len(dynamics) == 0:
+        raise ValueError("rollout_policy: no dynamics objects")
+    first = dynamics if shared else dynamics[0]
+    sp, nu = first.state_space, first.nu
+    X_ref, U_ref, k, K, gaps, bounds = _policy_arguments(sp, nu, x0, X_ref, U_ref, k, K, gaps, u_lb, u_ub)
+    N, floating, alpha = U_ref.shape[0], sp.floating_base, float(alpha)
+    if not shared and len(dynamics) != N:
+        raise ValueError(f"rollout_policy: {len(dynamics)} dynamics objects for {N} knots")
+    LB, UB = (U_ref, U_ref) if bounds is None else bounds
+    shrink = gaps is not None and alpha != 1.0
+    X, U, DX = sp.trajectory(N + 1), np.empty((N, nu)), np.empty((N + 1, sp.ndx))
+    E = np.empty((4, 4))
+    X[0] = x0
+    t = 0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        try:
+            for t in range(N + 1):
+                x = X[t]
+                H = x.H if floating else IDENTITY4
+                if shrink:
+                    chart_integrate(H, x.s, x.v, (alpha - 1.0) * gaps[t], floating, H, x.s, x.v, E)
+                if not (np.isfinite(x.s).all() and np.isfinite(x.v).all() and (not floating or np.isfinite(H).all())):
+                    return PolicyRollout(X, U, DX, t, f"a non-finite state at knot {t}")
+                chart_difference(X_ref.H[t] if floating else IDENTITY4, X_ref.s[t], X_ref.v[t], H, x.s, x.v, floating,
+                                  DX[t])
+                if t == N:
+                    break
+                if not _policy_control(U_ref[t], k[t], K[t], DX[t], alpha, LB[t], UB[t], bounds is not None, U[t]):
+                    return PolicyRollout(X, U, DX, t, f"a non-finite control at knot {t}")
+                X[t + 1] = (first if shared else dynamics[t]).step(x, U[t])
+        except (ValueError, ArithmeticError) as e:
+            return PolicyRollout(X, U, DX, t + 1, f"the step from knot {t} failed: {e}")
+    return PolicyRollout(X, U, DX)
+
+
+def exp_blocks(XI: np.ndarray, blocks: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``exp(ξ)`` (N, 4, 4) and, with ``blocks``, ``Ad_{exp(−ξ)}`` and ``Jr(ξ)`` (N, 6, 6) for twists XI (N, 6), in
+    one compiled call: the pieces of the chain rule through ``H exp(ξ)`` for a user's dynamics on SE(3)."""
+    N = XI.shape[0]
+    E, PHI, K = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
+    _se3_blocks_batch(np.ascontiguousarray(XI), E, PHI, K, blocks)
+    return E, PHI, K
+
+
+def one_knot(x: State) -> Trajectory:
     """A 1-knot trajectory whose arrays are views of x's."""
     return Trajectory(None if x.H is None else x.H[None], x.s[None], x.v[None])
 
@@ -244,14 +519,14 @@ class DiscreteDynamics(ABC):
 
     def step(self, x: State, u) -> State:
         """``x⁺ = f(x, u)`` for one state."""
-        return self.step_trajectory(_one_knot(x), np.asarray(u, dtype=np.float64)[None])[0]
+        return self.step_trajectory(one_knot(x), np.asarray(u, dtype=np.float64)[None])[0]
 
     def derivatives(self, x: State | Trajectory, u, out: DiscreteDerivatives | None = None) -> DiscreteDerivatives:
         """``F_x, F_u`` at one state (``(ndx, ndx)``, ``(ndx, nu)``) or at every knot of a trajectory."""
         if type(x) is Trajectory:
             return self.trajectory_derivatives(x, u, out)
         out1 = None if out is None else DiscreteDerivatives(out.F_x[None], out.F_u[None])
-        d = self.trajectory_derivatives(_one_knot(x), np.asarray(u, dtype=np.float64)[None], out1)
+        d = self.trajectory_derivatives(one_knot(x), np.asarray(u, dtype=np.float64)[None], out1)
         return DiscreteDerivatives(d.F_x[0], d.F_u[0]) if out is None else out
 
     def trajectory_hessian_contraction(self, X: Trajectory, U, LAM) -> StepHessian:
@@ -264,9 +539,19 @@ class DiscreteDynamics(ABC):
     def hessian_contraction(self, x: State, u, lam) -> StepHessian:
         """``trajectory_hessian_contraction`` at one state: blocks (ndx, ndx), (ndx, nu), (nu, nu)."""
         self.state_space.check(x)
-        H = self.trajectory_hessian_contraction(_one_knot(x), np.asarray(u, dtype=np.float64)[None],
+        H = self.trajectory_hessian_contraction(one_knot(x), np.asarray(u, dtype=np.float64)[None],
                                                 np.asarray(lam, dtype=np.float64)[None])
         return StepHessian(H.xx[0], H.xu[0], H.uu[0])
+
+    def rollout_policy(self, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
+                       u_ub=None) -> PolicyRollout:
+        """The closed-loop rollout of the policy ``u_t = clip(U_ref[t] + alpha k[t] + K[t] (x_t ⊖ X_ref[t]), u_lb[t],
+        u_ub[t])`` from ``x_0 = x0``, with ``x_t ← x_t ⊕ (alpha - 1) gaps[t]`` when ``gaps`` (N + 1, ndx) are given and
+        ``alpha < 1`` (the solvers' forward pass). ``U_ref``, ``k`` are (N, nu), ``K`` (N, nu, ndx), ``X_ref`` has
+        N + 1 knots; the bounds are (nu,) or (N, nu), ``None`` for none. Bad shapes raise ValueError; a non-finite or
+        invalid state or control ends the rollout with a status (``PolicyRollout.failed_at``). This generic version
+        calls ``step`` once per knot; subclasses may run it in one compiled call."""
+        return rollout_policy_per_knot(self, x0, X_ref, U_ref, k, K, alpha, gaps, u_lb, u_ub)
 
     def rollout(self, x0: State, U) -> Trajectory:
         """States ``x_0 .. x_N`` from ``x_0`` under the controls ``U`` (N, nu), one step after the other."""
@@ -344,12 +629,9 @@ class RobotDynamics(DiscreteDynamics):
             np.empty((N, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv))))
         return aba_derivatives(self.model, Y, tau, self._fext(N), out=out)
 
-    def _exp(self, XI: np.ndarray, blocks: bool):
-        """Per-knot exp(XI) and, with ``blocks``, Ad_{exp(-XI)} and Jr(XI), for XI (N, 6)."""
-        N = XI.shape[0]
-        E, PHI, K = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
-        _se3_blocks_batch(np.ascontiguousarray(XI), E, PHI, K, blocks)
-        return E, PHI, K
+    @staticmethod
+    def _exp(XI: np.ndarray, blocks: bool):
+        return exp_blocks(XI, blocks)
 
     def _integrate(self, X: Trajectory, Z: np.ndarray, blocks: bool = False):
         """Knot-wise X exp(Z) and the SE(3) blocks (Ad_{exp(-Z_H)}, Jr(Z_H)) of its Jacobians (None: fixed base)."""
@@ -393,6 +675,32 @@ class RobotDynamics(DiscreteDynamics):
         F4 = self._lambda(self._integrate(Y2, F3 - 0.5 * F1)[0], tau)
         Z, _, _ = self._integrate(X, (3.0 * F1 + 2.0 * F2 + 2.0 * F3 - F4) / 12.0)
         return self._integrate(Z, (-F1 + 2.0 * F2 + 2.0 * F3 + 3.0 * F4) / 12.0)[0]
+
+    def rollout_policy(self, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
+                       u_ub=None) -> PolicyRollout:
+        """``DiscreteDynamics.rollout_policy`` in one compiled call over the whole horizon (Euler and RK4)."""
+        m, sp = self.model, self.state_space
+        X_ref, U_ref, k, K, gaps, bounds = _policy_arguments(sp, self.nu, x0, X_ref, U_ref, k, K, gaps, u_lb, u_ub)
+        N, floating = U_ref.shape[0], m.floating_base
+        X = Trajectory(np.empty((N + 1, 4, 4)) if floating else None, np.empty((N + 1, m.n)), np.empty((N + 1, m.nv)))
+        U, DX = np.empty((N, m.n)), np.empty((N + 1, sp.ndx))
+        work = self._scratch("rollout", 0, lambda: (np.empty((4, 4)), np.empty(m.nv), np.empty(m.nv),
+                                                    np.empty((4, sp.ndx)), np.empty(sp.ndx), np.empty((2, 4, 4)),
+                                                    np.empty((2, m.n)), np.empty((2, m.nv))))
+        LB, UB = (U_ref, U_ref) if bounds is None else bounds
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # only Python (NUMBA_DISABLE_JIT) warns on a divergence
+            status, knot = _policy_rollout_kernel(
+                m.mi, m.mf, m.gravity, floating, m.n, self.dt, self.integrator == "rk4",
+                _NO_FEXT if self.fext is None else self.fext,
+                np.ascontiguousarray(x0.H, dtype=np.float64) if floating else IDENTITY4,
+                np.ascontiguousarray(x0.s, dtype=np.float64), np.ascontiguousarray(x0.v, dtype=np.float64),
+                X_ref.H if floating else IDENTITY4_STACK, X_ref.s, X_ref.v, U_ref, k, K, float(alpha),
+                U_ref if gaps is None else gaps, gaps is not None and alpha != 1.0, LB, UB, bounds is not None,
+                X.H if floating else IDENTITY4_STACK, X.s, X.v, U, DX, m.scratch("aba", (m.nb, WORK_LAYOUT[-1])), *work)
+        if status == OK:
+            return PolicyRollout(X, U, DX)
+        what = _ROLLOUT_FAILURES.get(status, "an invalid base pose")
+        return PolicyRollout(X, U, DX, int(knot), f"RobotDynamics({m.name}).rollout_policy: {what} at knot {knot}")
 
     # ---- derivatives ----------------------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ import scipy.linalg
 
 from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.optimal_control.costs import CostDerivatives
-from lietraj.optimal_control.discrete_dynamics import DiscreteDynamics, _one_knot
+from lietraj.optimal_control.discrete_dynamics import DiscreteDynamics, one_knot
 from lietraj.optimal_control.problem import (
     ProblemDerivatives,
     finite_trajectory,
@@ -133,7 +133,7 @@ class LQRController:
     def error(self, x: State) -> np.ndarray:
         """``x ⊖ x_eq``."""
         _check_state(self.state_space, x, "LQRController")
-        return tangent_difference(_one_knot(self.x_eq), _one_knot(x))[0]
+        return tangent_difference(one_knot(self.x_eq), one_knot(x))[0]
 
     def __call__(self, k: int, x: State) -> np.ndarray:
         """``u_eq + K (x ⊖ x_eq)``; time-invariant, ``k`` is ignored."""
@@ -240,7 +240,7 @@ class FeedbackPolicy:
         """``x ⊖ X_k``."""
         _check_state(self.state_space, x, type(self).__name__)
         k = int(_check_times(k, 1, self.horizon + 1, type(self).__name__)[0])
-        return tangent_difference(knots(self.X, k, k + 1), _one_knot(x))[0]
+        return tangent_difference(knots(self.X, k, k + 1), one_knot(x))[0]
 
     def __call__(self, k: int, x: State) -> np.ndarray:
         """``U_k + K_k (x ⊖ X_k)``, for ``0 <= k < T`` (ValueError outside)."""

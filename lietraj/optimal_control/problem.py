@@ -20,16 +20,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import math
 
 import numpy as np
 from numba import njit
 
-from lietraj.dynamics._spatial import base_placement, dot, mm, mtv, mv, skew_polynomial, sub, transpose
-from lietraj.dynamics.kinematics_derivatives import jlog_coefficients, log3
 from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.optimal_control.costs import CostDerivatives, CostModel
-from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, _se3_blocks
+from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, chart_difference, \
+    chart_integrate
 from lietraj.optimal_control.euler_second_order import StepHessian
 
 
@@ -45,43 +43,21 @@ def knots(X: Trajectory, start: int, stop: int) -> Trajectory:
 
 @njit(cache=True)
 def _difference_batch(H0, S0, V0, H1, S1, V1, floating, out):
-    """out[k] = log(X0[k]⁻¹ X1[k]) (StateSpace.difference, SE(3) part as se3.log) for every knot."""
-    n, nv = S0.shape[1], V0.shape[1]
-    nh = 6 if floating else 0
+    """out[k] = log(X0[k]⁻¹ X1[k]) for every knot."""
     for k in range(S0.shape[0]):
-        if floating:
-            R0, p0 = base_placement(H0[k])
-            R1, p1 = base_placement(H1[k])
-            w = log3(mm(transpose(R0), R1))
-            D, _ = jlog_coefficients(math.sqrt(dot(w, w)))
-            u = mv(skew_polynomial(w, -0.5, D), mtv(R0, sub(p1, p0)))
-            out[k, 0], out[k, 1], out[k, 2], out[k, 3], out[k, 4], out[k, 5] = u[0], u[1], u[2], w[0], w[1], w[2]
-        for i in range(n):
-            out[k, nh + i] = S1[k, i] - S0[k, i]
-        for i in range(nv):
-            out[k, nh + n + i] = V1[k, i] - V0[k, i]
+        h = k if floating else 0
+        chart_difference(H0[h], S0[k], V0[k], H1[h], S1[k], V1[k], floating, out[k])
 
 
 @njit(cache=True)
-def _integrate_batch(H, S, V, Z, floating, H_out, S_out, V_out, E, unused):
-    """X_out[k] = X[k] exp(Z[k]) for every knot (StateSpace.integrate)."""
-    n, nv = S.shape[1], V.shape[1]
-    nh = 6 if floating else 0
+def _integrate_batch(H, S, V, Z, floating, H_out, S_out, V_out, E):
+    """X_out[k] = X[k] exp(Z[k]) for every knot; X_out may be X."""
     for k in range(S.shape[0]):
-        if floating:
-            _se3_blocks(Z[k], E, unused, unused, False)
-            for r in range(3):  # row by row, so that H_out may be H
-                h0, h1, h2, h3 = H[k, r, 0], H[k, r, 1], H[k, r, 2], H[k, r, 3]
-                for c in range(4):
-                    H_out[k, r, c] = h0 * E[0, c] + h1 * E[1, c] + h2 * E[2, c] + h3 * E[3, c]
-            H_out[k, 3, 0], H_out[k, 3, 1], H_out[k, 3, 2], H_out[k, 3, 3] = 0.0, 0.0, 0.0, 1.0
-        for i in range(n):
-            S_out[k, i] = S[k, i] + Z[k, nh + i]
-        for i in range(nv):
-            V_out[k, i] = V[k, i] + Z[k, nh + n + i]
+        h = k if floating else 0
+        chart_integrate(H[h], S[k], V[k], Z[k], floating, H_out[h], S_out[k], V_out[k], E)
 
 
-_NO_POSES = np.zeros((0, 4, 4))
+_NO_POSES = np.zeros((1, 4, 4))  # read at index 0 only for a floating base
 
 
 def tangent_difference(X0: Trajectory, X1: Trajectory, out: np.ndarray | None = None) -> np.ndarray:
@@ -101,7 +77,7 @@ def tangent_integrate(X: Trajectory, Z: np.ndarray, out: Trajectory | None = Non
     if out is None:
         out = Trajectory(np.empty_like(X.H) if floating else None, np.empty_like(X.s), np.empty_like(X.v))
     _integrate_batch(X.H if floating else _NO_POSES, X.s, X.v, np.ascontiguousarray(Z), floating,
-                     out.H if floating else _NO_POSES, out.s, out.v, np.empty((4, 4)), np.empty((6, 6)))
+                     out.H if floating else _NO_POSES, out.s, out.v, np.empty((4, 4)))
     return out
 
 

@@ -41,14 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lietraj.dynamics.state import Trajectory
-from lietraj.optimal_control.problem import (
-    Problem,
-    ProblemDerivatives,
-    finite_trajectory,
-    knots,
-    tangent_difference,
-    tangent_integrate,
-)
+from lietraj.optimal_control.discrete_dynamics import rollout_policy_per_knot
+from lietraj.optimal_control.problem import Problem, ProblemDerivatives, finite_trajectory
 from lietraj.optimal_control.riccati import BackwardPass, backward_pass
 
 # What a diverging model raises from inside: RobotDynamics reports a non-finite step with ValueError, numpy's
@@ -173,30 +167,22 @@ def _gap_norm(gaps: np.ndarray | None) -> float:
 def _forward_pass(problem: Problem, xs: Trajectory, us: np.ndarray, bp: BackwardPass, alpha: float,
                   gaps: np.ndarray | None):
     """The nonlinear rollout of the policy with step ``alpha`` (module docstring, step 4): ``(X, U, DX, cost)``,
-    or None if it diverged."""
-    sp, T = problem.state_space, problem.T
-    X, U, DX = sp.trajectory(T + 1), np.empty((T, problem.nu)), np.empty((T + 1, problem.ndx))
-    shrink = gaps is not None and alpha != 1.0
+    or None if it diverged. Knots sharing one dynamics object (the common case) roll out in one ``rollout_policy``
+    call (compiled for RobotDynamics), others one knot at a time."""
+    dynamics = problem.running[0].dynamics
+    bounds = (problem.u_lb, problem.u_ub) if problem.has_control_limits else (None, None)
+    args = (problem.x0, xs, us, bp.k, bp.K, alpha, gaps, *bounds)
     try:
-        X[0] = problem.x0
-        for t in range(T + 1):
-            x = knots(X, t, t + 1)
-            if shrink:
-                tangent_integrate(x, (alpha - 1.0) * gaps[t:t + 1], out=x)
-            tangent_difference(knots(xs, t, t + 1), x, DX[t:t + 1])
-            if t == T:
-                break
-            u = us[t] + alpha * bp.k[t] + bp.K[t] @ DX[t]
-            if problem.has_control_limits:
-                np.clip(u, problem.u_lb[t], problem.u_ub[t], out=u)
-            U[t] = u
-            X[t + 1] = problem.running[t].dynamics.step(X[t], u)
-        if not finite_trajectory(X):
+        if all(m.dynamics is dynamics for m in problem.running):
+            trial = dynamics.rollout_policy(*args)
+        else:
+            trial = rollout_policy_per_knot([m.dynamics for m in problem.running], *args)
+        if not trial.ok:
             return None
-        cost = problem.cost(X, U)
+        cost = problem.cost(trial.X, trial.U)
     except _NUMERICAL_ERRORS:
         return None
-    return (X, U, DX, cost) if math.isfinite(cost) else None
+    return (trial.X, trial.U, trial.DX, cost) if math.isfinite(cost) else None
 
 
 def _line_search(problem: Problem, xs: Trajectory, us: np.ndarray, cost: float, bp: BackwardPass,
