@@ -1,0 +1,176 @@
+"""Contact-constrained forward dynamics: Pinocchio agreement and the constraint / inverse-dynamics identities.
+
+The oracle is Pinocchio's ``constraintDynamics`` with rigid constraint models between each contact frame and
+the world (its own drift and Baumgarte terms), on a humanoid standing on both soles (6d) and a quadruped on its
+four point feet (3d), with and without Baumgarte gains, in both references; redundant contacts with damping
+are checked against ``forwardDynamics(q, v, tau, J, gamma, damping)``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from functools import lru_cache
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from conftest import relative_error
+from lietraj.dynamics import se3
+from lietraj.dynamics.aba import aba
+from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.kinematics import frame_acceleration, frame_placement, frame_velocity
+from lietraj.dynamics.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.rnea import rnea
+from lietraj.dynamics.robots import load_robot
+from pin_oracle import pin_model
+
+FEET = {
+    "talos": (("left_sole_link", "right_sole_link"), "6d"),
+    "solo12": (("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"), "3d"),
+}
+PIN_TYPE = {"6d": pin.ContactType.CONTACT_6D, "3d": pin.ContactType.CONTACT_3D}
+PIN_REFERENCE = {"local": pin.LOCAL, "local_world_aligned": pin.LOCAL_WORLD_ALIGNED}
+GAINS = [(0.0, 0.0), (30.0, 8.0)]
+RTOL = 1e-9
+
+
+@lru_cache(maxsize=None)
+def robot(name: str):
+    return load_robot(name)
+
+
+def case(name: str, seed: int, gains, reference: str = "local"):
+    """(model, x, tau, contacts): a random state and torque, contacts on the feet with targets slightly off the
+    current foot poses (so that the position term of the Baumgarte stabilization is not zero)."""
+    model = robot(name)
+    rng = np.random.default_rng(zlib.crc32(f"{name}{seed}".encode()))
+    x = model.state_space.random(rng)
+    tau = rng.standard_normal(model.nv)
+    frames, kind = FEET[name]
+    contacts = [Contact(f, kind, reference, gains, frame_placement(model, x, f) @ se3.exp(0.05 * rng.standard_normal(6)))
+                for f in frames]
+    return model, x, tau, contacts
+
+
+def pinocchio_contact_dynamics(name: str, model, x, tau, contacts):
+    """Pinocchio's (a, lambda) from constraintDynamics with one frame-to-world constraint per contact."""
+    pm = pin_model(name)
+    pd = pm.createData()
+    cmodels, cdatas = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for c in contacts:
+        frame = pm.frames[pm.getFrameId(c.frame)]
+        T = pin.SE3(c.target[:3, :3], c.target[:3, 3])
+        cm = pin.RigidConstraintModel(PIN_TYPE[c.kind], pm, frame.parentJoint, frame.placement, 0, T,
+                                      PIN_REFERENCE[c.reference])
+        gains = cm.m_baumgarte_parameters
+        gains.Kp, gains.Kd = c.baumgarte
+        cm.m_baumgarte_parameters = gains
+        cmodels.append(cm)
+        cdatas.append(cm.createData())
+    pin.initConstraintDynamics(pm, pd, cmodels, cdatas)
+    q, v = to_pinocchio(model, x)
+    a = np.array(pin.constraintDynamics(pm, pd, q, v, tau, cmodels, cdatas, pin.ProximalSettings(1e-14, 0.0, 1)))
+    return a, np.array(pd.lambda_c)
+
+
+@pytest.mark.parametrize("reference", ["local", "local_world_aligned"])
+@pytest.mark.parametrize("gains", GAINS)
+@pytest.mark.parametrize("name", list(FEET))
+def test_matches_pinocchio_constraint_dynamics(name, gains, reference):
+    for seed in range(3):
+        model, x, tau, contacts = case(name, seed, gains, reference)
+        r = contact_dynamics(model, x, tau, contacts)
+        a, lam = pinocchio_contact_dynamics(name, model, x, tau, contacts)
+        assert relative_error(r.a, a) <= RTOL
+        assert relative_error(r.lagrangian, lam) <= RTOL
+        assert np.array_equal(np.concatenate(r.forces), r.lagrangian)
+        assert [f.shape for f in r.forces] == [(c.dim,) for c in contacts]
+
+
+@pytest.mark.parametrize("gains", GAINS)
+@pytest.mark.parametrize("name", list(FEET))
+def test_constraint_and_inverse_dynamics_hold(name, gains):
+    """The contact frames accelerate as the stabilization asks (a_c = -Kv v_c - Kp e_c, from forward kinematics
+    at the solved a, not from J), and the inverse dynamics with the contact forces as external wrenches on the
+    feet's bodies gives back tau."""
+    model, x, tau, contacts = case(name, 0, gains)
+    r = contact_dynamics(model, x, tau, contacts)
+    Kp, Kv = gains
+    fext = np.zeros((model.nb, 6))
+    for c, f in zip(contacts, r.forces):
+        d = c.dim
+        ac = frame_acceleration(model, x, r.a, c.frame, "local", classical=c.kind == "3d")[:d]
+        P = frame_placement(model, x, c.frame)
+        e = se3.log(se3.inverse(c.target) @ P) if d == 6 else P[:3, :3].T @ (P[:3, 3] - c.target[:3, 3])
+        expected = -Kv * frame_velocity(model, x, c.frame, "local")[:d] - Kp * e
+        assert relative_error(ac, expected) <= 1e-9
+        frame = model.frames[model.frame_index(c.frame)]
+        force = frame.R @ f[:3]
+        torque = frame.R @ f[3:] if d == 6 else np.zeros(3)
+        fext[frame.body] += np.concatenate([force, torque + np.cross(frame.p, force)])
+    assert relative_error(rnea(model, x, r.a, fext), tau) <= 1e-9
+    assert relative_error(rnea(model, x, r.a), tau + r.jacobian.T @ r.lagrangian) <= 1e-9
+    assert relative_error(r.jacobian @ r.a + r.drift, np.zeros(len(r.drift))) <= 1e-9
+
+
+@pytest.mark.parametrize("name", list(FEET))
+def test_trajectory_equals_states(name):
+    model, x, _, contacts = case(name, 0, GAINS[1])
+    X = model.state_space.random_trajectory(3, np.random.default_rng(5))
+    TAU = np.random.default_rng(6).standard_normal((3, model.nv))
+    R = contact_dynamics(model, X, TAU, contacts)
+    assert R.a.shape == (3, model.nv) and R.lagrangian.shape == (3, sum(c.dim for c in contacts))
+    for k in range(3):
+        r = contact_dynamics(model, X[k], TAU[k], contacts)
+        assert np.allclose(R.a[k], r.a, rtol=1e-12, atol=1e-12)
+        assert np.allclose(R.lagrangian[k], r.lagrangian, rtol=1e-12, atol=1e-10)
+        assert all(np.allclose(F[k], f, rtol=1e-12, atol=1e-10) for F, f in zip(R.forces, r.forces))
+
+
+def test_redundant_contacts_raise_or_are_damped():
+    """The same sole twice: J is rank deficient. Without damping a clear error; with damping Pinocchio's
+    damped forwardDynamics on the same J and gamma."""
+    model, x, tau, contacts = case("talos", 0, GAINS[1])
+    contacts = contacts + [contacts[0]]
+    with pytest.raises(ValueError, match="rank deficient"):
+        contact_dynamics(model, x, tau, contacts)
+    r = contact_dynamics(model, x, tau, contacts, damping=1e-6)
+    pm = pin_model("talos")
+    pd = pm.createData()
+    q, v = to_pinocchio(model, x)
+    a = np.array(pin.forwardDynamics(pm, pd, q, v, tau, r.jacobian, r.drift, 1e-6))
+    assert relative_error(r.a, a) <= RTOL
+    assert relative_error(r.lagrangian, np.array(pd.lambda_c)) <= RTOL
+    assert relative_error(r.forces[0], r.forces[2]) <= 1e-8  # the load is shared equally (damping 1e-6: ill-conditioned)
+
+
+def test_no_contacts_is_aba():
+    model, x, tau, _ = case("solo12", 0, GAINS[0])
+    r = contact_dynamics(model, x, tau, [])
+    assert relative_error(r.a, aba(model, x, tau)) <= 1e-12
+    assert r.forces == () and r.lagrangian.shape == (0,)
+
+
+def test_bad_inputs_raise():
+    model, x, tau, contacts = case("solo12", 0, GAINS[0])
+    with pytest.raises(ValueError, match="unknown contact frame 'nope'"):
+        contact_dynamics(model, x, tau, [Contact("nope", "3d")])
+    with pytest.raises(ValueError, match="unknown contact frame"):
+        contact_dynamics(model, x, tau, [Contact(10**6, "3d")])
+    with pytest.raises(ValueError, match="NaN"):
+        contact_dynamics(model, x, np.full(model.nv, np.nan), contacts)
+    with pytest.raises(ValueError, match="shape"):
+        contact_dynamics(model, x, tau[:-1], contacts)
+    with pytest.raises(ValueError, match="damping"):
+        contact_dynamics(model, x, tau, contacts, damping=-1.0)
+    bad = x.copy()
+    bad.v[0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        contact_dynamics(model, bad, tau, contacts)
+    with pytest.raises(ValueError, match="kind"):
+        Contact("FL_FOOT", "2d")
+    with pytest.raises(ValueError, match="reference"):
+        Contact("FL_FOOT", "3d", "world")
+    with pytest.raises(ValueError, match="baumgarte"):
+        Contact("FL_FOOT", "3d", baumgarte=(1.0, np.nan))
