@@ -53,8 +53,9 @@ def case(name: str, seed: int, gains, reference: str = "local"):
     return model, x, tau, contacts
 
 
-def pinocchio_contact_dynamics(name: str, model, x, tau, contacts):
-    """Pinocchio's (a, lambda) from constraintDynamics with one frame-to-world constraint per contact."""
+def pinocchio_constraint_dynamics(name: str, model, x, tau, contacts):
+    """Pinocchio's constraintDynamics with one frame-to-world constraint per contact: (model, data, constraint
+    models, constraint datas, a)."""
     pm = pin_model(name)
     pd = pm.createData()
     cmodels, cdatas = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
@@ -71,6 +72,12 @@ def pinocchio_contact_dynamics(name: str, model, x, tau, contacts):
     pin.initConstraintDynamics(pm, pd, cmodels, cdatas)
     q, v = to_pinocchio(model, x)
     a = np.array(pin.constraintDynamics(pm, pd, q, v, tau, cmodels, cdatas, pin.ProximalSettings(1e-14, 0.0, 1)))
+    return pm, pd, cmodels, cdatas, a
+
+
+def pinocchio_contact_dynamics(name: str, model, x, tau, contacts):
+    """Pinocchio's (a, lambda)."""
+    _, pd, _, _, a = pinocchio_constraint_dynamics(name, model, x, tau, contacts)
     return a, np.array(pd.lambda_c)
 
 

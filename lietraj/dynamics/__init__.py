@@ -20,6 +20,7 @@ from lietraj.dynamics.center_of_mass import (
     center_of_mass_velocity,
 )
 from lietraj.dynamics.contact_dynamics import Contact, ContactDynamicsResult, contact_dynamics
+from lietraj.dynamics.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
 from lietraj.dynamics.crba import mass_matrix
 from lietraj.dynamics.equilibrium import EquilibriumResult, static_equilibrium
 from lietraj.dynamics.extended_inverse_dynamics import (
@@ -67,18 +68,18 @@ from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.dynamics.urdf import URDFError, load_urdf, read_srdf
 
 __all__ = [
-    "CenterOfMassDerivatives", "Contact", "ContactDynamicsResult", "EquilibriumResult", "ExtendedIDDerivatives",
-    "ExtendedIDResult", "ForwardDynamicsDerivatives", "ForwardDynamicsHessian", "ForwardDynamicsSecondOrder", "Frame",
-    "FrameAccelerationDerivatives", "FramePlacementError", "HybridDerivatives", "HybridResult",
-    "InverseDynamicsDerivatives", "InverseDynamicsHessian", "InverseDynamicsSecondOrder", "Linearization", "Posture",
-    "RobotModel", "State", "StateSpace", "Trajectory", "URDFError", "Visual", "aba", "aba_derivatives",
-    "aba_hessian_contraction", "aba_second_order_derivatives", "available_robots", "body_placements",
-    "center_of_mass", "center_of_mass_derivatives", "center_of_mass_jacobian", "center_of_mass_velocity",
-    "contact_dynamics", "extended_inverse_dynamics", "extended_inverse_dynamics_derivatives", "forward_dynamics",
-    "frame_acceleration", "frame_acceleration_derivatives", "frame_jacobian", "frame_placement",
-    "frame_placement_error", "frame_placements", "frame_velocity", "frame_velocity_derivatives",
-    "generalized_gravity", "hybrid_dynamics", "hybrid_dynamics_derivatives", "inverse_mass_matrix", "linearize",
-    "load_robot", "load_urdf", "mass_matrix", "nonlinear_effects", "numerical_jacobian", "read_srdf", "rnea",
-    "rnea_derivatives", "rnea_second_order_contraction", "rnea_second_order_derivatives", "se3", "so3",
-    "static_equilibrium",
+    "CenterOfMassDerivatives", "Contact", "ContactDynamicsDerivatives", "ContactDynamicsResult", "EquilibriumResult",
+    "ExtendedIDDerivatives", "ExtendedIDResult", "ForwardDynamicsDerivatives", "ForwardDynamicsHessian",
+    "ForwardDynamicsSecondOrder", "Frame", "FrameAccelerationDerivatives", "FramePlacementError", "HybridDerivatives",
+    "HybridResult", "InverseDynamicsDerivatives", "InverseDynamicsHessian", "InverseDynamicsSecondOrder",
+    "Linearization", "Posture", "RobotModel", "State", "StateSpace", "Trajectory", "URDFError", "Visual", "aba",
+    "aba_derivatives", "aba_hessian_contraction", "aba_second_order_derivatives", "available_robots",
+    "body_placements", "center_of_mass", "center_of_mass_derivatives", "center_of_mass_jacobian",
+    "center_of_mass_velocity", "contact_dynamics", "contact_dynamics_derivatives", "extended_inverse_dynamics",
+    "extended_inverse_dynamics_derivatives", "forward_dynamics", "frame_acceleration",
+    "frame_acceleration_derivatives", "frame_jacobian", "frame_placement", "frame_placement_error",
+    "frame_placements", "frame_velocity", "frame_velocity_derivatives", "generalized_gravity", "hybrid_dynamics",
+    "hybrid_dynamics_derivatives", "inverse_mass_matrix", "linearize", "load_robot", "load_urdf", "mass_matrix",
+    "nonlinear_effects", "numerical_jacobian", "read_srdf", "rnea", "rnea_derivatives",
+    "rnea_second_order_contraction", "rnea_second_order_derivatives", "se3", "so3", "static_equilibrium",
 ]
