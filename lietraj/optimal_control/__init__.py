@@ -16,6 +16,13 @@ from lietraj.optimal_control.activations import (
     SmoothAbs,
     WeightedQuadratic,
 )
+from lietraj.optimal_control.contact_residuals import (
+    CenterOfPressureResidual,
+    ContactForceResidual,
+    FrictionConeResidual,
+    barrier_activation,
+)
+from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.costs import (
     CostDerivatives,
     CostModel,
@@ -77,14 +84,15 @@ from lietraj.optimal_control.solvers import (
 
 __all__ = [
     "ActionModel", "Activation", "ActivationDerivatives", "BackwardPass", "BlockCheck", "BoxQPResult",
-    "CenterOfMassResidual", "ControlResidual", "CostDerivatives", "CostModel", "CostSum", "CostTerm",
-    "DerivativeReport", "DiscreteDerivatives", "DiscreteDynamics", "FeedbackPolicy", "FramePlacementResidual",
-    "FrameRotationResidual", "FrameTranslationResidual", "FrameVelocityResidual", "FunctionCost", "IterationInfo",
-    "JointPositionResidual", "JointTorqueResidual", "LQRController", "LinearDynamics", "LogTable", "Policy", "PolicyRollout",
-    "Problem", "ProgressDisplay", "ProblemDerivatives", "Quadratic", "QuadraticBarrier", "Residual", "ResidualCost",
-    "ResidualDerivatives", "RobotDynamics", "SavedSolution", "Simulation", "SmoothAbs", "SolverOptions",
-    "SolverResult", "StateResidual", "StepHessian", "TVLQRController", "WeightedQuadratic", "backward_pass", "box_qp",
-    "check_derivatives", "control_regularization", "euler_hessian_contraction", "exp_blocks", "joint_limit_cost", "load_solution",
-    "lqr", "save_solution", "simulate", "solve_ddp", "solve_fddp", "solve_ilqr", "state_regularization",
-    "torque_limit_cost", "tvlqr",
+    "CenterOfMassResidual", "CenterOfPressureResidual", "ContactForceResidual", "ContactRobotDynamics",
+    "ControlResidual", "CostDerivatives", "CostModel", "CostSum", "CostTerm", "DerivativeReport",
+    "DiscreteDerivatives", "DiscreteDynamics", "FeedbackPolicy", "FramePlacementResidual", "FrameRotationResidual",
+    "FrameTranslationResidual", "FrameVelocityResidual", "FrictionConeResidual", "FunctionCost", "IterationInfo",
+    "JointPositionResidual", "JointTorqueResidual", "LQRController", "LinearDynamics", "LogTable", "Policy",
+    "PolicyRollout", "Problem", "ProblemDerivatives", "ProgressDisplay", "Quadratic", "QuadraticBarrier", "Residual",
+    "ResidualCost", "ResidualDerivatives", "RobotDynamics", "SavedSolution", "Simulation", "SmoothAbs",
+    "SolverOptions", "SolverResult", "StateResidual", "StepHessian", "TVLQRController", "WeightedQuadratic",
+    "backward_pass", "barrier_activation", "box_qp", "check_derivatives", "control_regularization",
+    "euler_hessian_contraction", "exp_blocks", "joint_limit_cost", "load_solution", "lqr", "save_solution",
+    "simulate", "solve_ddp", "solve_fddp", "solve_ilqr", "state_regularization", "torque_limit_cost", "tvlqr",
 ]

@@ -492,6 +492,33 @@ def exp_blocks(XI: np.ndarray, blocks: bool = True) -> tuple[np.ndarray, np.ndar
     return E, PHI, K
 
 
+def joint_torques(model: RobotModel, X: Trajectory, U, who: str, out: np.ndarray | None = None) -> np.ndarray:
+    """Checked (N, n) joint torques as (N, nv) generalized forces (zero wrench on a floating base), written into
+    ``out`` (N, nv, zero in its base columns) when given."""
+    if type(X) is not Trajectory:
+        raise TypeError(f"expected a Trajectory, got {type(X).__name__}")
+    U = np.asarray(U, dtype=np.float64)
+    N = len(X)
+    if U.shape != (N, model.n):
+        raise ValueError(f"{who}({model.name}): u must have shape ({model.n},) per knot, got {U.shape} for {N} knot(s)")
+    if not np.all(np.isfinite(U)):
+        raise ValueError(f"{who}({model.name}): u contains NaN or inf")
+    if not model.floating_base:
+        return U
+    tau = np.zeros((N, model.nv)) if out is None else out
+    tau[:, 6:] = U
+    return tau
+
+
+def euler_step(X: Trajectory, a: np.ndarray, dt: float) -> Trajectory:
+    """The semi-implicit Euler step on the group (DESIGN.md) for accelerations ``a`` (N, nv):
+    ``v⁺ = v + dt a``, ``H⁺ = H exp(dt ν⁺)``, ``s⁺ = s + dt ṡ⁺``."""
+    nh = 0 if X.H is None else 6
+    V = X.v + dt * a
+    H = X.H @ exp_blocks(dt * V[:, :6], False)[0] if nh else None
+    return Trajectory(H, X.s + dt * V[:, nh:], V)
+
+
 def one_knot(x: State) -> Trajectory:
     """A 1-knot trajectory whose arrays are views of x's."""
     return Trajectory(None if x.H is None else x.H[None], x.s[None], x.v[None])
@@ -602,21 +629,8 @@ class RobotDynamics(DiscreteDynamics):
         return value
 
     def _torques(self, X: Trajectory, U) -> np.ndarray:
-        """Checked (N, n) controls as (N, nv) generalized forces (zero wrench on a floating base)."""
-        if type(X) is not Trajectory:
-            raise TypeError(f"expected a Trajectory, got {type(X).__name__}")
-        U = np.asarray(U, dtype=np.float64)
-        N, m = len(X), self.model
-        if U.shape != (N, m.n):
-            raise ValueError(f"RobotDynamics({m.name}): u must have shape ({m.n},) per knot, got {U.shape} for "
-                             f"{N} knot(s)")
-        if not np.all(np.isfinite(U)):
-            raise ValueError(f"RobotDynamics({m.name}): u contains NaN or inf")
-        if not m.floating_base:
-            return U
-        tau = self._scratch("tau", N, lambda: np.zeros((N, m.nv)))
-        tau[:, 6:] = U
-        return tau
+        N = len(X) if type(X) is Trajectory else 0
+        return joint_torques(self.model, X, U, "RobotDynamics", self._scratch("tau", N, lambda: np.zeros((N, self.model.nv))))
 
     def _fext(self, N: int):
         if self.fext is None:
@@ -664,10 +678,7 @@ class RobotDynamics(DiscreteDynamics):
 
     def _step(self, X: Trajectory, tau: np.ndarray) -> Trajectory:
         if self.integrator == "euler":
-            nh, dt = 6 if self.model.floating_base else 0, self.dt
-            V = X.v + dt * aba(self.model, X, tau, self._fext(len(X)))
-            H = X.H @ self._exp(dt * V[:, :6], False)[0] if nh else None
-            return Trajectory(H, X.s + dt * V[:, nh:], V)
+            return euler_step(X, aba(self.model, X, tau, self._fext(len(X))), self.dt)
         F1 = self._lambda(X, tau)
         Y2, _, _ = self._integrate(X, 0.5 * F1)
         F2 = self._lambda(Y2, tau)

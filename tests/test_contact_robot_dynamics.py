@@ -1,0 +1,189 @@
+"""Discrete dynamics under rigid contacts: the Euler step, its exact Jacobians, and a balancing solve.
+
+Cases: Talos on both soles (6d) and solo12 on its four point feet (3d), with Baumgarte gains and targets off the
+current foot poses; the Jacobians are checked against geometric finite differences of the step, the step against
+a hand-written semi-implicit Euler around ``contact_dynamics``, and the contact forces at a static equilibrium
+against ``static_equilibrium``'s wrenches.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from conftest import relative_error
+from lietraj.dynamics import se3
+from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.equilibrium import static_equilibrium
+from lietraj.dynamics.finite_differences import numerical_jacobian
+from lietraj.dynamics.kinematics import frame_placement
+from lietraj.dynamics.robots import load_robot
+from lietraj.dynamics.state import State, Trajectory
+from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.costs import CostSum, control_regularization, state_regularization
+from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives
+from lietraj.optimal_control.problem import ActionModel, Problem, knots
+from lietraj.optimal_control.solvers import solve_ddp, solve_fddp, solve_ilqr
+
+FEET = {
+    "talos": (("left_sole_link", "right_sole_link"), "6d"),
+    "solo12": (("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"), "3d"),
+}
+POSTURE = {"talos": "half_sitting", "solo12": "standing"}
+SOLES = {"left_sole_link": (0.1, 0.05), "right_sole_link": (0.1, 0.05)}
+GAINS = (30.0, 8.0)
+DT = 0.03
+FD_TOL = 1e-6
+
+
+@lru_cache(maxsize=None)
+def robot(name: str):
+    return load_robot(name)
+
+
+def case(name: str, seed: int, reference: str = "local"):
+    """(dynamics, x, u): a random state and torque, contacts on the feet with targets off the current poses."""
+    model = robot(name)
+    rng = np.random.default_rng(seed)
+    x = model.state_space.random(rng, scale=0.5)
+    u = rng.standard_normal(model.n)
+    frames, kind = FEET[name]
+    contacts = [Contact(f, kind, reference, GAINS, frame_placement(model, x, f) @ se3.exp(0.05 * rng.standard_normal(6)))
+                for f in frames]
+    return ContactRobotDynamics(model, DT, contacts), x, u
+
+
+def euler_step(dyn: ContactRobotDynamics, x: State, u) -> State:
+    """v+ = v + dt a, H+ = H exp(dt nu+), s+ = s + dt sdot+ with a from contact_dynamics."""
+    model, dt = dyn.model, dyn.dt
+    a = contact_dynamics(model, x, np.concatenate([np.zeros(6), u]), dyn.contacts).a
+    v = x.v + dt * a
+    return State(x.H @ se3.exp(dt * v[:6]), x.s + dt * v[6:], v)
+
+
+@pytest.mark.parametrize("reference", ["local", "local_world_aligned"])
+@pytest.mark.parametrize("name", list(FEET))
+def test_jacobians_match_finite_differences(name, reference):
+    dyn, x, u = case(name, 1, reference)
+    F_x, F_u = dyn.derivatives(x, u)
+    J_x, J_u = numerical_jacobian(lambda y, w: dyn.step(y, w), x, u)
+    assert relative_error(F_x, J_x) <= FD_TOL
+    assert relative_error(F_u, J_u) <= FD_TOL
+    # The contacts matter: the same step by ABA (no contacts) has a different Jacobian.
+    free = ContactRobotDynamics(dyn.model, DT, [])
+    assert relative_error(free.derivatives(x, u).F_x, F_x) > 1e-3
+
+
+@pytest.mark.parametrize("name", list(FEET))
+def test_step_is_euler_on_contact_dynamics_and_batched_equals_per_knot(name):
+    dyns, xs, us = zip(*(case(name, seed) for seed in range(3)))
+    dyn = dyns[0]  # one contact set for all knots (the targets of knot 0)
+    X, U = Trajectory.from_states(list(xs)), np.array(us)
+    Y = dyn.step_trajectory(X, U)
+    d = dyn.trajectory_derivatives(X, U)
+    out = DiscreteDerivatives(np.empty_like(d.F_x), np.empty_like(d.F_u))
+    assert dyn.trajectory_derivatives(X, U, out) is out
+    forces = dyn.contact_forces(X, U)
+    for k in range(len(X)):
+        ref = euler_step(dyn, xs[k], us[k])
+        y = Y[k]
+        assert relative_error(y.H, ref.H) < 1e-13 and relative_error(y.s, ref.s) < 1e-13
+        assert relative_error(y.v, ref.v) < 1e-13
+        one = dyn.step(xs[k], us[k])
+        assert np.allclose(one.H, y.H, rtol=0, atol=1e-14) and np.allclose(one.v, y.v, rtol=0, atol=1e-12)
+        Fx, Fu = dyn.derivatives(xs[k], us[k])
+        assert relative_error(d.F_x[k], Fx) < 1e-12 and relative_error(d.F_u[k], Fu) < 1e-12
+        assert np.array_equal(out.F_x[k], d.F_x[k])
+        lam = contact_dynamics(dyn.model, xs[k], np.concatenate([np.zeros(6), us[k]]), dyn.contacts).lagrangian
+        assert forces.shape == (3, sum(c.dim for c in dyn.contacts))
+        assert relative_error(forces[k], lam) < 1e-12
+
+
+@pytest.mark.parametrize("name", list(FEET))
+def test_static_equilibrium_is_a_fixed_point(name):
+    """At rest with the equilibrium torques the robot does not move and the contact forces are the wrenches."""
+    model = robot(name)
+    x = model.reference_state(POSTURE[name])
+    frames, kind = FEET[name]
+    eq = static_equilibrium(model, x, list(frames), sole=SOLES if kind == "6d" else None)
+    assert eq.feasible
+    # static_equilibrium reports 3d forces in world-aligned axes, sole wrenches in the sole frame.
+    reference = "local" if kind == "6d" else "local_world_aligned"
+    dyn = ContactRobotDynamics(model, DT, [Contact(f, kind, reference) for f in frames])
+    X = Trajectory.from_states([x])
+    y = dyn.step_trajectory(X, eq.tau[None])[0]
+    weight = model.total_mass * 9.81
+    assert np.abs(y.v).max() < 1e-6 and np.abs(y.s - x.s).max() < 1e-7
+    wrenches = np.concatenate([eq.wrenches[f] for f in frames])
+    assert np.abs(dyn.contact_forces(X, eq.tau[None])[0] - wrenches).max() < 1e-6 * weight
+
+
+def test_second_order_term_and_bad_input():
+    dyn, x, u = case("solo12", 0)
+    with pytest.raises(NotImplementedError, match="use solve_ilqr or solve_fddp"):
+        dyn.hessian_contraction(x, u, np.zeros(dyn.state_space.ndx))
+    model = dyn.model
+    with pytest.raises(ValueError, match="dt"):
+        ContactRobotDynamics(model, 0.0, dyn.contacts)
+    with pytest.raises(ValueError, match="damping"):
+        ContactRobotDynamics(model, DT, dyn.contacts, damping=-1.0)
+    with pytest.raises(ValueError, match="unknown contact frame"):
+        ContactRobotDynamics(model, DT, [Contact("no_such_frame", "3d")])
+    with pytest.raises(TypeError, match="Contact objects"):
+        ContactRobotDynamics(model, DT, ["FL_FOOT"])
+    with pytest.raises(ValueError, match="shape"):
+        dyn.step(x, u[:-1])
+    with pytest.raises(ValueError, match="NaN"):
+        dyn.step(x, np.full(model.n, np.nan))
+    # Two point contacts on one foot are redundant: clear error without damping, a step with it.
+    redundant = ContactRobotDynamics(model, DT, dyn.contacts + (dyn.contacts[0],))
+    with pytest.raises(ValueError, match="rank deficient"):
+        redundant.step(x, u)
+    damped = ContactRobotDynamics(model, DT, redundant.contacts, damping=1e-6)
+    assert np.isfinite(damped.step(x, u).v).all()
+
+
+@pytest.fixture(scope="module")
+def talos_balance():
+    """Talos on both soles starting with a joint-velocity kick compatible with the contacts, asked to come back
+    to rest at half_sitting; controls regularized around the gravity-compensating torques."""
+    model = robot("talos")
+    xr = model.reference_state("half_sitting")
+    eq = static_equilibrium(model, xr, list(SOLES), sole=SOLES)
+    targets = {f: frame_placement(model, xr, f) for f in SOLES}
+    contacts = [Contact(f, "6d", baumgarte=(25.0, 10.0), target=targets[f]) for f in SOLES]
+    J = contact_dynamics(model, xr, np.zeros(model.nv), contacts).jacobian
+    v = np.random.default_rng(0).standard_normal(model.nv)
+    v -= np.linalg.pinv(J) @ (J @ v)  # no initial motion of the soles
+    x0 = State(xr.H, xr.s, 0.5 * v / np.abs(v).max())
+    dyn = ContactRobotDynamics(model, 0.03, contacts)
+    w = np.concatenate([np.zeros(3), np.full(3, 10.0), np.ones(model.n), np.ones(model.nv)])
+    running = CostSum(model.state_space, model.n)
+    running.add("state", state_regularization(model.state_space, xr, w, model.n), 0.1)
+    running.add("control", control_regularization(model.n, reference=eq.tau), 1e-3)
+    terminal = CostSum(model.state_space, 0)
+    terminal.add("state", state_regularization(model.state_space, xr, w, 0), 10.0)
+    T = 20
+    problem = Problem(x0, ActionModel(dyn, running), terminal, horizon=T)
+    return problem, dyn, targets, np.tile(eq.tau, (T, 1))
+
+
+@pytest.mark.parametrize("solver", [solve_fddp, solve_ilqr])
+def test_talos_balance_solve(talos_balance, solver):
+    problem, dyn, targets, U0 = talos_balance
+    r = solver(problem, us0=U0)
+    assert r.converged, r
+    assert r.iterations >= 2  # the kick makes it a real problem
+    passive = dyn.rollout(problem.x0, U0)  # holding the equilibrium torques
+    xr = dyn.model.reference_state("half_sitting")
+    sp = dyn.state_space
+    assert np.linalg.norm(sp.difference(xr, r.xs[-1])) < 0.5 * np.linalg.norm(sp.difference(xr, passive[-1]))
+    for f, T in targets.items():
+        drift = np.linalg.norm(frame_placement(dyn.model, r.xs, f)[:, :3, 3] - T[:3, 3], axis=1).max()
+        assert drift < 1e-3, (f, drift)
+    normal = dyn.contact_forces(knots(r.xs, 0, len(r.us)), r.us)[:, [2, 8]]
+    assert (normal > 0).all()  # the soles push on the ground
+    with pytest.raises(ValueError, match="second-order term of the contact dynamics"):
+        solve_ddp(problem, us0=U0)
