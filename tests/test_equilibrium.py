@@ -8,7 +8,9 @@ import pytest
 import lietraj
 from conftest import relative_error
 from lietraj.dynamics import State
-from lietraj.dynamics.equilibrium import SupportContact, static_equilibrium
+from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.kinematics import frame_id
+from lietraj.dynamics.equilibrium import static_equilibrium
 from lietraj.dynamics.pinocchio_interop import to_pinocchio
 from lietraj.dynamics.rnea import generalized_gravity, rnea
 from pin_oracle import pin_model
@@ -110,12 +112,23 @@ def test_solo12_on_four_feet(solo, exact):
         assert abs(total_fz - model.total_mass * 9.81) < 1e-6 * total_fz
 
 
-def test_solo12_point_contacts_given_as_support_contacts(solo):
-    model, x = solo
-    a = static_equilibrium(model, x, FEET)
-    b = static_equilibrium(model, x, [SupportContact(f, "3d") for f in FEET])
-    for f in FEET:
-        assert np.allclose(a.wrenches[f], b.wrenches[f], atol=1e-9)
+@pytest.mark.parametrize("reference", ["local", "local_world_aligned"])
+def test_wrenches_are_the_forces_of_the_contact_dynamics_at_rest(solo, talos, reference):
+    """Given contact_dynamics' Contacts, the equilibrium reports its forces in their reference: the KKT solve at rest
+    with the equilibrium torques finds the same forces and no acceleration."""
+    for (model, x), frames, kind, sole in ((solo, FEET, "3d", None),
+                                           (talos, list(SOLES), "6d", SOLES)):
+        contacts = [Contact(f, kind, reference) for f in frames]
+        r = static_equilibrium(model, x, contacts, sole=sole)
+        names = [model.frames[frame_id(model, f)].name for f in frames]
+        if reference == "local_world_aligned" and kind == "3d":
+            assert all(np.array_equal(r.wrenches[n], static_equilibrium(model, x, frames, sole=sole).wrenches[n])
+                       for n in names)
+        tau = np.concatenate([np.zeros(6), r.tau])
+        d = contact_dynamics(model, x, tau, contacts)
+        weight = model.total_mass * 9.81
+        assert np.abs(d.a).max() < 1e-6
+        assert np.abs(d.lagrangian - np.concatenate([r.wrenches[n] for n in names])).max() < 1e-6 * weight
 
 
 def test_unsupported_postures_have_no_equilibrium(talos, solo):
@@ -142,7 +155,7 @@ def test_torque_limits(talos):
 
 def test_bad_input(talos, solo):
     model, x = solo
-    for contacts in (["NO_SUCH_FRAME"], [10_000], [], "FL_FOOT", ["FL_FOOT", "FL_FOOT"], [SupportContact("FL_FOOT", "2d")]):
+    for contacts in (["NO_SUCH_FRAME"], [10_000], [], "FL_FOOT", ["FL_FOOT", "FL_FOOT"], [("FL_FOOT", "2d")]):
         with pytest.raises(ValueError):
             static_equilibrium(model, x, contacts)
     with pytest.raises(ValueError, match="at rest"):
@@ -155,7 +168,7 @@ def test_bad_input(talos, solo):
         with pytest.raises(ValueError):
             static_equilibrium(model, x, FEET, **kwargs)
     with pytest.raises(ValueError, match="sole"):  # a 6D contact needs its sole size
-        static_equilibrium(model, x, [SupportContact(f, "6d") for f in FEET])
+        static_equilibrium(model, x, [Contact(f, "6d") for f in FEET])
     model, x = talos
     with pytest.raises(ValueError):
         static_equilibrium(model, x, ["left_sole_link"], sole={"no_sole": (0.1, 0.05)})

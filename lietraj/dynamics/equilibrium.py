@@ -37,7 +37,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from lietraj.dynamics.center_of_mass import center_of_mass
-from lietraj.dynamics.kinematics import frame_id, frame_jacobian
+from lietraj.dynamics.contact_dynamics import Contact
+from lietraj.dynamics.kinematics import frame_id, frame_jacobian, frame_placement
 from lietraj.dynamics.model import RobotModel
 from lietraj.dynamics.rnea import generalized_gravity
 from lietraj.dynamics.state import State
@@ -48,22 +49,14 @@ _SOLVED = ("optimal", "optimal_inaccurate")
 _INFEASIBLE = ("infeasible", "infeasible_inaccurate")
 
 
-@dataclass(frozen=True)
-class SupportContact:
-    """A contact of the robot with the ground at a frame: ``"6d"`` (a sole, wrench in the sole frame) or
-    ``"3d"`` (a point foot, force in world-aligned axes)."""
-
-    frame: str | int
-    kind: str = "3d"
-
-
 @dataclass(frozen=True, eq=False)
 class EquilibriumResult:
     """Outcome of ``static_equilibrium``.
 
-    ``tau`` (n,) joint torques and ``wrenches`` (frame name -> (6,) sole wrench ``[f; n]`` in the sole frame, or
-    (3,) world-aligned force) are None when ``feasible`` is False. ``residual`` is ``max |g - S^T u - sum J^T w|``
-    (N, N m), inf when infeasible. ``status`` is the cvxpy status; ``message`` says what was found.
+    ``tau`` (n,) joint torques and ``wrenches`` (frame name -> (6,) sole wrench ``[f; n]`` or (3,) force, in the
+    contact's ``reference`` as ``contact_dynamics`` reports forces) are None when ``feasible`` is False.
+    ``residual`` is ``max |g - S^T u - sum J^T w|`` (N, N m), inf when infeasible. ``status`` is the cvxpy
+    status; ``message`` says what was found.
     """
 
     feasible: bool
@@ -74,8 +67,8 @@ class EquilibriumResult:
     message: str
 
 
-def _contacts(model: RobotModel, contacts, sole) -> list[tuple[str, int, str, tuple[float, float] | None]]:
-    """(name, frame index, kind, sole half sizes) per contact, checked."""
+def _contacts(model: RobotModel, contacts, sole) -> list[tuple[str, int, str, tuple[float, float] | None, str]]:
+    """(name, frame index, kind, sole half sizes, reference) per contact, checked."""
     sole = {} if sole is None else dict(sole)
     soles = {}
     for key, dims in sole.items():
@@ -87,12 +80,12 @@ def _contacts(model: RobotModel, contacts, sole) -> list[tuple[str, int, str, tu
         if not (hl > 0 and hw > 0 and np.isfinite(hl) and np.isfinite(hw)):
             raise ValueError(f"static_equilibrium({model.name}): sole {key!r} half sizes must be positive, got {dims}")
         soles[k] = (hl, hw)
-    if isinstance(contacts, (str, SupportContact)) or not isinstance(contacts, Sequence) or len(contacts) == 0:
+    if isinstance(contacts, (str, Contact)) or not isinstance(contacts, Sequence) or len(contacts) == 0:
         raise ValueError(f"static_equilibrium({model.name}): contacts must be a non-empty sequence of frame names "
-                         "or SupportContact")
+                         "or Contact")
     out, seen = [], set()
     for c in contacts:
-        frame, kind = (c.frame, c.kind) if isinstance(c, SupportContact) else (c, None)
+        frame, kind, reference = (c.frame, c.kind, c.reference) if isinstance(c, Contact) else (c, None, None)
         try:
             k = frame_id(model, frame)
         except (KeyError, IndexError, TypeError) as e:
@@ -106,7 +99,8 @@ def _contacts(model: RobotModel, contacts, sole) -> list[tuple[str, int, str, tu
         if k in seen:
             raise ValueError(f"static_equilibrium({model.name}): contact {frame!r} is given twice")
         seen.add(k)
-        out.append((model.frames[k].name, k, kind, soles.get(k)))
+        out.append((model.frames[k].name, k, kind, soles.get(k),
+                    reference or ("local" if kind == "6d" else "local_world_aligned")))
     return out
 
 
@@ -120,7 +114,7 @@ def _solve(g, A, nb, contacts, friction, exact_cone, limits, weights):
     cons = [A[:nb] @ w == g[:nb]] if nb else []
     j = 0
     mu_p = friction / np.sqrt(2.0)
-    for _, _, kind, dims in contacts:
+    for _, _, kind, dims, _ in contacts:
         fx, fy, fz = w[j], w[j + 1], w[j + 2]
         cons.append(fz >= 0)
         if exact_cone:
@@ -147,14 +141,16 @@ def _solve(g, A, nb, contacts, friction, exact_cone, limits, weights):
     return problem.status, (None if w.value is None else np.array(w.value))
 
 
-def static_equilibrium(model: RobotModel, x: State, contacts: Sequence[str | int | SupportContact],
+def static_equilibrium(model: RobotModel, x: State, contacts: Sequence[str | int | Contact],
                        friction: float = 0.7, sole: Mapping[str | int, tuple[float, float]] | None = None,
                        torque_limits: bool = True, exact_cone: bool = True,
                        weights: tuple[float, float] = (1.0, 1e-3)) -> EquilibriumResult:
     """Joint torques and contact wrenches holding the posture ``x`` at rest (see the module docstring).
 
     ``x`` must have zero velocity (quasi-static: a moving robot is not in equilibrium). ``contacts``: frame
-    names or indices (kind ``"6d"`` if the frame is in ``sole``, else ``"3d"``) or ``SupportContact``.
+    names or indices (kind ``"6d"`` if the frame is in ``sole``, else ``"3d"``; wrenches of 6D contacts in the
+    sole frame, forces of 3D ones in world-aligned axes) or ``Contact``s of ``contact_dynamics`` (their kind and
+    reference; the Baumgarte terms play no role at rest), so that the wrenches can seed ``contact_dynamics``' forces.
     ``sole``: ``{frame: (half_length, half_width)}`` of each 6D contact. ``friction``: Coulomb coefficient.
     ``torque_limits``: bound ``|u|`` by ``model.effort_limit``. ``exact_cone``: second-order friction cone, else
     the inscribed linear pyramid. ``weights``: (torque, wrench) weights of the regularization.
@@ -175,7 +171,7 @@ def static_equilibrium(model: RobotModel, x: State, contacts: Sequence[str | int
     cs = _contacts(model, contacts, sole)
 
     cols = []
-    for _, k, kind, _ in cs:
+    for _, k, kind, _, _ in cs:
         J = frame_jacobian(model, x, k, "local") if kind == "6d" else frame_jacobian(model, x, k, "local_world_aligned")[:3]
         cols.append(J.T)
     A = np.hstack(cols)
@@ -197,12 +193,19 @@ def static_equilibrium(model: RobotModel, x: State, contacts: Sequence[str | int
     w, u = w * scale, u * scale
     residual = float(np.max(np.abs(g - np.concatenate([np.zeros(nb), u]) - A @ w)))
     wrenches, j = {}, 0
-    for name, _, kind, _ in cs:
+    for name, k, kind, _, reference in cs:
         size = 6 if kind == "6d" else 3
-        wrenches[name] = w[j:j + size].copy()
+        wrenches[name] = _in_reference(frame_placement(model, x, k)[:3, :3], w[j:j + size], kind, reference)
         j += size
     msg = "equilibrium found" + (" (solver result inaccurate)" if status == "optimal_inaccurate" else "")
     return EquilibriumResult(True, status, u, wrenches, residual, msg)
+
+
+def _in_reference(R: np.ndarray, w: np.ndarray, kind: str, reference: str) -> np.ndarray:
+    """A wrench solved in the program's axes (sole frame for 6D, world-aligned for 3D) in the contact's reference."""
+    if kind == "6d":
+        return np.concatenate([R @ w[:3], R @ w[3:]]) if reference == "local_world_aligned" else w.copy()
+    return R.T @ w if reference == "local" else w.copy()
 
 
 def _no_equilibrium(model, x, gn, A, nb, cs, friction, exact_cone, wt, limits, status) -> str:
@@ -217,6 +220,6 @@ def _no_equilibrium(model, x, gn, A, nb, cs, friction, exact_cone, wt, limits, s
     if nb == 0:
         return "no equilibrium: the contacts cannot balance gravity (friction cones or centre-of-pressure limits)"
     com = center_of_mass(model, x)
-    names = ", ".join(name for name, _, _, _ in cs)
+    names = ", ".join(c[0] for c in cs)
     return (f"no equilibrium: the CoM (x={com[0]:.4g}, y={com[1]:.4g}) is outside the support polygon of the contacts "
             f"({names}), or the friction cones (mu={friction:g}) cannot hold the posture")
