@@ -116,14 +116,14 @@ def as_vector(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
-_NO_FEXT = np.zeros((0, 6))
+NO_FEXT = np.zeros((0, 6))
 _NO_FEXT_BATCH = np.zeros((1, 0, 6))
 
 
 def as_fext(fext, model, what: str) -> np.ndarray:
     """Per-body wrenches for one state, ``(nb, 6)``; an empty array stands for none."""
     if fext is None:
-        return _NO_FEXT
+        return NO_FEXT
     fe = as_vector(fext)
     if fe.ndim != 2:
         raise ValueError(f"{what}({model.name}): fext must have shape ({model.nb}, 6)")

@@ -143,7 +143,7 @@ def _coriolis_t_times(p, Bs, L, xv, xw):
 
 
 @inline
-def _unit(k):
+def unit_motion(k):
     """Column k of the 6x6 identity as a (linear, angular) pair."""
     r = k % 3
     e = (1.0 if r == 0 else 0.0, 1.0 if r == 1 else 0.0, 1.0 if r == 2 else 0.0)
@@ -195,7 +195,7 @@ def idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv
             vi, wi = (v[0], v[1], v[2]), (v[3], v[4], v[5])
             ai, bi = add(ag, (a[0], a[1], a[2])), (a[3], a[4], a[5])
             for k in range(6):
-                Ev, Ew = _unit(k)
+                Ev, Ew = unit_motion(k)
                 _store6(D, k, _S, Ev, Ew)
                 _store6(D, k, _PSD, _ZERO3, _ZERO3)
                 c, d = cross_motion(al, bl, Ev, Ew)

@@ -41,12 +41,12 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from lietraj.dynamics._checks import BAD_A, BAD_N, OK, as_vector, base_pose, base_poses, check_dynamics_inputs, \
+from lietraj.dynamics._checks import BAD_A, BAD_N, NO_FEXT, OK, as_vector, base_pose, base_poses, check_dynamics_inputs, \
     check_type, check_vector, raise_for_status, result_arrays
 from lietraj.dynamics._spatial import add, cross, cross_force, cross_motion, mtv
 from lietraj.dynamics.crba import body_in_base_frame, rigid_inertia_times
 from lietraj.dynamics.model import JOINT_FREE, MF_MASS, RobotModel
-from lietraj.dynamics.rnea_derivatives import joint_kinematics
+from lietraj.dynamics.rnea_derivatives import joint_kinematics, unit_motion
 from lietraj.dynamics.state import State, Trajectory
 
 inline = njit(cache=True, inline="always")
@@ -58,7 +58,6 @@ _X, _A1, _A3, _Y = 0, 1, 2, 3
 _ZERO3 = (0.0, 0.0, 0.0)
 _NO_TENSOR = np.zeros((0, 0, 0))
 _NO_MATRIX = np.zeros((0, 0))
-_NO_FEXT = np.zeros((0, 6))
 BAD_MU = 100
 
 
@@ -268,8 +267,7 @@ def idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, m
             vi, wi = (v[0], v[1], v[2]), (v[3], v[4], v[5])
             ai, bi = add(ag, (a[0], a[1], a[2])), (a[3], a[4], a[5])
             for k in range(6):
-                E = (1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0)
-                F = (1.0 if k == 3 else 0.0, 1.0 if k == 4 else 0.0, 1.0 if k == 5 else 0.0)
+                E, F = unit_motion(k)
                 _store6(Dof[k], _S, E, F)
                 _store6(Dof[k], _PSD, _ZERO3, _ZERO3)
                 c, d = cross_motion(al, bl, E, F)
@@ -392,7 +390,7 @@ def idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, m
 @njit(cache=True)
 def idsva_so_kernel(mi, mf, g, floating, n, H, s, v, a, mu, zero, Wp, V, Acc, IC, BC, FC, Dof, T, D2q, D2v, Dqv, dM,
                     Cq, Cv, Cqv, P):
-    status = check_dynamics_inputs(mi, floating, n, Dof.shape[0], H, s, v, a, BAD_A, _NO_FEXT)
+    status = check_dynamics_inputs(mi, floating, n, Dof.shape[0], H, s, v, a, BAD_A, NO_FEXT)
     if status == OK and mu is not None:
         status = check_vector(mu, Dof.shape[0], BAD_MU)
     if status == OK:

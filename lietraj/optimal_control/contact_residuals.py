@@ -48,7 +48,7 @@ from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
 from lietraj.dynamics.contact_dynamics_derivatives import contact_dynamics_derivatives
 from lietraj.dynamics.model import RobotModel
 from lietraj.optimal_control.activations import QuadraticBarrier
-from lietraj.optimal_control.residuals import Residual, ResidualDerivatives, _frame
+from lietraj.optimal_control.residuals import Residual, ResidualDerivatives, _frame, reference_vectors
 
 DEFAULT_CONE_EPSILON = 1e-3
 """Default ``ε`` (N) of the smoothed exact friction cone ``√(‖f_t‖² + ε²) − μ f_z``."""
@@ -152,13 +152,7 @@ class ContactForceResidual(_ContactResidual):
 
     @reference.setter
     def reference(self, reference) -> None:
-        ref = np.zeros(self.nc) if reference is None else np.array(reference, dtype=np.float64)
-        if ref.ndim not in (1, 2) or ref.shape[-1] != self.nc:
-            raise ValueError(f"ContactForceResidual: reference must have shape ({self.nc},) or (N, {self.nc}), got "
-                             f"{ref.shape}")
-        if not np.isfinite(ref).all():
-            raise ValueError("ContactForceResidual: reference contains NaN or inf")
-        self._reference = ref
+        self._reference = reference_vectors(reference, self.nc, "ContactForceResidual")
 
     def __repr__(self) -> str:
         return f"ContactForceResidual({self.model.name!r}, {self._describe()})"

@@ -52,7 +52,7 @@ import numpy as np
 from numba import njit
 
 from lietraj.dynamics import so3
-from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NOT_FINITE, OK, check_state, result_arrays
+from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NO_FEXT, NOT_FINITE, OK, check_state, result_arrays
 from lietraj.dynamics._spatial import base_placement, dot, mm, mtv, mv, skew, transpose, skew_polynomial, sub
 from lietraj.dynamics.aba import SINGULAR, WORK_LAYOUT, aba, aba_core
 from lietraj.dynamics.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
@@ -195,7 +195,6 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, MINV, E, PHI, K, FX, FU):
 
 # ---- closed-loop rollout of a policy (the solvers' forward pass) ------------------------------------------------
 
-_NO_FEXT = np.zeros((0, 6))
 _ROLLOUT_FAILURES = {NOT_FINITE: "a non-finite state or control", SINGULAR: "a singular articulated inertia"}
 
 
@@ -702,7 +701,7 @@ class RobotDynamics(DiscreteDynamics):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # only Python (NUMBA_DISABLE_JIT) warns on a divergence
             status, knot = _policy_rollout_kernel(
                 m.mi, m.mf, m.gravity, floating, m.n, self.dt, self.integrator == "rk4",
-                _NO_FEXT if self.fext is None else self.fext,
+                NO_FEXT if self.fext is None else self.fext,
                 np.ascontiguousarray(x0.H, dtype=np.float64) if floating else IDENTITY4,
                 np.ascontiguousarray(x0.s, dtype=np.float64), np.ascontiguousarray(x0.v, dtype=np.float64),
                 X_ref.H if floating else IDENTITY4_STACK, X_ref.s, X_ref.v, U_ref, k, K, float(alpha),

@@ -320,7 +320,8 @@ class Problem:
     def dynamics_contraction(self, X: Trajectory, U, LAM) -> StepHessian:
         """The second-order dynamics term of DDP at every running knot: the symmetric Hessian in ``(dx, du)`` of
         ``LAM[k]ᵀ log(f_k(X[k], U[k])⁻¹ f_k(X[k] exp dx, U[k] + du))``, one ``trajectory_hessian_contraction`` call
-        per dynamics group. ``LAM`` is ``(T, ndx)``, the value gradients at the next knots."""
+        per dynamics group. ``LAM`` is ``(T, ndx)``, the value gradients at the next knots. Raises NotImplementedError
+        where a dynamics has no second-order term (``DiscreteDynamics``' default)."""
         U = np.asarray(U, dtype=np.float64)
         LAM = np.asarray(LAM, dtype=np.float64)
         if LAM.shape != (self.T, self.ndx):
@@ -328,17 +329,9 @@ class Problem:
         T, ndx, nu = self.T, self.ndx, self.nu
         out = StepHessian(np.empty((T, ndx, ndx)), np.empty((T, ndx, nu)), np.empty((T, nu, nu)))
         for a, b, dyn in self._dynamics_runs:
-            method = getattr(dyn, "trajectory_hessian_contraction", None)
-            if method is None:
-                raise NotImplementedError(f"{type(dyn).__name__} has no trajectory_hessian_contraction")
-            h = method(knots(X, a, b), U[a:b], LAM[a:b])
+            h = dyn.trajectory_hessian_contraction(knots(X, a, b), U[a:b], LAM[a:b])
             out.xx[a:b], out.xu[a:b], out.uu[a:b] = h.xx, h.xu, h.uu
         return out
-
-    def supports_second_order(self) -> bool:
-        """Whether every dynamics object defines ``trajectory_hessian_contraction`` (it may still raise
-        NotImplementedError for some configurations)."""
-        return all(callable(getattr(dyn, "trajectory_hessian_contraction", None)) for _, _, dyn in self._dynamics_runs)
 
     def initial_guess(self, us=None, xs: Trajectory | None = None) -> tuple[Trajectory, np.ndarray]:
         """Checked copies of a guess: ``us`` defaults to zeros, ``xs`` to the rollout of ``us`` (not checked for

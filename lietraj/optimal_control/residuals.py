@@ -113,6 +113,16 @@ def _fixed_vector(value, size: int, what: str) -> np.ndarray:
     return a
 
 
+def reference_vectors(value, size: int, what: str) -> np.ndarray:
+    """A checked reference: zeros (None), one vector (size,) for every knot, or one per knot (N, size)."""
+    ref = np.zeros(size) if value is None else np.array(value, dtype=np.float64)
+    if ref.ndim not in (1, 2) or ref.shape[-1] != size:
+        raise ValueError(f"{what}: reference must have shape ({size},) or (N, {size}), got {ref.shape}")
+    if not np.isfinite(ref).all():
+        raise ValueError(f"{what}: reference contains NaN or inf")
+    return ref
+
+
 def _zeros(shape: tuple[int, ...]) -> np.ndarray:
     """A read-only array of zeros that takes no memory: the Jacobian block of a variable a residual ignores."""
     return np.broadcast_to(np.zeros(()), shape)
@@ -279,13 +289,7 @@ class ControlResidual(Residual):
 
     @reference.setter
     def reference(self, reference) -> None:
-        ref = np.zeros(self.nu) if reference is None else np.array(reference, dtype=np.float64)
-        if ref.shape[-1:] != (self.nu,) or ref.ndim not in (1, 2):
-            raise ValueError(f"{type(self).__name__}: reference must have shape ({self.nu},) or (N, {self.nu}), got "
-                             f"{ref.shape}")
-        if not np.isfinite(ref).all():
-            raise ValueError(f"{type(self).__name__}: reference contains NaN or inf")
-        self._reference = ref
+        self._reference = reference_vectors(reference, self.nu, type(self).__name__)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(nu={self.nu})"

@@ -218,9 +218,6 @@ def _solve(problem: Problem, xs0, us0, options: SolverOptions | None, callback, 
     opts = SolverOptions() if options is None else options
     if not isinstance(opts, SolverOptions):
         raise ValueError(f"{name}: options must be SolverOptions, got {type(opts).__name__}")
-    if second_order and not problem.supports_second_order():
-        raise ValueError(f"{name}: DDP needs the second-order term trajectory_hessian_contraction of every dynamics "
-                         "model, and this problem's dynamics lack it; use solve_ilqr (Gauss-Newton) instead")
     callbacks: list[Callable[[IterationInfo], None]] = []
     if callback is not None:
         if not callable(callback):
