@@ -24,6 +24,7 @@ from lietraj.optimal_control.contact_residuals import (
     CenterOfPressureResidual,
     ContactForceResidual,
     FrictionConeResidual,
+    WrenchConeResidual,
     barrier_activation,
 )
 from lietraj.optimal_control.costs import ResidualCost
@@ -66,9 +67,29 @@ def residuals(name: str, model, contacts, rng) -> dict:
         "cone 6 facets": FrictionConeResidual(model, contacts, 0, MU, facets=6),
         "cone exact": FrictionConeResidual(model, contacts, len(contacts) - 1, MU, facets=None),
     }
+    soles = {contacts[0].frame: (HALF_LENGTH, HALF_WIDTH)} if FEET[name][1] == "6d" else None
+    out["wrench cone"] = WrenchConeResidual(model, contacts, MU, soles)
     if FEET[name][1] == "6d":
         out["centre of pressure"] = CenterOfPressureResidual(model, contacts, 0, HALF_LENGTH, HALF_WIDTH)
     return out
+
+
+@pytest.mark.parametrize("name", list(FEET))
+def test_wrench_cone_stacks_the_cones_and_soles_of_every_contact(name, rng):
+    """Its rows are those of one FrictionConeResidual per contact, each followed by the CoP rows of its sole."""
+    model, contacts, X, U = case(name, rng)
+    res = residuals(name, model, contacts, rng)["wrench cone"]
+    rows = []
+    for i, c in enumerate(contacts):
+        rows.append(FrictionConeResidual(model, contacts, i, MU).value(X, U))
+        if name == "talos" and i == 0:
+            rows.append(CenterOfPressureResidual(model, contacts, 0, HALF_LENGTH, HALF_WIDTH).value(X, U))
+    assert np.allclose(res.value(X, U), np.hstack(rows), rtol=1e-12, atol=1e-9)
+    with pytest.raises(ValueError, match="without a contact"):
+        WrenchConeResidual(model, contacts, MU, {"not_a_contact": (0.1, 0.05)})
+    if name == "solo12":
+        with pytest.raises(ValueError, match="6d contact"):
+            WrenchConeResidual(model, contacts, MU, {contacts[0].frame: (0.1, 0.05)})
 
 
 def one(x: State) -> Trajectory:

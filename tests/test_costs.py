@@ -341,8 +341,14 @@ def test_residuals_reject_bad_input(rng):
         FrameTranslationResidual(model, 999, np.zeros(3))
     with pytest.raises(ValueError, match="target"):
         FramePlacementResidual(model, FRAMES["talos"], 2 * np.eye(4))
-    with pytest.raises(ValueError, match="target must have shape \\(3,\\)"):
+    with pytest.raises(ValueError, match="target: reference must have shape \\(3,\\) or \\(N, 3\\)"):
         CenterOfMassResidual(model, np.zeros(2))
+    # A CoM trajectory to track: one target per knot, and the knot count must match.
+    targets = rng.standard_normal((len(X), 3))
+    tracking = CenterOfMassResidual(model, targets)
+    assert np.allclose(tracking.value(X, U), CenterOfMassResidual(model, np.zeros(3)).value(X, U) - targets, atol=1e-14)
+    with pytest.raises(ValueError, match="the target has 2 knots"):
+        CenterOfMassResidual(model, targets[:2]).value(X, U)
     with pytest.raises(ValueError, match="reference must be one of"):
         FrameVelocityResidual(model, FRAMES["talos"], np.zeros(6), "body")
     with pytest.raises(ValueError, match=f"U must have shape \\(3, {model.n}\\)"):

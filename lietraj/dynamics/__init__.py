@@ -22,7 +22,7 @@ from lietraj.dynamics.center_of_mass import (
 from lietraj.dynamics.contact_dynamics import Contact, ContactDynamicsResult, contact_dynamics
 from lietraj.dynamics.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
 from lietraj.dynamics.crba import mass_matrix
-from lietraj.dynamics.equilibrium import EquilibriumResult, static_equilibrium
+from lietraj.dynamics.equilibrium import EquilibriumResult, quasi_static_torques, static_equilibrium
 from lietraj.dynamics.extended_inverse_dynamics import (
     ExtendedIDDerivatives,
     ExtendedIDResult,
@@ -32,6 +32,12 @@ from lietraj.dynamics.extended_inverse_dynamics import (
 from lietraj.dynamics.finite_differences import numerical_jacobian
 from lietraj.dynamics.hybrid_dynamics import HybridResult, hybrid_dynamics
 from lietraj.dynamics.hybrid_dynamics_derivatives import HybridDerivatives, hybrid_dynamics_derivatives
+from lietraj.dynamics.impulse_dynamics import (
+    ImpulseDynamicsDerivatives,
+    ImpulseDynamicsResult,
+    impulse_dynamics,
+    impulse_dynamics_derivatives,
+)
 from lietraj.dynamics.inverse_mass_matrix import inverse_mass_matrix
 from lietraj.dynamics.kinematics_derivatives import (
     CenterOfMassDerivatives,
@@ -68,10 +74,11 @@ from lietraj.dynamics.state import State, StateSpace, Trajectory
 from lietraj.dynamics.urdf import URDFError, load_urdf, read_srdf
 
 __all__ = [
-    "CenterOfMassDerivatives", "Contact", "ContactDynamicsDerivatives", "ContactDynamicsResult", "EquilibriumResult",
-    "ExtendedIDDerivatives", "ExtendedIDResult", "ForwardDynamicsDerivatives", "ForwardDynamicsHessian",
-    "ForwardDynamicsSecondOrder", "Frame", "FrameAccelerationDerivatives", "FramePlacementError", "HybridDerivatives",
-    "HybridResult", "InverseDynamicsDerivatives", "InverseDynamicsHessian", "InverseDynamicsSecondOrder",
+    "CenterOfMassDerivatives", "Contact", "ContactDynamicsDerivatives", "ContactDynamicsResult",
+    "EquilibriumResult", "ExtendedIDDerivatives", "ExtendedIDResult", "ForwardDynamicsDerivatives",
+    "ForwardDynamicsHessian", "ForwardDynamicsSecondOrder", "Frame", "FrameAccelerationDerivatives",
+    "FramePlacementError", "HybridDerivatives", "HybridResult", "ImpulseDynamicsDerivatives",
+    "ImpulseDynamicsResult", "InverseDynamicsDerivatives", "InverseDynamicsHessian", "InverseDynamicsSecondOrder",
     "Linearization", "Posture", "RobotModel", "State", "StateSpace", "Trajectory", "URDFError", "Visual", "aba",
     "aba_derivatives", "aba_hessian_contraction", "aba_second_order_derivatives", "available_robots",
     "body_placements", "center_of_mass", "center_of_mass_derivatives", "center_of_mass_jacobian",
@@ -79,7 +86,8 @@ __all__ = [
     "extended_inverse_dynamics_derivatives", "forward_dynamics", "frame_acceleration",
     "frame_acceleration_derivatives", "frame_jacobian", "frame_placement", "frame_placement_error",
     "frame_placements", "frame_velocity", "frame_velocity_derivatives", "generalized_gravity", "hybrid_dynamics",
-    "hybrid_dynamics_derivatives", "inverse_mass_matrix", "linearize", "load_robot", "load_urdf", "mass_matrix",
-    "nonlinear_effects", "numerical_jacobian", "read_srdf", "rnea", "rnea_derivatives",
-    "rnea_second_order_contraction", "rnea_second_order_derivatives", "se3", "so3", "static_equilibrium",
+    "hybrid_dynamics_derivatives", "impulse_dynamics", "impulse_dynamics_derivatives", "inverse_mass_matrix",
+    "linearize", "load_robot", "load_urdf", "mass_matrix", "nonlinear_effects", "numerical_jacobian",
+    "quasi_static_torques", "read_srdf", "rnea", "rnea_derivatives", "rnea_second_order_contraction",
+    "rnea_second_order_derivatives", "se3", "so3", "static_equilibrium",
 ]

@@ -223,3 +223,20 @@ def _no_equilibrium(model, x, gn, A, nb, cs, friction, exact_cone, wt, limits, s
     names = ", ".join(c[0] for c in cs)
     return (f"no equilibrium: the CoM (x={com[0]:.4g}, y={com[1]:.4g}) is outside the support polygon of the contacts "
             f"({names}), or the friction cones (mu={friction:g}) cannot hold the posture")
+
+
+def quasi_static_torques(model: RobotModel, x: State, contacts: Sequence[Contact]) -> np.ndarray:
+    """The joint torques ``u`` (n,) of the minimum-norm solution ``(u, w)`` of ``g(q) = S^T u + J_c^T w`` (LOCAL
+    contact rows, ``contacts`` as for ``contact_dynamics``), ignoring friction, CoP and limits: Crocoddyl's
+    ``quasiStatic`` for contact dynamics. Cheap (one least-squares solve) and always defined, it is the usual
+    initial guess of the controls; ``static_equilibrium`` is the physically admissible answer. The velocity of
+    ``x`` is ignored."""
+    if type(x) is not State:
+        raise ValueError(f"quasi_static_torques({model.name}): x must be a State, got {type(x).__name__}")
+    at_rest = State(x.H, x.s, np.zeros(model.nv))
+    g = generalized_gravity(model, at_rest)
+    rows = [frame_jacobian(model, at_rest, frame_id(model, c.frame), "local")[:c.dim] for c in contacts]
+    S = np.zeros((model.nv, model.n))
+    S[model.nv - model.n:] = np.eye(model.n)
+    A = np.hstack([S] + [J.T for J in rows])
+    return np.linalg.lstsq(A, g, rcond=None)[0][:model.n]

@@ -20,6 +20,7 @@ from lietraj.optimal_control.contact_residuals import (
     CenterOfPressureResidual,
     ContactForceResidual,
     FrictionConeResidual,
+    WrenchConeResidual,
     barrier_activation,
 )
 from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
@@ -44,6 +45,7 @@ from lietraj.optimal_control.discrete_dynamics import (
     exp_blocks,
 )
 from lietraj.optimal_control.euler_second_order import StepHessian, euler_hessian_contraction
+from lietraj.optimal_control.impulse_robot_dynamics import ImpulseRobotDynamics
 from lietraj.optimal_control.linear_dynamics import LinearDynamics
 from lietraj.optimal_control.lqr import (
     FeedbackPolicy,
@@ -87,12 +89,13 @@ __all__ = [
     "CenterOfMassResidual", "CenterOfPressureResidual", "ContactForceResidual", "ContactRobotDynamics",
     "ControlResidual", "CostDerivatives", "CostModel", "CostSum", "CostTerm", "DerivativeReport",
     "DiscreteDerivatives", "DiscreteDynamics", "FeedbackPolicy", "FramePlacementResidual", "FrameRotationResidual",
-    "FrameTranslationResidual", "FrameVelocityResidual", "FrictionConeResidual", "FunctionCost", "IterationInfo",
-    "JointPositionResidual", "JointTorqueResidual", "LQRController", "LinearDynamics", "LogTable", "Policy",
-    "PolicyRollout", "Problem", "ProblemDerivatives", "ProgressDisplay", "Quadratic", "QuadraticBarrier", "Residual",
-    "ResidualCost", "ResidualDerivatives", "RobotDynamics", "SavedSolution", "Simulation", "SmoothAbs",
-    "SolverOptions", "SolverResult", "StateResidual", "StepHessian", "TVLQRController", "WeightedQuadratic",
-    "backward_pass", "barrier_activation", "box_qp", "check_derivatives", "control_regularization",
-    "euler_hessian_contraction", "exp_blocks", "joint_limit_cost", "load_solution", "lqr", "save_solution",
-    "simulate", "solve_ddp", "solve_fddp", "solve_ilqr", "state_regularization", "torque_limit_cost", "tvlqr",
+    "FrameTranslationResidual", "FrameVelocityResidual", "FrictionConeResidual", "FunctionCost",
+    "ImpulseRobotDynamics", "IterationInfo", "JointPositionResidual", "JointTorqueResidual", "LQRController",
+    "LinearDynamics", "LogTable", "Policy", "PolicyRollout", "Problem", "ProblemDerivatives", "ProgressDisplay",
+    "Quadratic", "QuadraticBarrier", "Residual", "ResidualCost", "ResidualDerivatives", "RobotDynamics",
+    "SavedSolution", "Simulation", "SmoothAbs", "SolverOptions", "SolverResult", "StateResidual", "StepHessian",
+    "TVLQRController", "WeightedQuadratic", "WrenchConeResidual", "backward_pass", "barrier_activation", "box_qp",
+    "check_derivatives", "control_regularization", "euler_hessian_contraction", "exp_blocks", "joint_limit_cost",
+    "load_solution", "lqr", "save_solution", "simulate", "solve_ddp", "solve_fddp", "solve_ilqr",
+    "state_regularization", "torque_limit_cost", "tvlqr",
 ]

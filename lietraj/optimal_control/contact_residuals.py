@@ -12,6 +12,7 @@ Every residual here is a function ``r = g(lambda)`` of the stacked forces, so it
     FrictionConeResidual      r = A f ≤ 0   (facets m, inner approximation)    (m+1,)  G = [A 0]
                               r = √(f_x² + f_y² + ε²) − μ f_z ≤ 0  (facets=None)  (1,)
     CenterOfPressureResidual  r = [±n_y − l f_z; ±n_x − w f_z] ≤ 0              (4,)    G constant
+    WrenchConeResidual        the facet rows of every contact and the CoP rows of every sole     G constant
 
 Inequalities are written ``r ≤ 0``: use them with ``QuadraticBarrier(-inf, 0)`` (``barrier_activation``).
 
@@ -63,6 +64,24 @@ def _positive(value, what: str) -> float:
     if not (isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value) and value > 0):
         raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
     return float(value)
+
+
+def pyramid_rows(mu: float, facets: int) -> np.ndarray:
+    """(facets + 1, 3): the rows ``A f ≤ 0`` of the inscribed friction pyramid and the unilateral row ``−f_z``."""
+    theta = 2.0 * np.pi * np.arange(facets) / facets
+    A = np.zeros((facets + 1, 3))
+    A[:facets, 0], A[:facets, 1] = np.cos(theta), np.sin(theta)
+    A[:facets, 2] = -mu * math.cos(math.pi / facets)
+    A[facets, 2] = -1.0
+    return A
+
+
+def sole_rows(half_length: float, half_width: float) -> np.ndarray:
+    """(4, 6): the rows ``A [f; n] ≤ 0`` keeping the centre of pressure in the sole rectangle."""
+    l, w = half_length, half_width
+    # columns: f_x, f_y, f_z, n_x, n_y, n_z
+    return np.array([[0, 0, -l, 0, 1, 0], [0, 0, -l, 0, -1, 0], [0, 0, -w, 1, 0, 0], [0, 0, -w, -1, 0, 0]],
+                    dtype=np.float64)
 
 
 class _ContactResidual(Residual):
@@ -184,11 +203,7 @@ class FrictionConeResidual(_ContactResidual):
                 raise ValueError(f"FrictionConeResidual: facets must be an integer >= 3 or None, got {facets!r}") from None
             if facets < 3:
                 raise ValueError(f"FrictionConeResidual: facets must be an integer >= 3 or None, got {facets}")
-            theta = 2.0 * np.pi * np.arange(facets) / facets
-            A = np.zeros((facets + 1, 3))
-            A[:facets, 0], A[:facets, 1] = np.cos(theta), np.sin(theta)
-            A[:facets, 2] = -self.mu * math.cos(math.pi / facets)
-            A[facets, 2] = -1.0
+            A = pyramid_rows(self.mu, facets)
             G = np.zeros((1, facets + 1, self.nc))
             G[0, :, self.offset:self.offset + 3] = A
             self.A, self._G = A, G
@@ -226,10 +241,7 @@ class CenterOfPressureResidual(_ContactResidual):
                              f"reference='local' (the sole axes), got {self.contact.kind} {self.contact.reference!r}")
         self.half_length = _positive(half_length, "CenterOfPressureResidual: half_length")
         self.half_width = _positive(half_width, "CenterOfPressureResidual: half_width")
-        l, w = self.half_length, self.half_width
-        # columns: f_x, f_y, f_z, n_x, n_y, n_z
-        A = np.array([[0, 0, -l, 0, 1, 0], [0, 0, -l, 0, -1, 0], [0, 0, -w, 1, 0, 0], [0, 0, -w, -1, 0, 0]],
-                     dtype=np.float64)
+        A = sole_rows(self.half_length, self.half_width)
         G = np.zeros((1, 4, self.nc))
         G[0, :, self.offset:self.offset + 6] = A
         self.A, self._G, self.nr = A, G, 4
@@ -240,3 +252,48 @@ class CenterOfPressureResidual(_ContactResidual):
 
     def _map(self, F):
         return F[:, self.offset:self.offset + 6] @ self.A.T, self._G
+
+
+class WrenchConeResidual(_ContactResidual):
+    """Every contact's admissibility in one residual ``r = A lambda ≤ 0``: the linearized friction cone
+    (``facets`` facet rows and the unilateral row, as ``FrictionConeResidual``) of each contact's force, and for
+    each 6d contact listed in ``soles`` (frame -> ``(half_length, half_width)``; ``reference="local"``) the four
+    centre-of-pressure rows of ``CenterOfPressureResidual``. One evaluation of the contact dynamics (and of their
+    derivatives) serves all rows, which is why a problem with several contacts wants this rather than one cost per
+    contact and per condition."""
+
+    def __init__(self, model: RobotModel, contacts: Sequence[Contact], mu: float,
+                 soles: dict | None = None, facets: int = 4, damping: float = 0.0):
+        super().__init__(model, contacts, damping)
+        self.mu = _positive(mu, "WrenchConeResidual: mu")
+        if isinstance(facets, bool) or not isinstance(facets, (int, np.integer)) or facets < 3:
+            raise ValueError(f"WrenchConeResidual: facets must be an integer >= 3, got {facets!r}")
+        soles = {} if soles is None else dict(soles)
+        unknown = set(soles) - {c.frame for c in self.contacts}
+        if unknown:
+            raise ValueError(f"WrenchConeResidual: soles given for frames without a contact: {sorted(map(str, unknown))}")
+        cone = pyramid_rows(self.mu, int(facets))
+        blocks = []
+        for i, c in enumerate(self.contacts):
+            o = int(self.offsets[i])
+            rows = np.zeros((cone.shape[0], self.nc))
+            rows[:, o:o + 3] = cone
+            blocks.append(rows)
+            if c.frame in soles:
+                if c.kind != "6d" or c.reference != "local":
+                    raise ValueError(f"WrenchConeResidual: the sole of {c.frame!r} needs a 6d contact with "
+                                     "reference='local' (the sole axes)")
+                hl, hw = soles[c.frame]
+                rows = np.zeros((4, self.nc))
+                rows[:, o:o + 6] = sole_rows(_positive(hl, "WrenchConeResidual: half_length"),
+                                             _positive(hw, "WrenchConeResidual: half_width"))
+                blocks.append(rows)
+        self.A = np.vstack(blocks)
+        self._G, self.nr = self.A[None], self.A.shape[0]
+        self.soles = soles
+
+    def __repr__(self) -> str:
+        return f"WrenchConeResidual({self.model.name!r}, {self._describe()}, mu={self.mu:g}, {len(self.soles)} sole(s))"
+
+    def _map(self, F):
+        return F @ self.A.T, self._G

@@ -505,7 +505,8 @@ class FrameVelocityResidual(_FrameResidual):
 
 
 class CenterOfMassResidual(_RobotResidual):
-    """``r = c − c_ref`` (3,): the world centre-of-mass position error from ``target`` (settable)."""
+    """``r = c − c_ref`` (3,): the world centre-of-mass position error from ``target`` (settable): one point (3,),
+    or one per knot (N, 3) to track a CoM trajectory (X must then have N knots)."""
 
     def __init__(self, model: RobotModel, target, nu: int | None = None):
         super().__init__(model, 3, nu)
@@ -519,13 +520,15 @@ class CenterOfMassResidual(_RobotResidual):
 
     @target.setter
     def target(self, target) -> None:
-        self._target = _fixed_vector(target, 3, f"{type(self).__name__}: target")
+        self._target = reference_vectors(target, 3, f"{type(self).__name__}: target")
 
     def __repr__(self) -> str:
         return f"CenterOfMassResidual({self.model.name!r})"
 
     def value(self, X, U) -> np.ndarray:
-        self._check(X, U)
+        N, _ = self._check(X, U)
+        if self._target.ndim == 2 and self._target.shape[0] != N:
+            raise ValueError(f"{self!r}: the target has {self._target.shape[0]} knots, X has {N}")
         return center_of_mass(self.model, X) - self._target
 
     def derivatives(self, X, U) -> ResidualDerivatives:

@@ -1,5 +1,52 @@
-"""Ready-made problems for real robots: balancing, squats, reaching while balancing.
+"""Ready-made problems for real robots: reaching while balancing, squats, balancing, each a function returning an
+``ExampleProblem`` (the problem, its default guess and solver, and the numbers that check its solution).
 
-Planned in issue 6 of the tracker; a problem is data built from ``lietraj.dynamics`` and
-``lietraj.optimal_control`` and draws nothing.
+A problem is data built from ``lietraj.dynamics`` and ``lietraj.optimal_control`` and draws nothing. ``PROBLEMS``
+maps each name to its builder and the robots it supports (the command line's ``lietraj list``).
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lietraj.problems.balance import balance
+from lietraj.problems.example_problem import SOLVERS, ExampleProblem
+from lietraj.problems.squat import squat
+from lietraj.problems.support import FEET, HUMANOIDS, QUADRUPEDS, Feet
+from lietraj.problems.talos_reach import talos_reach
+
+
+@dataclass(frozen=True)
+class ProblemEntry:
+    """A problem builder, the robots it takes (the first is the default) and a line saying what it is."""
+
+    build: Callable[..., ExampleProblem]
+    robots: tuple[str, ...]
+    summary: str
+
+
+PROBLEMS: dict[str, ProblemEntry] = {
+    "talos_reach": ProblemEntry(talos_reach, ("talos",),
+                                "Talos on both feet reaches (0.4, 0, 1.2) with its left gripper (Crocoddyl's example)"),
+    "squat": ProblemEntry(squat, ("talos_legs",) + tuple(r for r in FEET if r != "talos_legs"),
+                          "the CoM goes down and back up, feet fixed, forces in the friction cones"),
+    "balance": ProblemEntry(balance, ("talos_legs",) + tuple(r for r in FEET if r != "talos_legs"),
+                            "recover from a push on all feet, or lift one foot (lift=FRAME)"),
+}
+
+
+def make_problem(name: str, robot: str | None = None, **parameters) -> ExampleProblem:
+    """``PROBLEMS[name]`` built for ``robot`` (default: the problem's first robot) with the builder's keyword
+    ``parameters`` (e.g. ``horizon``, ``dt``)."""
+    if name not in PROBLEMS:
+        raise ValueError(f"unknown problem {name!r}; known: {', '.join(PROBLEMS)}")
+    entry = PROBLEMS[name]
+    robot = entry.robots[0] if robot is None else robot
+    if robot not in entry.robots:
+        raise ValueError(f"problem {name!r} takes the robots {', '.join(entry.robots)}; got {robot!r}")
+    return entry.build(robot=robot, **parameters)
+
+
+__all__ = ["ExampleProblem", "FEET", "Feet", "HUMANOIDS", "PROBLEMS", "ProblemEntry", "QUADRUPEDS", "SOLVERS", "balance",
+           "make_problem", "squat", "talos_reach"]

@@ -1,0 +1,92 @@
+"""The ``lietraj`` command: ``lietraj list`` shows the ready problems and their robots; ``lietraj solve PROBLEM``
+builds one, solves it with the solver's log on the terminal, prints what the solution achieves, and saves it.
+
+    lietraj solve talos_reach
+    lietraj solve squat --robot solo12 --solver ilqr --horizon 60 --dt 0.03 --save squat.npz
+    lietraj solve balance --robot talos_legs --set lift=right_sole_link
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import time
+
+from lietraj.problems import PROBLEMS, SOLVERS, make_problem
+
+
+def _parameter(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` with VALUE a Python literal (a number, a tuple, None) or else a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return key, value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lietraj", description="Solve ready-made trajectory optimization problems.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="the problems and the robots each takes")
+    solve = commands.add_parser("solve", help="build and solve a problem")
+    solve.add_argument("problem", choices=sorted(PROBLEMS))
+    solve.add_argument("--robot", help="the robot (default: the problem's first; see `lietraj list`)")
+    solve.add_argument("--solver", choices=SOLVERS, help="default: the problem's own (fddp)")
+    solve.add_argument("--horizon", type=int, help="number of knots")
+    solve.add_argument("--dt", type=float, help="time step in seconds")
+    solve.add_argument("--max-iter", type=int, help="iteration limit (default: the problem's)")
+    solve.add_argument("--set", type=_parameter, action="append", default=[], metavar="KEY=VALUE",
+                       help="another parameter of the problem's builder, e.g. depth=0.08 or lift=FL_FOOT")
+    solve.add_argument("--save", metavar="FILE", help="write the solution (.npz, lossless; load_solution reads it)")
+    solve.add_argument("--quiet", action="store_true", help="no per-iteration log")
+    return parser
+
+
+def _list() -> None:
+    for name, entry in PROBLEMS.items():
+        print(f"{name}: {entry.summary}")
+        print(f"    robots: {', '.join(entry.robots)} (default {entry.robots[0]})")
+
+
+def _solve(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from lietraj.optimal_control.solution_io import save_solution
+
+    parameters = dict(args.set)
+    for key in ("horizon", "dt"):
+        if getattr(args, key) is not None:
+            parameters[key] = getattr(args, key)
+    example = make_problem(args.problem, args.robot, **parameters)
+    options = example.options if args.max_iter is None else replace(example.options, max_iter=args.max_iter)
+    print(f"{example.name}: {example.description}")
+    print(f"  {example.problem}, dt = {example.dt:g} s")
+    start = time.perf_counter()
+    result = example.solve(args.solver, options, verbose=not args.quiet)
+    print(f"{result!r} (wall {time.perf_counter() - start:.2f} s)")
+    for key, value in example.metrics(result).items():
+        print(f"  {key:>22s}: {value:.6g}")
+    if args.save:
+        save_solution(args.save, result, metadata={"problem": example.name, "robot": example.model.name,
+                                                   "parameters": {k: repr(v) for k, v in parameters.items()}})
+        print(f"saved to {args.save}")
+    return 0 if result.converged else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "list":
+        _list()
+        return 0
+    try:
+        return _solve(args)
+    except (ValueError, KeyError, TypeError) as e:
+        print(f"lietraj: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""The feet of the robots the example problems know: which frames touch the ground, how, and how large the soles are.
+
+A humanoid stands on two soles held by 6D contacts (forces and torques in the sole frame, LOCAL, whose z axis is the
+sole normal); a quadruped on four point feet held by 3D contacts whose forces are given in world-aligned axes
+(LOCAL_WORLD_ALIGNED), so that on flat ground the normal is the world z axis for every contact. The friction cone
+and CoP checks of ``ExampleProblem.metrics`` rely on exactly these two conventions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lietraj.dynamics.contact_dynamics import Contact
+from lietraj.dynamics.model import RobotModel
+from lietraj.dynamics.robots import load_robot
+from lietraj.optimal_control.contact_residuals import WrenchConeResidual, barrier_activation
+from lietraj.optimal_control.costs import CostSum, ResidualCost
+
+
+@dataclass(frozen=True)
+class Feet:
+    """The ground-contact frames of a robot (``left``/``right`` first for a biped; ``front-left, front-right,
+    hind-left, hind-right`` for a quadruped), their contact kind, and for soles their ``(half_length,
+    half_width)``."""
+
+    frames: tuple[str, ...]
+    kind: str
+    sole: tuple[float, float] | None = None
+
+    @property
+    def reference(self) -> str:
+        return "local" if self.kind == "6d" else "local_world_aligned"
+
+    def contacts(self, frames: tuple[str, ...] | None = None, baumgarte: tuple[float, float] = (0.0, 0.0),
+                 targets=None) -> tuple[Contact, ...]:
+        """Contacts on ``frames`` (default: all feet), with Baumgarte gains and optional target poses (one per frame)."""
+        frames = self.frames if frames is None else frames
+        targets = [None] * len(frames) if targets is None else targets
+        return tuple(Contact(f, self.kind, self.reference, baumgarte, T) for f, T in zip(frames, targets))
+
+
+_SOLES = Feet(("left_sole_link", "right_sole_link"), "6d", (0.1, 0.05))
+FEET: dict[str, Feet] = {
+    "talos": _SOLES,
+    "talos_legs": _SOLES,
+    "solo12": Feet(("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"), "3d"),
+    "anymal": Feet(("LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT"), "3d"),
+    "hyq": Feet(("lf_foot", "rf_foot", "lh_foot", "rh_foot"), "3d"),
+    "a1": Feet(("FL_foot", "FR_foot", "RL_foot", "RR_foot"), "3d"),
+}
+HUMANOIDS = tuple(r for r, f in FEET.items() if f.kind == "6d")
+QUADRUPEDS = tuple(r for r, f in FEET.items() if f.kind == "3d")
+
+
+def robot_with_feet(robot: str, allowed: tuple[str, ...], problem: str):
+    """``(model, feet)`` of a robot the problem supports, or a ValueError listing those it does."""
+    if robot not in allowed:
+        raise ValueError(f"{problem}: robot must be one of {', '.join(allowed)}, got {robot!r}")
+    return load_robot(robot), FEET[robot]
+
+
+# The fraction of the friction coefficient and of the sole size the wrench-cone barrier allows.
+WRENCH_CONE_SAFETY = 0.8
+# A time constant of the contact error's decay, in knots: the Baumgarte gains follow dt.
+CONTACT_TIME_CONSTANT = 4.0
+
+
+def contact_gains(dt: float) -> tuple[float, float]:
+    """Critically damped Baumgarte gains ``(Kp, Kv) = (ω², 2ω)`` with ``ω = 1 / (CONTACT_TIME_CONSTANT dt)``."""
+    w = 1.0 / (CONTACT_TIME_CONSTANT * dt)
+    return w * w, 2.0 * w
+
+
+def posture_weights(model: RobotModel, base_orientation: float, joints: float, velocities: float) -> np.ndarray:
+    """The diagonal of a state cost's weight: ``[0 (base position: free), base orientation, joints, velocities]``."""
+    nh = 6 if model.floating_base else 0
+    return np.concatenate([np.zeros(3 if nh else 0), np.full(3 if nh else 0, base_orientation), np.full(model.n, joints),
+                           np.full(model.nv, velocities)])
+
+
+def add_wrench_cone_cost(costs: CostSum, model: RobotModel, contacts: tuple[Contact, ...], feet: Feet,
+                         friction: float, scale: float) -> None:
+    """Add to ``costs`` a barrier on leaving the friction pyramids and, for soles, the CoP rectangles of
+    ``contacts`` (``WrenchConeResidual``), weighted ``scale · 1e4 / (m g)²``: a violation of 1 % of the robot's
+    weight then costs as much as 1 cm of CoM error at a CoM weight of ``1e4 · scale``. A barrier is soft, so it is
+    placed ``WRENCH_CONE_SAFETY`` inside the true limits (friction coefficient and sole size), which the solutions
+    then respect."""
+    soles = {c.frame: tuple(WRENCH_CONE_SAFETY * np.array(feet.sole)) for c in contacts} if feet.sole else None
+    residual = WrenchConeResidual(model, contacts, WRENCH_CONE_SAFETY * friction, soles)
+    weight = model.total_mass * float(np.linalg.norm(model.gravity))
+    costs.add("wrench cone", ResidualCost(residual, barrier_activation(residual.nr)), scale * 1e4 / weight ** 2)

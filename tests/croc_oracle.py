@@ -1,0 +1,67 @@
+"""Crocoddyl 3.2.1's ``examples/humanoid_manipulation.py`` problem, built as the example builds it: the oracle of
+``lietraj.problems.talos_reach`` (tests) and its peer in ``benchmarks/bench_vs_crocoddyl.py``."""
+
+from __future__ import annotations
+
+import sys
+
+import crocoddyl
+import example_robot_data
+import numpy as np
+import pinocchio as pin
+
+T, DT, TARGET = 60, 5e-2, np.array([0.4, 0.0, 1.2])
+
+
+def talos_reach_problem() -> tuple[crocoddyl.ShootingProblem, list[np.ndarray], list[np.ndarray]]:
+    """``(problem, xs, us)``: Crocoddyl's problem and the example's initial guess (constant states, quasi-static
+    controls)."""
+    rmodel = example_robot_data.load("talos").model
+    rdata = rmodel.createData()
+    state = crocoddyl.StateMultibody(rmodel)
+    actuation = crocoddyl.ActuationModelFloatingBase(state)
+    q0 = rmodel.referenceConfigurations["half_sitting"]
+    x0 = np.concatenate([q0, np.zeros(rmodel.nv)])
+    pin.forwardKinematics(rmodel, rdata, q0)
+    pin.updateFramePlacements(rmodel, rdata)
+
+    contacts = crocoddyl.ContactModelMultiple(state, actuation.nu)
+    for foot in ("left_sole_link", "right_sole_link"):
+        contacts.addContact(foot + "_contact", crocoddyl.ContactModel6D(
+            state, rmodel.getFrameId(foot), pin.SE3.Identity(), pin.LOCAL, actuation.nu, np.array([0.0, 0.0])))
+
+    big = sys.float_info.max
+    lower = np.concatenate([-big * np.ones(6), rmodel.lowerPositionLimit[7:], -big * np.ones(state.nv)])
+    upper = np.concatenate([big * np.ones(6), rmodel.upperPositionLimit[7:], big * np.ones(state.nv)])
+    bounds = crocoddyl.ActivationBounds(lower, upper, 1.0)
+    limit = crocoddyl.CostModelResidual(state, crocoddyl.ActivationModelQuadraticBarrier(bounds),
+                                        crocoddyl.ResidualModelState(state, x0, actuation.nu))
+
+    def state_weights(velocity: float) -> np.ndarray:
+        return np.array([0] * 3 + [10.0] * 3 + [0.01] * (state.nv - 6) + [velocity] * state.nv) ** 2
+
+    x_reg = crocoddyl.CostModelResidual(state, crocoddyl.ActivationModelWeightedQuad(state_weights(10.0)),
+                                        crocoddyl.ResidualModelState(state, x0, actuation.nu))
+    x_reg_terminal = crocoddyl.CostModelResidual(state, crocoddyl.ActivationModelWeightedQuad(state_weights(100.0)),
+                                                 crocoddyl.ResidualModelState(state, x0, actuation.nu))
+    u_reg = crocoddyl.CostModelResidual(state, crocoddyl.ResidualModelControl(state, actuation.nu))
+    goal = crocoddyl.CostModelResidual(
+        state, crocoddyl.ActivationModelWeightedQuad(np.array([1] * 3 + [0.0001] * 3) ** 2),
+        crocoddyl.ResidualModelFramePlacement(state, rmodel.getFrameId("gripper_left_joint"),
+                                              pin.SE3(np.eye(3), TARGET), actuation.nu))
+
+    running, terminal = crocoddyl.CostModelSum(state, actuation.nu), crocoddyl.CostModelSum(state, actuation.nu)
+    running.addCost("gripperPose", goal, 1e2)
+    running.addCost("stateReg", x_reg, 1e-3)
+    running.addCost("ctrlReg", u_reg, 1e-4)
+    running.addCost("limitCost", limit, 1e3)
+    terminal.addCost("gripperPose", goal, 1e2)
+    terminal.addCost("stateReg", x_reg_terminal, 1e-3)
+    terminal.addCost("limitCost", limit, 1e3)
+
+    def action(costs, dt):
+        return crocoddyl.IntegratedActionModelEuler(
+            crocoddyl.DifferentialActionModelContactFwdDynamics(state, actuation, contacts, costs), dt)
+
+    problem = crocoddyl.ShootingProblem(x0, [action(running, DT)] * T, action(terminal, 0.0))
+    return problem, [x0] * (T + 1), list(problem.quasiStatic([x0] * T))

@@ -1,0 +1,112 @@
+"""The ready problems: each converges from its default guess and its solution does what the problem is about.
+
+- ``talos_reach`` is Crocoddyl's humanoid_manipulation example term for term: the same cost at the same guess and
+  the same optimum (the oracle is Crocoddyl itself, ``croc_oracle``).
+- ``squat`` reaches its depth (within 10 %) with the feet fixed (drift < 1 mm) and forces inside the friction cones
+  and the soles' CoP rectangles.
+- ``balance`` recovers from a push, and lifts a foot (humanoid on one sole, quadruped on three feet) with the CoM
+  over the support.
+- the ``lietraj`` command lists, solves, saves, and reports bad input as an error message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from croc_oracle import talos_reach_problem
+from lietraj.cli import main
+from lietraj.dynamics import se3
+from lietraj.dynamics.pinocchio_interop import to_pinocchio
+from lietraj.optimal_control.solution_io import load_solution
+from lietraj.problems import PROBLEMS, make_problem, squat, talos_reach
+
+
+def contact_checks(metrics: dict[str, float]) -> None:
+    assert metrics["converged"] == 1.0
+    assert metrics["foot_drift_mm"] < 1.0
+    assert metrics["friction_margin"] > 0.0
+    assert metrics["min_normal_force"] > 0.0
+    if "cop_margin_mm" in metrics:
+        assert metrics["cop_margin_mm"] > 0.0
+
+
+def test_talos_reach_is_crocoddyls_problem_and_reaches_its_optimum():
+    ex = talos_reach()
+    croc, xs, us = talos_reach_problem()
+    # The same guess: quasi-static torques (Crocoddyl's quasiStatic) and constant states.
+    assert np.abs(ex.us0 - np.array(us)).max() < 1e-9
+    assert np.abs(np.concatenate(to_pinocchio(ex.model, ex.xs0[0])) - xs[0]).max() < 1e-12
+    # The same cost function, compared at random states and controls (costs are defined off the dynamics too).
+    rng = np.random.default_rng(0)
+    X = ex.problem.constant_trajectory()
+    for k in range(len(X)):
+        X.H[k] = X.H[k] @ se3.exp(0.05 * rng.standard_normal(6))
+    X.s[:] += 0.1 * rng.standard_normal(X.s.shape)
+    X.v[:] = 0.5 * rng.standard_normal(X.v.shape)
+    U = ex.us0 + rng.normal(scale=5.0, size=ex.us0.shape)
+    croc_cost = croc.calc([np.concatenate(to_pinocchio(ex.model, X[k])) for k in range(len(X))], list(U))
+    assert abs(ex.problem.cost(X, U) - croc_cost) <= 1e-9 * croc_cost
+
+    result = ex.solve()
+    assert result.converged
+    import crocoddyl
+
+    solver = crocoddyl.SolverFDDP(croc)
+    solver.solve(xs, us, 500, False, 0.1)
+    assert abs(result.cost - solver.cost) <= 1e-6 * solver.cost  # the acceptance asks 0.1 %
+    m = ex.metrics(result)
+    assert m["target_distance_mm"] < 0.1
+    contact_checks(m)
+
+
+@pytest.mark.parametrize("robot", ["talos_legs", "solo12", "anymal"])
+def test_squat_reaches_its_depth_with_fixed_feet_and_forces_in_the_cones(robot):
+    ex = squat(robot)
+    m = ex.metrics(ex.solve())
+    contact_checks(m)
+    assert m["depth_error_mm"] < 0.1 * m["depth_mm"]
+
+
+@pytest.mark.parametrize("robot, lift", [("talos_legs", None), ("talos_legs", "right_sole_link"), ("solo12", "FL_FOOT")])
+def test_balance_recovers_and_stands_with_a_foot_lifted(robot, lift):
+    ex = make_problem("balance", robot, lift=lift)
+    m = ex.metrics(ex.solve())
+    contact_checks(m)
+    assert m["com_offset_mm"] < 2.0
+    assert m["final_speed"] < 1e-2
+    if lift is not None:
+        assert m["foot_height_error_mm"] < 1.0
+        # The second phase really lacks the lifted foot's contact: a contact switch.
+        phases = ex.contact_phases()
+        assert len(phases) == 2 and lift not in [c.frame for c in phases[1][2].contacts]
+
+
+def test_problem_registry_and_errors():
+    for name, entry in PROBLEMS.items():
+        assert entry.robots and entry.summary
+    with pytest.raises(ValueError, match="takes the robots"):
+        make_problem("talos_reach", "solo12")
+    with pytest.raises(ValueError, match="unknown problem"):
+        make_problem("backflip")
+    with pytest.raises(ValueError, match="depth"):
+        squat("solo12", depth=1.0)
+    with pytest.raises(ValueError, match="lift"):
+        make_problem("balance", "solo12", lift="left_sole_link")
+    with pytest.raises(ValueError, match="solver"):
+        squat("solo12").solve("newton")
+
+
+def test_command_line_lists_solves_and_saves(tmp_path, capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in PROBLEMS) and "solo12" in out
+    path = tmp_path / "squat.npz"
+    assert main(["solve", "squat", "--robot", "solo12", "--horizon", "30", "--dt", "0.05", "--save", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "converged" in out and "foot_drift_mm" in out and "iter" in out  # the solver's log, then the metrics
+    saved = load_solution(path)
+    assert saved.us.shape == (30, 12) and saved.metadata["problem"] == "squat"
+    assert main(["solve", "squat", "--robot", "ur5"]) == 2
+    assert "takes the robots" in capsys.readouterr().err
+    assert main(["solve", "squat", "--robot", "solo12", "--set", "bogus=1", "--quiet"]) == 2
