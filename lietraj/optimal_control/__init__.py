@@ -16,6 +16,7 @@ from lietraj.optimal_control.activations import (
     SmoothAbs,
     WeightedQuadratic,
 )
+from lietraj.optimal_control.balance import BalanceController, balance_controller, constraint_basis, default_weights, push
 from lietraj.optimal_control.contact_residuals import (
     CenterOfPressureResidual,
     ContactForceResidual,
@@ -85,17 +86,18 @@ from lietraj.optimal_control.solvers import (
 )
 
 __all__ = [
-    "ActionModel", "Activation", "ActivationDerivatives", "BackwardPass", "BlockCheck", "BoxQPResult",
-    "CenterOfMassResidual", "CenterOfPressureResidual", "ContactForceResidual", "ContactRobotDynamics",
-    "ControlResidual", "CostDerivatives", "CostModel", "CostSum", "CostTerm", "DerivativeReport",
-    "DiscreteDerivatives", "DiscreteDynamics", "FeedbackPolicy", "FramePlacementResidual", "FrameRotationResidual",
-    "FrameTranslationResidual", "FrameVelocityResidual", "FrictionConeResidual", "FunctionCost",
-    "ImpulseRobotDynamics", "IterationInfo", "JointPositionResidual", "JointTorqueResidual", "LQRController",
-    "LinearDynamics", "LogTable", "Policy", "PolicyRollout", "Problem", "ProblemDerivatives", "ProgressDisplay",
-    "Quadratic", "QuadraticBarrier", "Residual", "ResidualCost", "ResidualDerivatives", "RobotDynamics",
-    "SavedSolution", "Simulation", "SmoothAbs", "SolverOptions", "SolverResult", "StateResidual", "StepHessian",
-    "TVLQRController", "WeightedQuadratic", "WrenchConeResidual", "backward_pass", "barrier_activation", "box_qp",
-    "check_derivatives", "control_regularization", "euler_hessian_contraction", "exp_blocks", "joint_limit_cost",
-    "load_solution", "lqr", "save_solution", "simulate", "solve_ddp", "solve_fddp", "solve_ilqr",
+    "ActionModel", "Activation", "ActivationDerivatives", "BackwardPass", "BalanceController", "BlockCheck",
+    "BoxQPResult", "CenterOfMassResidual", "CenterOfPressureResidual", "ContactForceResidual",
+    "ContactRobotDynamics", "ControlResidual", "CostDerivatives", "CostModel", "CostSum", "CostTerm",
+    "DerivativeReport", "DiscreteDerivatives", "DiscreteDynamics", "FeedbackPolicy", "FramePlacementResidual",
+    "FrameRotationResidual", "FrameTranslationResidual", "FrameVelocityResidual", "FrictionConeResidual",
+    "FunctionCost", "ImpulseRobotDynamics", "IterationInfo", "JointPositionResidual", "JointTorqueResidual",
+    "LQRController", "LinearDynamics", "LogTable", "Policy", "PolicyRollout", "Problem", "ProblemDerivatives",
+    "ProgressDisplay", "Quadratic", "QuadraticBarrier", "Residual", "ResidualCost", "ResidualDerivatives",
+    "RobotDynamics", "SavedSolution", "Simulation", "SmoothAbs", "SolverOptions", "SolverResult", "StateResidual",
+    "StepHessian", "TVLQRController", "WeightedQuadratic", "WrenchConeResidual", "backward_pass",
+    "balance_controller", "barrier_activation", "box_qp", "check_derivatives", "constraint_basis",
+    "control_regularization", "default_weights", "euler_hessian_contraction", "exp_blocks", "joint_limit_cost",
+    "load_solution", "lqr", "push", "save_solution", "simulate", "solve_ddp", "solve_fddp", "solve_ilqr",
     "state_regularization", "torque_limit_cost", "tvlqr",
 ]
