@@ -1,7 +1,9 @@
 """Derivatives of the contact-constrained forward dynamics: geometric finite differences and Pinocchio.
 
 Cases: a humanoid on both soles (6d) and a quadruped on its four point feet (3d), with and without Baumgarte
-gains, LOCAL and LOCAL_WORLD_ALIGNED, targets slightly off the current foot poses (so the position term acts).
+gains, LOCAL and LOCAL_WORLD_ALIGNED, targets slightly off the current foot poses (so the position term acts);
+a fixed-base arm with its tool held (3d). Trajectories (one compiled call) must equal the knot-wise results
+exactly, also when reusing ``out`` and passing the solved ``dynamics``.
 The oracle is Pinocchio's ``computeConstraintDynamicsDerivatives`` after ``constraintDynamics`` with one
 frame-to-world rigid constraint per contact. For 6d LOCAL_WORLD_ALIGNED contacts with Kp != 0 Pinocchio 4.0.0's
 q-derivatives disagree with its own ``constraintDynamics`` (by ~3e-2 relative on talos) while ours agree with
@@ -16,11 +18,13 @@ import pinocchio as pin
 import pytest
 
 from conftest import relative_error
+from lietraj.dynamics import se3
 from lietraj.dynamics.aba_derivatives import aba_derivatives
 from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
 from lietraj.dynamics.contact_dynamics_derivatives import contact_dynamics_derivatives
 from lietraj.dynamics.finite_differences import numerical_jacobian
-from test_contact_dynamics import FEET, GAINS, case, pinocchio_constraint_dynamics
+from lietraj.dynamics.kinematics import frame_placement
+from test_contact_dynamics import FEET, GAINS, case, pinocchio_constraint_dynamics, robot
 
 REFERENCES = ["local", "local_world_aligned"]
 BLOCKS = ("da_dq", "da_dv", "da_dtau", "df_dq", "df_dv", "df_dtau")
@@ -113,3 +117,56 @@ def test_bad_inputs_raise():
     talos, xt, taut, feet = case("talos", 0, GAINS[0])
     with pytest.raises(ValueError, match="rank deficient"):
         contact_dynamics_derivatives(talos, xt, taut, feet + [feet[0]])
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_fixed_base_matches_finite_differences_and_pinocchio(reference):
+    """An arm holding its tool against the world (3d, with gains and an offset target): the fixed-base path."""
+    model = robot("ur5")
+    rng = np.random.default_rng(11)
+    x = model.state_space.random(rng)
+    tau = rng.standard_normal(model.nv)
+    contacts = [Contact("tool0", "3d", reference, GAINS[1], frame_placement(model, x, "tool0")
+                        @ se3.exp(0.05 * rng.standard_normal(6)))]
+    d = contact_dynamics_derivatives(model, x, tau, contacts)
+    fd = fd_blocks(model, x, tau, contacts)
+    p = pinocchio_blocks("ur5", model, x, tau, contacts)
+    for block in BLOCKS:
+        assert relative_error(getattr(d, block), fd[block]) <= FD_TOL, block
+        assert relative_error(getattr(d, block), p[block]) <= PIN_TOL, block
+
+
+def test_trajectory_out_and_dynamics_reuse():
+    """Talos on both soles (6d, world-aligned, position term): the trajectory call equals the knot-wise calls,
+    also when writing into a previous result (``out``) and given the solved dynamics (``dynamics``)."""
+    model, _, _, contacts = case("talos", 1, GAINS[1], "local_world_aligned")
+    X = model.state_space.random_trajectory(4, np.random.default_rng(7))
+    TAU = np.random.default_rng(8).standard_normal((4, model.nv))
+    D = contact_dynamics_derivatives(model, X, TAU, contacts)
+    prev = contact_dynamics_derivatives(model, model.state_space.random_trajectory(4, np.random.default_rng(9)),
+                                        TAU[::-1], contacts)
+    again = contact_dynamics_derivatives(model, X, TAU, contacts, out=prev,
+                                         dynamics=contact_dynamics(model, X, TAU, contacts))
+    assert again is prev
+    for k in range(4):
+        d = contact_dynamics_derivatives(model, X[k], TAU[k], contacts)
+        for block in ("a", "forces") + BLOCKS:
+            assert np.array_equal(getattr(D, block)[k], getattr(d, block)), block
+            assert np.array_equal(getattr(again, block)[k], getattr(d, block)), block
+    single = contact_dynamics_derivatives(model, X[0], TAU[0], contacts)
+    assert contact_dynamics_derivatives(model, X[0], None, contacts, out=single,
+                                        dynamics=contact_dynamics(model, X[0], TAU[0], contacts)) is single
+    assert np.array_equal(single.df_dq, D.df_dq[0])
+
+
+def test_bad_out_and_dynamics_raise():
+    model, x, tau, contacts = case("solo12", 0, GAINS[0])
+    d = contact_dynamics_derivatives(model, x, tau, contacts)
+    with pytest.raises(ValueError, match="out.forces"):
+        contact_dynamics_derivatives(model, x, tau, contacts[:2], out=d)
+    with pytest.raises(ValueError, match="dynamics must hold"):
+        contact_dynamics_derivatives(model, x, tau, contacts[:2], dynamics=contact_dynamics(model, x, tau, contacts))
+    bad = x.copy()
+    bad.v[0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        contact_dynamics_derivatives(model, bad, tau, contacts, dynamics=contact_dynamics(model, x, tau, contacts))
