@@ -1,0 +1,62 @@
+"""``talos_reach`` solved by lietraj's FDDP and by Crocoddyl's FDDP on the same machine in one run.
+
+The problem is Crocoddyl 3.2.1's ``examples/humanoid_manipulation.py`` (Talos on both soles reaching (0.4, 0, 1.2)
+with the left gripper, T = 60, dt = 0.05), built by Crocoddyl as the example builds it (``tests/croc_oracle.py``)
+and by ``lietraj.problems.talos_reach``; both start from the example's guess (constant states, quasi-static
+torques) with the example's solver settings (regularization 0.1, at most 500 iterations, stop at 1e-9). Printed:
+final costs and their relative difference, iterations, wall-clock medians over the repeats and their ratio.
+Crocoddyl runs without callbacks. Run with ``OMP_NUM_THREADS=1`` (set below)::
+
+    python benchmarks/bench_vs_crocoddyl.py            # 5 solves each, interleaved
+    python benchmarks/bench_vs_crocoddyl.py --repeats 1
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import crocoddyl  # noqa: E402
+import numpy as np  # noqa: E402
+
+from lietraj.problems import talos_reach  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from croc_oracle import talos_reach_problem  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    example = talos_reach()
+    croc, xs, us = talos_reach_problem()
+    example.solve()  # compile (numba caches make later runs start warm)
+    ours, theirs, result, solver = [], [], None, None
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        result = example.solve()
+        ours.append(time.perf_counter() - t)
+        solver = crocoddyl.SolverFDDP(croc)
+        t = time.perf_counter()
+        solver.solve(xs, us, 500, False, 0.1)
+        theirs.append(time.perf_counter() - t)
+    t_ours, t_theirs = float(np.median(ours)), float(np.median(theirs))
+    print(f"talos_reach (T = {example.problem.T}, dt = {example.dt}), median of {args.repeats} solve(s), "
+          "OMP_NUM_THREADS=" + os.environ["OMP_NUM_THREADS"])
+    print(f"{'':10s} {'cost':>14s} {'iterations':>10s} {'wall [s]':>9s} {'ms/iteration':>12s}")
+    print(f"{'lietraj':10s} {result.cost:14.9f} {result.iterations:10d} {t_ours:9.3f} {1e3 * t_ours / result.iterations:12.2f}")
+    print(f"{'crocoddyl':10s} {solver.cost:14.9f} {solver.iter:10d} {t_theirs:9.3f} {1e3 * t_theirs / solver.iter:12.2f}")
+    print(f"cost difference {abs(result.cost - solver.cost) / solver.cost:.2e} (relative); "
+          f"wall time ratio lietraj / crocoddyl = {t_ours / t_theirs:.2f}")
+
+
+if __name__ == "__main__":
+    main()
