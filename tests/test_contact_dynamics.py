@@ -3,11 +3,16 @@
 The oracle is Pinocchio's ``constraintDynamics`` with rigid constraint models between each contact frame and
 the world (its own drift and Baumgarte terms), on a humanoid standing on both soles (6d) and a quadruped on its
 four point feet (3d), with and without Baumgarte gains, in both references; redundant contacts with damping
-are checked against ``forwardDynamics(q, v, tau, J, gamma, damping)``.
+are checked against ``forwardDynamics(q, v, tau, J, gamma, damping)``. Further robots and contact sets (anymal's
+point feet, a fixed-base arm holding its tool, a humanoid with mixed 6d / 3d contacts and references), the packed
+contact sets, the knot-wise errors of the batched kernel and the pure-Python run of the kernels complete it.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import zlib
 from functools import lru_cache
 
@@ -18,7 +23,7 @@ import pytest
 from conftest import relative_error
 from lietraj.dynamics import se3
 from lietraj.dynamics.aba import aba
-from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.contact_dynamics import CF_KP, CF_P, CF_R, CF_TP, CF_TR, Contact, contact_dynamics, pack_contacts
 from lietraj.dynamics.kinematics import frame_acceleration, frame_placement, frame_velocity
 from lietraj.dynamics.pinocchio_interop import to_pinocchio
 from lietraj.dynamics.rnea import rnea
@@ -181,3 +186,90 @@ def test_bad_inputs_raise():
         Contact("FL_FOOT", "3d", "world")
     with pytest.raises(ValueError, match="baumgarte"):
         Contact("FL_FOOT", "3d", baumgarte=(1.0, np.nan))
+
+
+# More contact sets, each against Pinocchio: (robot, [(frame, kind, reference)]).
+MORE_CONTACTS = {
+    "anymal": [(f, "3d", "local") for f in ("LF_FOOT", "LH_FOOT", "RF_FOOT", "RH_FOOT")],
+    "ur5": [("tool0", "6d", "local_world_aligned")],
+    "talos": [("left_sole_link", "6d", "local"), ("right_sole_link", "6d", "local_world_aligned"),
+              ("gripper_left_fingertip_1_link", "3d", "local_world_aligned"), ("gripper_right_base_link", "3d", "local")],
+}
+
+
+@pytest.mark.parametrize("gains", GAINS)
+@pytest.mark.parametrize("name", list(MORE_CONTACTS))
+def test_more_contact_sets_match_pinocchio(name, gains):
+    """A second quadruped, a fixed base (the tree's roots are joints, not a free flyer), mixed kinds and references
+    on one robot, a contact on an arm; targets off the current poses."""
+    model = robot(name)
+    for seed in range(2):
+        rng = np.random.default_rng(zlib.crc32(f"{name}{seed}more".encode()))
+        x = model.state_space.random(rng)
+        tau = rng.standard_normal(model.nv)
+        contacts = [Contact(f, kind, ref, gains, frame_placement(model, x, f) @ se3.exp(0.05 * rng.standard_normal(6)))
+                    for f, kind, ref in MORE_CONTACTS[name]]
+        r = contact_dynamics(model, x, tau, contacts)
+        a, lam = pinocchio_contact_dynamics(name, model, x, tau, contacts)
+        assert relative_error(r.a, a) <= RTOL
+        assert relative_error(r.lagrangian, lam) <= RTOL
+        assert relative_error(rnea(model, x, r.a), tau + r.jacobian.T @ r.lagrangian) <= 1e-9
+
+
+def test_contacts_are_packed_once_per_contact_set():
+    model, x, tau, contacts = case("talos", 0, GAINS[1], "local_world_aligned")
+    packed = pack_contacts(model, contacts)
+    assert pack_contacts(model, tuple(contacts)) is packed  # the same Contact objects: the cached arrays
+    frame = model.frames[model.frame_index("right_sole_link")]
+    assert packed.CI[1].tolist() == [frame.body, 6, 1, 1]
+    assert np.array_equal(packed.CF[1, CF_R:CF_R + 9], frame.R.ravel()) and np.array_equal(packed.CF[1, CF_P:CF_P + 3],
+                                                                                          frame.p)
+    assert tuple(packed.CF[1, CF_KP:CF_KP + 2]) == GAINS[1]
+    T = contacts[1].target
+    assert np.array_equal(packed.CF[1, CF_TR:CF_TR + 9], T[:3, :3].ravel()) and np.array_equal(
+        packed.CF[1, CF_TP:CF_TP + 3], T[:3, 3])
+    assert packed.nc == 12 and packed.offsets == (0, 6, 12)
+    # Equal but new Contact objects: packed again, to the same arrays.
+    again = [Contact(c.frame, c.kind, c.reference, c.baumgarte, c.target) for c in contacts]
+    other = pack_contacts(model, again)
+    assert other is not packed and np.array_equal(other.CI, packed.CI) and np.array_equal(other.CF, packed.CF)
+    no_target = pack_contacts(model, [Contact("left_sole_link", "6d")])
+    assert no_target.CI[0].tolist() == [model.frames[model.frame_index("left_sole_link")].body, 6, 0, 0]
+    with pytest.raises(TypeError, match="Contact objects"):
+        pack_contacts(model, ["left_sole_link"])
+
+
+def test_trajectory_errors_name_the_knot():
+    model, _, _, contacts = case("solo12", 0, GAINS[1])
+    X = model.state_space.random_trajectory(4, np.random.default_rng(1))
+    TAU = np.random.default_rng(2).standard_normal((4, model.nv))
+    X.v[2, 3] = np.nan
+    with pytest.raises(ValueError, match="at knot 2: the state or an input contains NaN"):
+        contact_dynamics(model, X, TAU, contacts)
+    X.v[2, 3] = 0.0
+    TAU[3, 0] = np.inf
+    with pytest.raises(ValueError, match="at knot 3: tau contains NaN or inf"):
+        contact_dynamics(model, X, TAU, contacts)
+    TAU[3, 0] = 0.0
+    with pytest.raises(ValueError, match="at knot 0: the contact Jacobian is rank deficient"):
+        contact_dynamics(model, X, TAU, contacts + [contacts[1]])
+    with pytest.raises(ValueError, match=r"tau must have shape \(4, 18\)"):
+        contact_dynamics(model, X, TAU[1:], contacts)
+
+
+def test_kernels_run_without_jit():
+    """NUMBA_DISABLE_JIT=1 (for debugging in pure Python) gives the compiled result."""
+    code = ("import sys; sys.path.insert(0, 'tests'); import numpy as np;"
+            "from test_contact_dynamics import case, GAINS;"
+            "from lietraj.dynamics.contact_dynamics import contact_dynamics;"
+            "model, x, tau, contacts = case('talos', 1, GAINS[1], 'local_world_aligned');"
+            "r = contact_dynamics(model, x, tau, contacts);"
+            "print(repr(np.concatenate([r.a, r.lagrangian, r.drift, r.jacobian.ravel()]).tolist()))")
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         cwd=root).stdout
+    model, x, tau, contacts = case("talos", 1, GAINS[1], "local_world_aligned")
+    r = contact_dynamics(model, x, tau, contacts)
+    expected = np.concatenate([r.a, r.lagrangian, r.drift, r.jacobian.ravel()])
+    assert relative_error(np.array(eval(out)), expected) <= 1e-12

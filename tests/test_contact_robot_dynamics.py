@@ -3,11 +3,15 @@
 Cases: Talos on both soles (6d) and solo12 on its four point feet (3d), with Baumgarte gains and targets off the
 current foot poses; the Jacobians are checked against geometric finite differences of the step, the step against
 a hand-written semi-implicit Euler around ``contact_dynamics``, and the contact forces at a static equilibrium
-against ``static_equilibrium``'s wrenches.
+against ``static_equilibrium``'s wrenches. The compiled ``rollout_policy`` equals the knot-by-knot loop through
+``step`` (``rollout_policy_per_knot``) and stops at the same knot with a status where that loop fails.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from functools import lru_cache
 
 import numpy as np
@@ -23,7 +27,7 @@ from lietraj.dynamics.robots import load_robot
 from lietraj.dynamics.state import State, Trajectory
 from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.costs import CostSum, control_regularization, state_regularization
-from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives
+from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, rollout_policy_per_knot
 from lietraj.optimal_control.problem import ActionModel, Problem, knots
 from lietraj.optimal_control.solvers import solve_ddp, solve_fddp, solve_ilqr
 
@@ -187,3 +191,95 @@ def test_talos_balance_solve(talos_balance, solver):
     assert (normal > 0).all()  # the soles push on the ground
     with pytest.raises(ValueError, match="second-order term of the contact dynamics"):
         solve_ddp(problem, us0=U0)
+
+
+ROLLOUT_T = 30
+
+
+def rollout_case(name: str, reference: str, seed: int = 0):
+    """(dynamics, x0, X_ref, U_ref, k, K, gaps, bounds): contacts holding the feet where they are at the reference
+    posture, a start and a reference trajectory near it, controls around the equilibrium torques, and gains, gaps
+    and bounds of the sizes a solver produces (the bounds active at some knots)."""
+    model = robot(name)
+    rng = np.random.default_rng(seed)
+    xr = model.reference_state(POSTURE[name])
+    frames, kind = FEET[name]
+    dyn = ContactRobotDynamics(model, 0.01, [Contact(f, kind, reference, GAINS, frame_placement(model, xr, f))
+                                             for f in frames])
+    sp, T, n = dyn.state_space, ROLLOUT_T, model.n
+    x0 = sp.integrate(xr, 0.01 * rng.standard_normal(sp.ndx))
+    X_ref = sp.integrate_trajectory(Trajectory.from_states([xr] * (T + 1)), 0.01 * rng.standard_normal((T + 1, sp.ndx)))
+    tau = static_equilibrium(model, xr, list(frames), sole=SOLES if kind == "6d" else None).tau
+    U_ref = tau + 0.2 * rng.standard_normal((T, n))
+    k, K = 0.2 * rng.standard_normal((T, n)), 0.005 * rng.standard_normal((T, n, sp.ndx))
+    gaps = 0.01 * rng.standard_normal((T + 1, sp.ndx))
+    return dyn, x0, X_ref, U_ref, k, K, gaps, (tau - 0.2, tau + 0.2)
+
+
+def rollout_error(a, b) -> float:
+    pairs = [(a.X.H, b.X.H), (a.X.s, b.X.s), (a.X.v, b.X.v), (a.U, b.U), (a.DX, b.DX)]
+    return max(relative_error(p, q) for p, q in pairs)
+
+
+@pytest.mark.parametrize("reference", ["local", "local_world_aligned"])
+@pytest.mark.parametrize("name", list(FEET))
+def test_compiled_rollout_equals_the_knot_by_knot_loop(name, reference):
+    dyn, x0, X_ref, U_ref, k, K, gaps, (lb, ub) = rollout_case(name, reference)
+    for alpha, g, lo, hi in [(1.0, None, None, None), (0.5, gaps, lb, ub), (0.25, gaps, None, ub)]:
+        compiled = dyn.rollout_policy(x0, X_ref, U_ref, k, K, alpha, g, lo, hi)
+        generic = rollout_policy_per_knot(dyn, x0, X_ref, U_ref, k, K, alpha, g, lo, hi)
+        assert compiled.ok and generic.ok, (compiled.reason, generic.reason)
+        assert rollout_error(compiled, generic) <= 1e-12
+        assert np.abs(compiled.X.v).max() > 1.0  # the robot moves: the policy and the contacts were exercised
+        if hi is not None:
+            assert np.any(compiled.U == hi) and np.all(compiled.U <= hi)
+        if lo is not None:
+            assert np.any(compiled.U == lo) and np.all(compiled.U >= lo)
+        if g is not None:  # the gaps moved the first state off x0
+            assert np.abs(compiled.X.v[0] - x0.v).max() > 1e-4
+
+
+def test_failed_rollouts_stop_at_the_knot_of_the_knot_by_knot_loop():
+    dyn, x0, X_ref, U_ref, k, K, gaps, _ = rollout_case("solo12", "local")
+
+    def both(d, *args):
+        compiled = d.rollout_policy(*args)
+        generic = rollout_policy_per_knot(d, *args)
+        assert compiled.failed_at == generic.failed_at, (compiled.reason, generic.reason)
+        return compiled
+
+    bad_k = k.copy()
+    bad_k[7, 1] = np.nan
+    r = both(dyn, x0, X_ref, U_ref, bad_k, K, 0.5, gaps)
+    assert r.failed_at == 7 and "non-finite state or control at knot 7" in r.reason
+    assert np.isfinite(r.X.v[:8]).all() and np.isfinite(r.U[:7]).all()
+    nan_x0 = x0.copy()
+    nan_x0.v[0] = np.nan
+    assert both(dyn, nan_x0, X_ref, U_ref, k, K, 0.5, gaps).failed_at == 0
+    redundant = ContactRobotDynamics(dyn.model, dyn.dt, dyn.contacts + (dyn.contacts[0],))
+    r = both(redundant, x0, X_ref, U_ref, k, K, 1.0)
+    assert r.failed_at == 1 and "redundant contacts" in r.reason
+    damped = ContactRobotDynamics(dyn.model, dyn.dt, redundant.contacts, damping=1e-8)
+    assert damped.rollout_policy(x0, X_ref, U_ref, k, K, 1.0).ok
+    # Gains that blow up: the states grow until the step fails; both paths stop at the same knot.
+    r = both(dyn, x0, X_ref, U_ref, k, 1e3 * K, 1.0)
+    assert 0 < r.failed_at <= ROLLOUT_T
+    assert np.isfinite(r.X.s[:r.failed_at]).all()
+
+
+def test_rollout_kernel_runs_without_jit():
+    """NUMBA_DISABLE_JIT=1 (for debugging in pure Python): the compiled rollout's result."""
+    code = ("import sys; sys.path.insert(0, 'tests'); import numpy as np;"
+            "from test_contact_robot_dynamics import rollout_case;"
+            "dyn, x0, X_ref, U_ref, k, K, gaps, (lb, ub) = rollout_case('solo12', 'local_world_aligned');"
+            "r = dyn.rollout_policy(x0, X_ref, U_ref, k, K, 0.5, gaps, lb, ub);"
+            "print(repr(np.concatenate([r.X.H.ravel(), r.X.v.ravel(), r.U.ravel(), r.DX.ravel()]).tolist()))")
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         cwd=root).stdout
+    dyn, x0, X_ref, U_ref, k, K, gaps, (lb, ub) = rollout_case("solo12", "local_world_aligned")
+    r = dyn.rollout_policy(x0, X_ref, U_ref, k, K, 0.5, gaps, lb, ub)
+    assert r.ok
+    expected = np.concatenate([r.X.H.ravel(), r.X.v.ravel(), r.U.ravel(), r.DX.ravel()])
+    assert relative_error(np.array(eval(out)), expected) <= 1e-12

@@ -16,6 +16,10 @@ The contacts are one set for every knot the object is used at. A contact phase c
 a different ``ContactRobotDynamics`` object for the knots of each phase, given to ``Problem`` as per-knot
 ``ActionModel`` s (knots sharing one object are evaluated in one call). There is no impulse at touchdown here.
 
+``rollout_policy`` (the solvers' forward pass) runs the whole horizon in one compiled call, as
+``RobotDynamics.rollout_policy`` does with ABA: the chart, the policy, the clipping, ``contact_dynamics_core`` and
+the group exponential of each step, the same operations as the knot-wise path through ``step``.
+
 The second-order term of DDP (``trajectory_hessian_contraction``) is not implemented: it needs the second
 derivatives of the KKT solution (of the contact Jacobian and drift as well as of the inverse dynamics); solve
 contact problems with ``solve_ilqr`` or ``solve_fddp``.
@@ -27,21 +31,90 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from numba import njit
 
-from lietraj.dynamics._checks import result_arrays
-from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NOT_FINITE, OK, check_state, result_arrays
+from lietraj.dynamics.contact_dynamics import (
+    NOT_FINITE_SOLUTION,
+    RANK_DEFICIENT,
+    Contact,
+    contact_dynamics_core,
+    dof_parents_of,
+    pack_contacts,
+    solve_contact_dynamics,
+    split_work,
+    work_array,
+)
 from lietraj.dynamics.contact_dynamics_derivatives import contact_dynamics_derivatives
-from lietraj.dynamics.kinematics import frame_id
-from lietraj.dynamics.model import RobotModel
-from lietraj.dynamics.state import Trajectory
+from lietraj.dynamics.model import JOINT_FREE, RobotModel
+from lietraj.dynamics.state import State, Trajectory
 from lietraj.optimal_control.discrete_dynamics import (
     DiscreteDerivatives,
     DiscreteDynamics,
+    PolicyRollout,
     _euler_jacobians_batch,
+    _policy_arguments,
+    _policy_control,
+    _pose_exp,
+    chart_difference,
+    chart_integrate,
     euler_step,
     joint_torques,
 )
 from lietraj.optimal_control.euler_second_order import StepHessian
+
+_ROLLOUT_FAILURES = {NOT_FINITE: "a non-finite state or control",
+                     RANK_DEFICIENT: "redundant contacts (a rank-deficient contact Jacobian)",
+                     NOT_FINITE_SOLUTION: "a non-finite contact solution"}
+
+
+@njit(cache=True)
+def _contact_rollout_kernel(mi, mf, g, dp, dt, CI, CF, damping, H0, s0, v0, HR, SR, VR, UR, k, K, alpha, GAPS, shrink,
+                            LB, UB, bounded, H, S, V, U, DX, work, E, tau, acc, lam, J, gamma, z):
+    """The closed-loop rollout of ContactRobotDynamics.rollout_policy into (H, S, V), U, DX (shapes checked by the
+    caller): (status, knot), OK and N when every state and control is finite and valid and every contact solve
+    succeeds, else the knot of the first bad control or state (t + 1 when the step from knot t fails). Work arrays:
+    work (split_work), E (4, 4), tau and acc (nv), lam (nc), J (nc, nv), gamma (nc), z (ndx). The same operations as
+    RobotDynamics' Euler rollout, with contact_dynamics_core for ABA."""
+    N, nv, n = U.shape[0], V.shape[1], S.shape[1]
+    floating = mi[0, 1] == JOINT_FREE
+    nh = 6 if floating else 0
+    W, WC, M, Z, SC = split_work(work, mi.shape[0], nv, lam.shape[0])
+    if floating:
+        H[0, :, :] = H0
+    S[0, :] = s0
+    V[0, :] = v0
+    for i in range(nv):
+        tau[i] = 0.0  # the floating base is unactuated
+    for t in range(N + 1):
+        Ht = H[t] if floating else H[0]
+        if shrink:
+            for i in range(z.shape[0]):
+                z[i] = (alpha - 1.0) * GAPS[t, i]
+            chart_integrate(Ht, S[t], V[t], z, floating, Ht, S[t], V[t], E)
+        status = check_state(floating, n, nv, Ht, S[t], V[t])
+        if status != OK:
+            return status, t
+        chart_difference(HR[t] if floating else HR[0], SR[t], VR[t], Ht, S[t], V[t], floating, DX[t])
+        if t == N:
+            break
+        if not _policy_control(UR[t], k[t], K[t], DX[t], alpha, LB[t], UB[t], bounded, U[t]):
+            return NOT_FINITE, t
+        for i in range(n):
+            tau[nv - n + i] = U[t, i]
+        status = contact_dynamics_core(mi, mf, g, dp, Ht, S[t], V[t], tau, CI, CF, damping, W, WC, M, Z, SC, acc, lam,
+                                       J, gamma)
+        if status != OK:
+            return status, t + 1
+        for i in range(nv):  # semi-implicit Euler: v+ = v + dt a, H+ = H exp(dt nu+), s+ = s + dt sdot+
+            V[t + 1, i] = V[t, i] + dt * acc[i]
+        if floating:
+            for i in range(6):
+                z[i] = dt * V[t + 1, i]
+            _pose_exp(Ht, z, H[t + 1], E)
+        for i in range(n):
+            S[t + 1, i] = S[t, i] + dt * V[t + 1, nh + i]
+    return OK, N
 
 
 class ContactRobotDynamics(DiscreteDynamics):
@@ -56,39 +129,74 @@ class ContactRobotDynamics(DiscreteDynamics):
         if not (isinstance(damping, (int, float, np.floating)) and math.isfinite(damping) and damping >= 0):
             raise ValueError(f"ContactRobotDynamics: damping must be finite and >= 0, got {damping!r}")
         contacts = tuple(contacts)
-        for c in contacts:
-            if not isinstance(c, Contact):
-                raise TypeError(f"ContactRobotDynamics({model.name}): contacts must be Contact objects, got "
-                                f"{type(c).__name__}")
-            try:
-                frame_id(model, c.frame)
-            except (KeyError, IndexError, TypeError) as e:
-                raise ValueError(f"ContactRobotDynamics({model.name}): unknown contact frame {c.frame!r} ({e})") from None
+        self._packed = pack_contacts(model, contacts, "ContactRobotDynamics")
         self.model = model
         self.dt = float(dt)
         self.contacts = contacts
         self.damping = float(damping)
         self.state_space = model.state_space
         self.nu = model.n
-        self.nc = sum(c.dim for c in contacts)
+        self.nc = self._packed.nc
+        self._cache: dict = {}
 
     def __repr__(self) -> str:
         frames = ", ".join(f"{c.frame}:{c.kind}" for c in self.contacts)
         return f"ContactRobotDynamics({self.model.name!r}, dt={self.dt}, contacts=[{frames}])"
 
+    def _scratch(self, key: str, N: int, build):
+        value = self._cache.get((key, N))
+        if value is None:
+            value = self._cache[(key, N)] = build()
+        return value
+
     def _torques(self, X: Trajectory, U) -> np.ndarray:
-        return joint_torques(self.model, X, U, "ContactRobotDynamics")
+        N = len(X) if type(X) is Trajectory else 0
+        return joint_torques(self.model, X, U, "ContactRobotDynamics",
+                             self._scratch("tau", N, lambda: np.zeros((N, self.model.nv))))
+
+    def _solve(self, X: Trajectory, U) -> tuple[np.ndarray, np.ndarray]:
+        """Accelerations (N, nv) and contact forces (N, nc) at every knot, from one batched kernel call."""
+        tau = self._torques(X, U)
+        N, nv, nc = len(X), self.model.nv, self.nc
+        A, LAM = np.empty((N, nv)), np.empty((N, nc))
+        J, gamma = self._scratch("rows", 1, lambda: (np.empty((1, nc, nv)), np.empty((1, nc))))
+        solve_contact_dynamics(self.model, X, tau, self._packed, self.damping, A, LAM, J, gamma)
+        return A, LAM
 
     def step_trajectory(self, X: Trajectory, U) -> Trajectory:
         """Knot-wise ``f(X[k], U[k])``; raises ValueError where ``contact_dynamics`` does (redundant contacts
         without damping, a non-finite solution)."""
-        return euler_step(X, contact_dynamics(self.model, X, self._torques(X, U), self.contacts, self.damping).a,
-                          self.dt)
+        return euler_step(X, self._solve(X, U)[0], self.dt)
 
     def contact_forces(self, X: Trajectory, U) -> np.ndarray:
         """The contact forces (N, nc) during the step from each knot, stacked in contact order, each in its
         contact's reference (``ContactDynamicsResult.lagrangian``)."""
-        return contact_dynamics(self.model, X, self._torques(X, U), self.contacts, self.damping).lagrangian
+        return self._solve(X, U)[1]
+
+    def rollout_policy(self, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
+                       u_ub=None) -> PolicyRollout:
+        """``DiscreteDynamics.rollout_policy`` in one compiled call over the whole horizon."""
+        m, sp, nc = self.model, self.state_space, self.nc
+        X_ref, U_ref, k, K, gaps, bounds = _policy_arguments(sp, self.nu, x0, X_ref, U_ref, k, K, gaps, u_lb, u_ub)
+        N, floating = U_ref.shape[0], m.floating_base
+        X = Trajectory(np.empty((N + 1, 4, 4)) if floating else None, np.empty((N + 1, m.n)), np.empty((N + 1, m.nv)))
+        U, DX = np.empty((N, m.n)), np.empty((N + 1, sp.ndx))
+        work = self._scratch("rollout", 0, lambda: (np.empty((4, 4)), np.empty(m.nv), np.empty(m.nv), np.empty(nc),
+                                                    np.empty((nc, m.nv)), np.empty(nc), np.empty(sp.ndx)))
+        LB, UB = (U_ref, U_ref) if bounds is None else bounds
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # only Python (NUMBA_DISABLE_JIT) warns on a divergence
+            status, knot = _contact_rollout_kernel(
+                m.mi, m.mf, m.gravity, dof_parents_of(m), self.dt, self._packed.CI, self._packed.CF, self.damping,
+                np.ascontiguousarray(x0.H, dtype=np.float64) if floating else IDENTITY4,
+                np.ascontiguousarray(x0.s, dtype=np.float64), np.ascontiguousarray(x0.v, dtype=np.float64),
+                X_ref.H if floating else IDENTITY4_STACK, X_ref.s, X_ref.v, U_ref, k, K, float(alpha),
+                U_ref if gaps is None else gaps, gaps is not None and alpha != 1.0, LB, UB, bounds is not None,
+                X.H if floating else IDENTITY4_STACK, X.s, X.v, U, DX, work_array(m, nc), *work)
+        if status == OK:
+            return PolicyRollout(X, U, DX)
+        what = _ROLLOUT_FAILURES.get(status, "an invalid base pose")
+        return PolicyRollout(X, U, DX, int(knot),
+                             f"ContactRobotDynamics({m.name}).rollout_policy: {what} at knot {knot}")
 
     def trajectory_derivatives(self, X: Trajectory, U, out: DiscreteDerivatives | None = None) -> DiscreteDerivatives:
         tau = self._torques(X, U)
