@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
-from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NOT_FINITE, OK, check_state, result_arrays
+from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NOT_FINITE, OK, result_arrays
 from lietraj.dynamics.contact_dynamics import (
     NOT_FINITE_SOLUTION,
     RANK_DEFICIENT,
@@ -54,10 +54,8 @@ from lietraj.optimal_control.discrete_dynamics import (
     PolicyRollout,
     _euler_jacobians_batch,
     _policy_arguments,
-    _policy_control,
+    policy_knot,
     _pose_exp,
-    chart_difference,
-    chart_integrate,
     euler_step,
     joint_torques,
 )
@@ -87,21 +85,13 @@ def _contact_rollout_kernel(mi, mf, g, dp, dt, CI, CF, damping, H0, s0, v0, HR, 
     for i in range(nv):
         tau[i] = 0.0  # the floating base is unactuated
     for t in range(N + 1):
-        Ht = H[t] if floating else H[0]
-        if shrink:
-            for i in range(z.shape[0]):
-                z[i] = (alpha - 1.0) * GAPS[t, i]
-            chart_integrate(Ht, S[t], V[t], z, floating, Ht, S[t], V[t], E)
-        status = check_state(floating, n, nv, Ht, S[t], V[t])
+        status = policy_knot(t, floating, n, H, S, V, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB, UB, bounded, U,
+                             DX, E, z, tau)
         if status != OK:
             return status, t
-        chart_difference(HR[t] if floating else HR[0], SR[t], VR[t], Ht, S[t], V[t], floating, DX[t])
         if t == N:
             break
-        if not _policy_control(UR[t], k[t], K[t], DX[t], alpha, LB[t], UB[t], bounded, U[t]):
-            return NOT_FINITE, t
-        for i in range(n):
-            tau[nv - n + i] = U[t, i]
+        Ht = H[t] if floating else H[0]
         status = contact_dynamics_core(mi, mf, g, dp, Ht, S[t], V[t], tau, CI, CF, damping, W, WC, M, Z, SC, acc, lam,
                                        J, gamma)
         if status != OK:

@@ -261,6 +261,31 @@ def _policy_control(u_ref, k, K, dx, alpha, lb, ub, bounded, u):
     return ok
 
 
+@inline
+def policy_knot(t, floating, n, H, S, V, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB, UB, bounded, U, DX, E, z,
+                tau):
+    """Knot ``t`` of a closed-loop rollout, before its step: shrink the gap (FDDP), check the state, ``DX[t] = x ⊖
+    x_ref``, and for ``t < N`` the control ``U[t]`` and the actuated part of ``tau``. Returns the status (OK, or why
+    knot t fails)."""
+    nv = V.shape[1]
+    Ht = H[t] if floating else H[0]
+    if shrink:
+        for i in range(z.shape[0]):
+            z[i] = (alpha - 1.0) * GAPS[t, i]
+        chart_integrate(Ht, S[t], V[t], z, floating, Ht, S[t], V[t], E)
+    status = check_state(floating, n, nv, Ht, S[t], V[t])
+    if status != OK:
+        return status
+    chart_difference(HR[t] if floating else HR[0], SR[t], VR[t], Ht, S[t], V[t], floating, DX[t])
+    if t == U.shape[0]:
+        return OK
+    if not _policy_control(UR[t], k[t], K[t], DX[t], alpha, LB[t], UB[t], bounded, U[t]):
+        return NOT_FINITE
+    for i in range(n):
+        tau[nv - n + i] = U[t, i]
+    return OK
+
+
 @njit(cache=True)
 def _field(mi, mf, g, floating, n, dt, H, s, v, tau, fext, W, acc, F):
     """F = dt λ(x, u) = dt [v; FD(x, u)] (RobotDynamics._lambda for one state); returns a status."""
@@ -291,21 +316,13 @@ def _policy_rollout_kernel(mi, mf, g, floating, n, dt, rk4, fext, H0, s0, v0, HR
     for i in range(nv):
         tau[i] = 0.0  # the floating base is unactuated
     for t in range(N + 1):
-        Ht = H[t] if floating else H[0]
-        if shrink:
-            for i in range(z.shape[0]):
-                z[i] = (alpha - 1.0) * GAPS[t, i]
-            chart_integrate(Ht, S[t], V[t], z, floating, Ht, S[t], V[t], E)
-        status = check_state(floating, n, nv, Ht, S[t], V[t])
+        status = policy_knot(t, floating, n, H, S, V, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB, UB, bounded, U,
+                             DX, E, z, tau)
         if status != OK:
             return status, t
-        chart_difference(HR[t] if floating else HR[0], SR[t], VR[t], Ht, S[t], V[t], floating, DX[t])
         if t == N:
             break
-        if not _policy_control(UR[t], k[t], K[t], DX[t], alpha, LB[t], UB[t], bounded, U[t]):
-            return NOT_FINITE, t
-        for i in range(n):
-            tau[nv - n + i] = U[t, i]
+        Ht = H[t] if floating else H[0]
         Hn = H[t + 1] if floating else H[0]
         if not rk4:  # semi-implicit Euler: v+ = v + dt a, H+ = H exp(dt nu+), s+ = s + dt sdot+
             status = aba_core(mi, mf, g, Ht, S[t], V[t], tau, fext, W, acc)
