@@ -83,6 +83,25 @@ def _minus_minv_times(mi, dof_end, Minv, d, first, T, out):
 
 
 @njit(cache=True)
+def minus_minv_dtau(mi, dof_end, g, H, Minv, dtau_dq, dtau_dv, body_fixed_wrenches, T, da_dq, da_dv):
+    """``da/dq = -M^-1 dtau/dq`` and ``da/dv = -M^-1 dtau/dv`` by the sparse products above. With a floating base
+    whose external wrenches (if any) are fixed in the body frames, turning the whole robot about its base only turns
+    gravity in the base frame, so the base-pose columns of ``da/dq`` are the closed form ``[-[g_b]x; 0]`` (the base
+    acceleration follows gravity, the joints do not) instead of a product."""
+    first = 0
+    if mi[0, 1] == JOINT_FREE and body_fixed_wrenches:
+        da_dq[:, :6] = 0.0
+        gb = (-(H[0, 0] * g[0] + H[1, 0] * g[1] + H[2, 0] * g[2]), -(H[0, 1] * g[0] + H[1, 1] * g[1] + H[2, 1] * g[2]),
+              -(H[0, 2] * g[0] + H[1, 2] * g[1] + H[2, 2] * g[2]))
+        da_dq[0, 4], da_dq[0, 5] = gb[2], -gb[1]  # -[g_b]x
+        da_dq[1, 3], da_dq[1, 5] = -gb[2], gb[0]
+        da_dq[2, 3], da_dq[2, 4] = gb[1], -gb[0]
+        first = 6
+    _minus_minv_times(mi, dof_end, Minv, dtau_dq, first, T, da_dq)
+    _minus_minv_times(mi, dof_end, Minv, dtau_dv, 0, T, da_dv)
+
+
+@njit(cache=True)
 def fd_derivatives_core(mi, mf, g, dof_end, H, s, v, tau, fext, fext_local, fext_ref, Wa, Wi, D, Wm, T, tau_id,
                         dtau_dq, dtau_dv, M, a, da_dq, da_dv, Minv):
     """a = FD(x, tau), da/dq, da/dv and M^{-1} for one state. Assumes checked inputs."""
@@ -93,17 +112,8 @@ def fd_derivatives_core(mi, mf, g, dof_end, H, s, v, tau, fext, fext_local, fext
     status = minv_core(mi, mf, s, Wm, Minv)
     if status != OK:
         return status
-    first = 0
-    if mi[0, 1] == JOINT_FREE and (fext.shape[0] == 0 or fext_ref == LOCAL_WRENCH):
-        da_dq[:, :6] = 0.0
-        gb = (-(H[0, 0] * g[0] + H[1, 0] * g[1] + H[2, 0] * g[2]), -(H[0, 1] * g[0] + H[1, 1] * g[1] + H[2, 1] * g[2]),
-              -(H[0, 2] * g[0] + H[1, 2] * g[1] + H[2, 2] * g[2]))
-        da_dq[0, 4], da_dq[0, 5] = gb[2], -gb[1]  # -[g_b]x
-        da_dq[1, 3], da_dq[1, 5] = -gb[2], gb[0]
-        da_dq[2, 3], da_dq[2, 4] = gb[1], -gb[0]
-        first = 6
-    _minus_minv_times(mi, dof_end, Minv, dtau_dq, first, T, da_dq)
-    _minus_minv_times(mi, dof_end, Minv, dtau_dv, 0, T, da_dv)
+    minus_minv_dtau(mi, dof_end, g, H, Minv, dtau_dq, dtau_dv, fext.shape[0] == 0 or fext_ref == LOCAL_WRENCH, T,
+                    da_dq, da_dv)
     return OK
 
 

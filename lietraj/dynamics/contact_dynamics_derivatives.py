@@ -60,7 +60,7 @@ from lietraj.dynamics._checks import (
     result_arrays,
 )
 from lietraj.dynamics._spatial import add, cross, load3, load9, mtv, mv, sub
-from lietraj.dynamics.aba_derivatives import _minus_minv_times
+from lietraj.dynamics.aba_derivatives import minus_minv_dtau
 from lietraj.dynamics.contact_dynamics import Contact, ContactDynamicsResult, contact_dynamics
 from lietraj.dynamics.inverse_mass_matrix import _PC as _MINV_PC
 from lietraj.dynamics.inverse_mass_matrix import SINGULAR, minv_core
@@ -74,7 +74,7 @@ from lietraj.dynamics.kinematics import (
     model_tables,
 )
 from lietraj.dynamics.kinematics_derivatives import motion_derivatives_core, placement_error_core
-from lietraj.dynamics.model import JOINT_FREE, RobotModel
+from lietraj.dynamics.model import RobotModel
 from lietraj.dynamics.rnea_derivatives import LOCAL_WRENCH, dof_end, idsva_core, work_arrays
 from lietraj.dynamics.state import State, Trajectory
 
@@ -187,18 +187,8 @@ def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_l
     status = minv_core(mi, mf, s, Wm, Minv)
     if status != OK:
         return status
-    # Y_x = -M^-1 dF/dx into da_dq, da_dv.
-    first = 0
-    if mi[0, 1] == JOINT_FREE:
-        da_dq[:, :6] = 0.0
-        gb = (-(H[0, 0] * g[0] + H[1, 0] * g[1] + H[2, 0] * g[2]), -(H[0, 1] * g[0] + H[1, 1] * g[1] + H[2, 1] * g[2]),
-              -(H[0, 2] * g[0] + H[1, 2] * g[1] + H[2, 2] * g[2]))
-        da_dq[0, 4], da_dq[0, 5] = gb[2], -gb[1]  # -[g_b]x
-        da_dq[1, 3], da_dq[1, 5] = -gb[2], gb[0]
-        da_dq[2, 3], da_dq[2, 4] = gb[1], -gb[0]
-        first = 6
-    _minus_minv_times(mi, dof_end, Minv, dtau_dq, first, T, da_dq)
-    _minus_minv_times(mi, dof_end, Minv, dtau_dv, 0, T, da_dv)
+    # Y_x = -M^-1 dF/dx into da_dq, da_dv; the contact wrenches are fixed in the body frames.
+    minus_minv_dtau(mi, dof_end, g, H, Minv, dtau_dq, dtau_dv, True, T, da_dq, da_dv)
     # G^T = J M^-1 and the right-hand sides -dC/dx - J Y_x (df_dq, df_dv already hold -dC/dx); J is sparse (the
     # contact frames' ancestors' columns only).
     for c in range(nc):

@@ -55,6 +55,7 @@ from lietraj.optimal_control.discrete_dynamics import (
     _euler_jacobians_batch,
     _policy_arguments,
     policy_knot,
+    policy_start,
     _pose_exp,
     euler_step,
     joint_torques,
@@ -78,12 +79,7 @@ def _contact_rollout_kernel(mi, mf, g, dp, dt, CI, CF, damping, H0, s0, v0, HR, 
     floating = mi[0, 1] == JOINT_FREE
     nh = 6 if floating else 0
     W, WC, M, Z, SC = split_work(work, mi.shape[0], nv, lam.shape[0])
-    if floating:
-        H[0, :, :] = H0
-    S[0, :] = s0
-    V[0, :] = v0
-    for i in range(nv):
-        tau[i] = 0.0  # the floating base is unactuated
+    policy_start(floating, H0, s0, v0, H, S, V, tau)
     for t in range(N + 1):
         status = policy_knot(t, floating, n, H, S, V, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB, UB, bounded, U,
                              DX, E, z, tau)

@@ -262,6 +262,17 @@ def _policy_control(u_ref, k, K, dx, alpha, lb, ub, bounded, u):
 
 
 @inline
+def policy_start(floating, H0, s0, v0, H, S, V, tau):
+    """Knot 0 of a closed-loop rollout is ``x0``; ``tau`` starts at zero, its base rows stay so (unactuated)."""
+    if floating:
+        H[0, :, :] = H0
+    S[0, :] = s0
+    V[0, :] = v0
+    for i in range(tau.shape[0]):
+        tau[i] = 0.0
+
+
+@inline
 def policy_knot(t, floating, n, H, S, V, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB, UB, bounded, U, DX, E, z,
                 tau):
     """Knot ``t`` of a closed-loop rollout, before its step: shrink the gap (FDDP), check the state, ``DX[t] = x ⊖
@@ -309,12 +320,7 @@ def _policy_rollout_kernel(mi, mf, g, floating, n, dt, rk4, fext, H0, s0, v0, HR
     of RK4 (RobotDynamics._step, the same operations)."""
     N, nv = U.shape[0], V.shape[1]
     nh = 6 if floating else 0
-    if floating:
-        H[0, :, :] = H0
-    S[0, :] = s0
-    V[0, :] = v0
-    for i in range(nv):
-        tau[i] = 0.0  # the floating base is unactuated
+    policy_start(floating, H0, s0, v0, H, S, V, tau)
     for t in range(N + 1):
         status = policy_knot(t, floating, n, H, S, V, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB, UB, bounded, U,
                              DX, E, z, tau)
