@@ -38,7 +38,7 @@ from lietraj.dynamics.kinematics import frame_placement
 from lietraj.dynamics.pinocchio_interop import to_pinocchio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from pin_oracle import pin_model  # noqa: E402
+from pin_oracle import PROXIMAL_SETTINGS, pin_constraints  # noqa: E402
 
 FEET = {
     "talos": (("left_sole_link", "right_sole_link"), "6d"),
@@ -47,24 +47,6 @@ FEET = {
     "ur5": (("tool0",), "3d"),  # a fixed-base arm pressing its tool on the world
 }
 GAINS = (30.0, 8.0)
-PIN_TYPE = {"6d": pin.ContactType.CONTACT_6D, "3d": pin.ContactType.CONTACT_3D}
-
-
-def pinocchio_setup(name: str, contacts: list[Contact]):
-    pm = pin_model(name)
-    pd = pm.createData()
-    cmodels, cdatas = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for c in contacts:
-        frame = pm.frames[pm.getFrameId(c.frame)]
-        cm = pin.RigidConstraintModel(PIN_TYPE[c.kind], pm, frame.parentJoint, frame.placement, 0,
-                                      pin.SE3(c.target[:3, :3], c.target[:3, 3]), pin.LOCAL)
-        gains = cm.m_baumgarte_parameters
-        gains.Kp, gains.Kd = c.baumgarte
-        cm.m_baumgarte_parameters = gains
-        cmodels.append(cm)
-        cdatas.append(cm.createData())
-    pin.initConstraintDynamics(pm, pd, cmodels, cdatas)
-    return pm, pd, cmodels, cdatas
 
 
 def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
@@ -78,9 +60,9 @@ def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
     X = model.state_space.random_trajectory(knots, rng)
     T = np.concatenate([np.zeros((knots, model.nv - model.n)), rng.normal(size=(knots, model.n))], axis=1)
 
-    pm, pd, cmodels, cdatas = pinocchio_setup(name, contacts)
+    pm, pd, cmodels, cdatas = pin_constraints(name, contacts)
     q, v = to_pinocchio(model, x)
-    settings = pin.ProximalSettings(1e-14, 0.0, 1)
+    settings = pin.ProximalSettings(*PROXIMAL_SETTINGS)
     pin.constraintDynamics(pm, pd, q, v, tau, cmodels, cdatas, settings)
 
     r, R = contact_dynamics(model, x, tau, contacts), contact_dynamics(model, X, T, contacts)

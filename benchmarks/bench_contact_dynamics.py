@@ -31,7 +31,7 @@ from lietraj.dynamics.state import State, Trajectory
 from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from pin_oracle import pin_model  # noqa: E402
+from pin_oracle import PROXIMAL_SETTINGS, pin_constraints  # noqa: E402
 
 CONTACTS = {
     "talos": (("left_sole_link", "right_sole_link"), "6d"),
@@ -39,7 +39,6 @@ CONTACTS = {
     "anymal": (("LF_FOOT", "LH_FOOT", "RF_FOOT", "RH_FOOT"), "3d"),
     "ur5": (("tool0",), "6d"),
 }
-PIN_TYPE = {"6d": pin.ContactType.CONTACT_6D, "3d": pin.ContactType.CONTACT_3D}
 GAINS = (30.0, 8.0)
 KNOTS = 60
 
@@ -59,21 +58,10 @@ def interleaved(fs, number: int, rounds: int) -> list[float]:
 
 def pinocchio_calls(name: str, model, x, tau, contacts, J, gamma):
     """constraintDynamics and forwardDynamics(J, gamma) on Pinocchio's model of the robot, as callables."""
-    pm = pin_model(name)
-    pd, pd2 = pm.createData(), pm.createData()
-    cmodels, cdatas = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for c in contacts:
-        frame = pm.frames[pm.getFrameId(c.frame)]
-        cm = pin.RigidConstraintModel(PIN_TYPE[c.kind], pm, frame.parentJoint, frame.placement, 0,
-                                      pin.SE3(c.target[:3, :3], c.target[:3, 3]), pin.LOCAL)
-        gains = cm.m_baumgarte_parameters
-        gains.Kp, gains.Kd = c.baumgarte
-        cm.m_baumgarte_parameters = gains
-        cmodels.append(cm)
-        cdatas.append(cm.createData())
-    pin.initConstraintDynamics(pm, pd, cmodels, cdatas)
+    pm, pd, cmodels, cdatas = pin_constraints(name, contacts)
+    pd2 = pm.createData()
     q, v = to_pinocchio(model, x)
-    settings = pin.ProximalSettings(1e-14, 0.0, 1)
+    settings = pin.ProximalSettings(*PROXIMAL_SETTINGS)
     return (lambda: pin.constraintDynamics(pm, pd, q, v, tau, cmodels, cdatas, settings),
             lambda: pin.forwardDynamics(pm, pd2, q, v, tau, J, gamma, 0.0))
 

@@ -75,3 +75,29 @@ def pin_model_from(model) -> pin.Model:
         ids.append(jid)
     pm.armature = model.armature.copy()
     return pm
+
+
+PIN_CONTACT_TYPE = {"6d": pin.ContactType.CONTACT_6D, "3d": pin.ContactType.CONTACT_3D}
+PIN_REFERENCE = {"local": pin.LOCAL, "local_world_aligned": pin.LOCAL_WORLD_ALIGNED}
+PROXIMAL_SETTINGS = (1e-14, 0.0, 1)  # (accuracy, mu, max_iter): one exact KKT solve, no proximal damping
+
+
+def pin_constraints(name: str, contacts):
+    """``(model, data, constraint models, constraint datas)``: Pinocchio's model of the robot and one frame-to-world
+    ``RigidConstraintModel`` per lietraj ``Contact`` (its kind, reference, target pose (identity when None) and
+    Baumgarte gains), initialized for ``constraintDynamics`` / ``impulseDynamics``."""
+    pm = pin_model(name)
+    pd = pm.createData()
+    cmodels, cdatas = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for c in contacts:
+        frame = pm.frames[pm.getFrameId(c.frame)]
+        target = pin.SE3.Identity() if c.target is None else pin.SE3(c.target[:3, :3], c.target[:3, 3])
+        cm = pin.RigidConstraintModel(PIN_CONTACT_TYPE[c.kind], pm, frame.parentJoint, frame.placement, 0, target,
+                                      PIN_REFERENCE[c.reference])
+        gains = cm.m_baumgarte_parameters
+        gains.Kp, gains.Kd = c.baumgarte
+        cm.m_baumgarte_parameters = gains
+        cmodels.append(cm)
+        cdatas.append(cm.createData())
+    pin.initConstraintDynamics(pm, pd, cmodels, cdatas)
+    return pm, pd, cmodels, cdatas

@@ -28,14 +28,12 @@ from lietraj.dynamics.kinematics import frame_acceleration, frame_placement, fra
 from lietraj.dynamics.pinocchio_interop import to_pinocchio
 from lietraj.dynamics.rnea import rnea
 from lietraj.dynamics.robots import load_robot
-from pin_oracle import pin_model
+from pin_oracle import PROXIMAL_SETTINGS, pin_constraints, pin_model
 
 FEET = {
     "talos": (("left_sole_link", "right_sole_link"), "6d"),
     "solo12": (("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"), "3d"),
 }
-PIN_TYPE = {"6d": pin.ContactType.CONTACT_6D, "3d": pin.ContactType.CONTACT_3D}
-PIN_REFERENCE = {"local": pin.LOCAL, "local_world_aligned": pin.LOCAL_WORLD_ALIGNED}
 GAINS = [(0.0, 0.0), (30.0, 8.0)]
 RTOL = 1e-9
 
@@ -61,22 +59,9 @@ def case(name: str, seed: int, gains, reference: str = "local"):
 def pinocchio_constraint_dynamics(name: str, model, x, tau, contacts):
     """Pinocchio's constraintDynamics with one frame-to-world constraint per contact: (model, data, constraint
     models, constraint datas, a)."""
-    pm = pin_model(name)
-    pd = pm.createData()
-    cmodels, cdatas = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for c in contacts:
-        frame = pm.frames[pm.getFrameId(c.frame)]
-        T = pin.SE3(c.target[:3, :3], c.target[:3, 3])
-        cm = pin.RigidConstraintModel(PIN_TYPE[c.kind], pm, frame.parentJoint, frame.placement, 0, T,
-                                      PIN_REFERENCE[c.reference])
-        gains = cm.m_baumgarte_parameters
-        gains.Kp, gains.Kd = c.baumgarte
-        cm.m_baumgarte_parameters = gains
-        cmodels.append(cm)
-        cdatas.append(cm.createData())
-    pin.initConstraintDynamics(pm, pd, cmodels, cdatas)
+    pm, pd, cmodels, cdatas = pin_constraints(name, contacts)
     q, v = to_pinocchio(model, x)
-    a = np.array(pin.constraintDynamics(pm, pd, q, v, tau, cmodels, cdatas, pin.ProximalSettings(1e-14, 0.0, 1)))
+    a = np.array(pin.constraintDynamics(pm, pd, q, v, tau, cmodels, cdatas, pin.ProximalSettings(*PROXIMAL_SETTINGS)))
     return pm, pd, cmodels, cdatas, a
 
 

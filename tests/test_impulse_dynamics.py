@@ -20,8 +20,8 @@ from lietraj.dynamics.impulse_dynamics import impulse_dynamics, impulse_dynamics
 from lietraj.dynamics.kinematics import frame_velocity
 from lietraj.dynamics.pinocchio_interop import to_pinocchio
 from lietraj.dynamics.state import State
-from pin_oracle import pin_model
-from test_contact_dynamics import FEET, GAINS, PIN_REFERENCE, PIN_TYPE, case, robot
+from pin_oracle import PROXIMAL_SETTINGS, pin_constraints, pin_model
+from test_contact_dynamics import FEET, GAINS, case, robot
 
 REFERENCES = ["local", "local_world_aligned"]
 RESTITUTIONS = [0.0, 0.4]
@@ -37,18 +37,9 @@ def impact_case(name: str, seed: int, reference: str = "local"):
 
 def pinocchio_impulse(name: str, model, x, contacts, restitution: float):
     """Pinocchio's (v+, impulses, {our block name: its derivative}) with one frame-to-world constraint per contact."""
-    pm = pin_model(name)
-    pd = pm.createData()
-    cmodels, cdatas = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    for c in contacts:
-        frame = pm.frames[pm.getFrameId(c.frame)]
-        cm = pin.RigidConstraintModel(PIN_TYPE[c.kind], pm, frame.parentJoint, frame.placement, 0, pin.SE3.Identity(),
-                                      PIN_REFERENCE[c.reference])
-        cmodels.append(cm)
-        cdatas.append(cm.createData())
-    pin.initConstraintDynamics(pm, pd, cmodels, cdatas)
+    pm, pd, cmodels, cdatas = pin_constraints(name, contacts)
     q, v = to_pinocchio(model, x)
-    settings = pin.ProximalSettings(1e-14, 0.0, 1)
+    settings = pin.ProximalSettings(*PROXIMAL_SETTINGS)
     v_plus = np.array(pin.impulseDynamics(pm, pd, q, v, cmodels, cdatas, restitution, settings))
     impulses = np.array(pd.impulse_c)
     pin.computeImpulseDynamicsDerivatives(pm, pd, cmodels, cdatas, restitution, settings)
