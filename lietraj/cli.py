@@ -12,7 +12,9 @@ import argparse
 import ast
 import sys
 import time
+from dataclasses import replace
 
+from lietraj.optimal_control.solution_io import save_solution
 from lietraj.problems import PROBLEMS, SOLVERS, make_problem
 
 
@@ -52,10 +54,6 @@ def _list() -> None:
 
 
 def _solve(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from lietraj.optimal_control.solution_io import save_solution
-
     parameters = dict(args.set)
     for key in ("horizon", "dt"):
         if getattr(args, key) is not None:

@@ -23,14 +23,13 @@ from lietraj.dynamics.center_of_mass import center_of_mass
 from lietraj.dynamics.equilibrium import quasi_static_torques
 from lietraj.dynamics.kinematics import frame_jacobian, frame_placement
 from lietraj.dynamics.state import State
-from lietraj.optimal_control.activations import WeightedQuadratic
 from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.costs import CostSum, ResidualCost, control_regularization
+from lietraj.optimal_control.costs import CostSum, ResidualCost
 from lietraj.optimal_control.problem import ActionModel, Problem
-from lietraj.optimal_control.residuals import CenterOfMassResidual, FrameTranslationResidual, StateResidual
+from lietraj.optimal_control.residuals import FrameTranslationResidual
 from lietraj.optimal_control.solvers import SolverOptions, SolverResult
 from lietraj.problems.example_problem import ExampleProblem
-from lietraj.problems.support import FEET, add_wrench_cone_cost, contact_gains, posture_weights, robot_with_feet
+from lietraj.problems.support import FEET, at_rest_cost, contact_gains, robot_with_feet, standing_cost
 
 
 def balance(robot: str = "talos_legs", lift: str | None = None, horizon: int = 60, dt: float = 0.04,
@@ -47,8 +46,8 @@ def balance(robot: str = "talos_legs", lift: str | None = None, horizon: int = 6
         raise ValueError(f"balance: lift must be None or one of {', '.join(feet.frames)}, got {lift!r}")
     if not 0.0 < shift < 1.0:
         raise ValueError(f"balance: shift must be in (0, 1), got {shift!r}")
-    space, n = model.state_space, model.n
-    x0 = model.reference_state()
+    rest = model.reference_state()
+    x0 = rest
     poses = {f: frame_placement(model, x0, f) for f in feet.frames}
     gains = contact_gains(dt)
     every = feet.contacts(baumgarte=gains, targets=list(poses.values()))
@@ -69,20 +68,12 @@ def balance(robot: str = "talos_legs", lift: str | None = None, horizon: int = 6
     u0 = quasi_static_torques(model, x0, every)
 
     def running_costs(contacts, com_ref, foot_target=None) -> CostSum:
-        c = CostSum(space, n)
-        add_wrench_cone_cost(c, model, contacts, feet, friction, dt * com_weight / 1e4)
-        c.add("com", ResidualCost(CenterOfMassResidual(model, com_ref, nu=n)), dt * com_weight)
-        c.add("posture", ResidualCost(StateResidual(space, model.reference_state(), n),
-                                      WeightedQuadratic(posture_weights(model, 10.0, 0.01, 1.0))), dt)
-        c.add("control", control_regularization(n, reference=u0, state_space=space), dt * control_weight)
+        c = standing_cost(model, feet, contacts, rest, com_ref, u0, dt, com_weight, control_weight, friction)
         if foot_target is not None:
-            c.add("foot", ResidualCost(FrameTranslationResidual(model, lift, foot_target, nu=n)), dt * com_weight)
+            c.add("foot", ResidualCost(FrameTranslationResidual(model, lift, foot_target, nu=model.n)), dt * com_weight)
         return c
 
-    terminal = CostSum(space, 0)
-    terminal.add("com", ResidualCost(CenterOfMassResidual(model, c_goal, nu=0)), com_weight)
-    terminal.add("posture", ResidualCost(StateResidual(space, model.reference_state(), 0),
-                                         WeightedQuadratic(posture_weights(model, 10.0, 0.01, 10.0))), 10.0)
+    terminal = at_rest_cost(model, rest, c_goal, com_weight, joint_weight=0.01)
     on_all_feet = ContactRobotDynamics(model, dt, every)
     if lift is None:
         running = [ActionModel(on_all_feet, running_costs(every, c_goal))] * horizon
@@ -109,11 +100,11 @@ def balance(robot: str = "talos_legs", lift: str | None = None, horizon: int = 6
 
     # Holding torques cannot keep a pushed robot, or one foot short, upright: start from the posture held still at
     # every knot instead (FDDP closes the gaps).
-    xs0 = problem.constant_trajectory(model.reference_state())
+    xs0 = problem.constant_trajectory(rest)
     xs0[0] = x0
     what = "holds its posture after a push" if lift is None else f"stands without {lift}"
     return ExampleProblem(
         "balance", model, problem, np.tile(u0, (horizon, 1)), xs0=xs0, solver="fddp", options=SolverOptions(max_iter=200),
         friction=friction,
         description=f"{robot} {what}", targets={} if foot_goal is None else {"foot target": foot_goal},
-        soles={f: feet.sole for f in feet.frames} if feet.sole else {}, checks=checks)
+        soles=feet.soles, checks=checks)

@@ -25,14 +25,12 @@ import numpy as np
 from lietraj.dynamics.center_of_mass import center_of_mass
 from lietraj.dynamics.equilibrium import quasi_static_torques
 from lietraj.dynamics.kinematics import frame_placement
-from lietraj.optimal_control.activations import WeightedQuadratic
 from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.costs import CostSum, ResidualCost, control_regularization
 from lietraj.optimal_control.problem import ActionModel, Problem
-from lietraj.optimal_control.residuals import CenterOfMassResidual, StateResidual
 from lietraj.optimal_control.solvers import SolverOptions, SolverResult
 from lietraj.problems.example_problem import ExampleProblem
-from lietraj.problems.support import FEET, add_wrench_cone_cost, contact_gains, posture_weights, robot_with_feet
+from lietraj.problems.support import FEET, at_rest_cost, contact_gains, robot_with_feet, standing_cost
+
 
 def squat(robot: str = "talos_legs", depth: float | None = None, horizon: int = 50, dt: float = 0.04,
           com_weight: float = 1e5, control_weight: float = 1e-3, friction: float = 0.7) -> ExampleProblem:
@@ -42,7 +40,6 @@ def squat(robot: str = "talos_legs", depth: float | None = None, horizon: int = 
     holding the posture (N²m²). ``friction``: the Coulomb coefficient of the friction cones the forces are kept
     in (with the soles' centres of pressure) by a barrier cost."""
     model, feet = robot_with_feet(robot, tuple(FEET), "squat")
-    space, n = model.state_space, model.n
     x0 = model.reference_state()
     c0 = center_of_mass(model, x0)
     depth = 0.12 * c0[2] if depth is None else depth
@@ -53,16 +50,8 @@ def squat(robot: str = "talos_legs", depth: float | None = None, horizon: int = 
     t = np.arange(horizon) / horizon
     com_ref = c0 - np.outer(depth * 0.5 * (1.0 - np.cos(2.0 * np.pi * t)), [0.0, 0.0, 1.0])
 
-    running = CostSum(space, n)
-    running.add("com", ResidualCost(CenterOfMassResidual(model, com_ref, nu=n)), dt * com_weight)
-    posture = WeightedQuadratic(posture_weights(model, 10.0, 0.01, 1.0))
-    running.add("posture", ResidualCost(StateResidual(space, x0, n), posture), dt)
-    running.add("control", control_regularization(n, reference=u0, state_space=space), dt * control_weight)
-    add_wrench_cone_cost(running, model, contacts, feet, friction, dt * com_weight / 1e4)
-    terminal = CostSum(space, 0)
-    terminal.add("com", ResidualCost(CenterOfMassResidual(model, c0, nu=0)), com_weight)
-    at_rest = WeightedQuadratic(posture_weights(model, 10.0, 1.0, 10.0))
-    terminal.add("posture", ResidualCost(StateResidual(space, x0, 0), at_rest), 10.0)
+    running = standing_cost(model, feet, contacts, x0, com_ref, u0, dt, com_weight, control_weight, friction)
+    terminal = at_rest_cost(model, x0, c0, com_weight, joint_weight=1.0)
     problem = Problem(x0, ActionModel(ContactRobotDynamics(model, dt, contacts), running), terminal, horizon=horizon)
 
     def checks(ex: ExampleProblem, result: SolverResult) -> dict[str, float]:
@@ -73,4 +62,4 @@ def squat(robot: str = "talos_legs", depth: float | None = None, horizon: int = 
         "squat", model, problem, np.tile(u0, (horizon, 1)), solver="fddp", options=SolverOptions(max_iter=200),
         friction=friction,
         description=f"{robot} squats: CoM {100 * depth:g} cm down and back up, feet fixed",
-        soles={f: feet.sole for f in feet.frames} if feet.sole else {}, checks=checks)
+        soles=feet.soles, checks=checks)

@@ -14,9 +14,12 @@ import numpy as np
 
 from lietraj.dynamics.contact_dynamics import Contact
 from lietraj.dynamics.model import RobotModel
+from lietraj.dynamics.state import State
 from lietraj.dynamics.robots import load_robot
+from lietraj.optimal_control.activations import WeightedQuadratic
 from lietraj.optimal_control.contact_residuals import WrenchConeResidual, barrier_activation
-from lietraj.optimal_control.costs import CostSum, ResidualCost
+from lietraj.optimal_control.costs import CostSum, ResidualCost, control_regularization
+from lietraj.optimal_control.residuals import CenterOfMassResidual, StateResidual
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,11 @@ class Feet:
     @property
     def reference(self) -> str:
         return "local" if self.kind == "6d" else "local_world_aligned"
+
+    @property
+    def soles(self) -> dict[str, tuple[float, float]]:
+        """frame -> (half_length, half_width) of every sole (empty for point feet)."""
+        return {f: self.sole for f in self.frames} if self.sole else {}
 
     def contacts(self, frames: tuple[str, ...] | None = None, baumgarte: tuple[float, float] = (0.0, 0.0),
                  targets=None) -> tuple[Contact, ...]:
@@ -91,3 +99,30 @@ def add_wrench_cone_cost(costs: CostSum, model: RobotModel, contacts: tuple[Cont
     residual = WrenchConeResidual(model, contacts, WRENCH_CONE_SAFETY * friction, soles)
     weight = model.total_mass * float(np.linalg.norm(model.gravity))
     costs.add("wrench cone", ResidualCost(residual, barrier_activation(residual.nr)), scale * 1e4 / weight ** 2)
+
+
+def standing_cost(model: RobotModel, feet: Feet, contacts: tuple[Contact, ...], posture: State, com_ref, u_ref,
+                  dt: float, com_weight: float, control_weight: float, friction: float) -> CostSum:
+    """The running cost of a robot standing on ``contacts``, ``dt`` times (Crocoddyl's integrated models): the CoM
+    tracking ``com_ref`` ((3,) or one point per knot) weighted ``com_weight``, the state regularized towards
+    ``posture`` (base orientation 10, joints 0.01, velocities 1; base position free), the torques towards ``u_ref``
+    weighted ``control_weight``, and the wrench-cone barrier of ``add_wrench_cone_cost``."""
+    space, n = model.state_space, model.n
+    c = CostSum(space, n)
+    c.add("com", ResidualCost(CenterOfMassResidual(model, com_ref, nu=n)), dt * com_weight)
+    regularization = WeightedQuadratic(posture_weights(model, 10.0, 0.01, 1.0))
+    c.add("posture", ResidualCost(StateResidual(space, posture, n), regularization), dt)
+    c.add("control", control_regularization(n, reference=u_ref, state_space=space), dt * control_weight)
+    add_wrench_cone_cost(c, model, contacts, feet, friction, dt * com_weight / 1e4)
+    return c
+
+
+def at_rest_cost(model: RobotModel, posture: State, com_goal, com_weight: float, joint_weight: float) -> CostSum:
+    """The terminal cost of a robot that must end at rest in ``posture`` (base orientation 10, joints
+    ``joint_weight``, velocities 10, all times 10) with its CoM at ``com_goal`` (weight ``com_weight``)."""
+    space = model.state_space
+    c = CostSum(space, 0)
+    c.add("com", ResidualCost(CenterOfMassResidual(model, com_goal, nu=0)), com_weight)
+    c.add("posture", ResidualCost(StateResidual(space, posture, 0),
+                                  WeightedQuadratic(posture_weights(model, 10.0, joint_weight, 10.0))), 10.0)
+    return c

@@ -79,4 +79,4 @@ def talos_reach(target=TARGET, horizon: int = 60, dt: float = 0.05, robot: str =
         "talos_reach", model, problem, np.tile(quasi_static_torques(model, x0, contacts), (horizon, 1)),
         xs0=problem.constant_trajectory(), solver="fddp", options=SolverOptions(max_iter=500, reg_init=0.1),
         description="Talos on both feet reaches a point with its left gripper (Crocoddyl's humanoid_manipulation)",
-        targets={"gripper target": target}, soles={f: feet.sole for f in feet.frames}, checks=checks)
+        targets={"gripper target": target}, soles=feet.soles, checks=checks)
