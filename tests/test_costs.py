@@ -343,12 +343,15 @@ def test_residuals_reject_bad_input(rng):
         FramePlacementResidual(model, FRAMES["talos"], 2 * np.eye(4))
     with pytest.raises(ValueError, match="target: reference must have shape \\(3,\\) or \\(N, 3\\)"):
         CenterOfMassResidual(model, np.zeros(2))
-    # A CoM trajectory to track: one target per knot, and the knot count must match.
+    # A CoM or foot path to track: one target per knot, and the knot count must match.
     targets = rng.standard_normal((len(X), 3))
-    tracking = CenterOfMassResidual(model, targets)
-    assert np.allclose(tracking.value(X, U), CenterOfMassResidual(model, np.zeros(3)).value(X, U) - targets, atol=1e-14)
-    with pytest.raises(ValueError, match="the target has 2 knots"):
-        CenterOfMassResidual(model, targets[:2]).value(X, U)
+    for point in (lambda t: CenterOfMassResidual(model, t), lambda t: FrameTranslationResidual(model, FRAMES["talos"], t)):
+        tracking = point(targets)
+        assert np.allclose(tracking.value(X, U), point(np.zeros(3)).value(X, U) - targets, atol=1e-14)
+        d, fixed = tracking.derivatives(X, U), point(np.zeros(3)).derivatives(X, U)
+        assert np.array_equal(d.R_x, fixed.R_x)
+        with pytest.raises(ValueError, match="the target has 2 knots"):
+            point(targets[:2]).value(X, U)
     with pytest.raises(ValueError, match="reference must be one of"):
         FrameVelocityResidual(model, FRAMES["talos"], np.zeros(6), "body")
     with pytest.raises(ValueError, match=f"U must have shape \\(3, {model.n}\\)"):

@@ -123,6 +123,14 @@ def reference_vectors(value, size: int, what: str) -> np.ndarray:
     return ref
 
 
+def _knot_targets(residual, N: int) -> np.ndarray:
+    """The ``target`` of a tracking residual, checked against the knot count ``N`` when it has one row per knot."""
+    target = residual.target
+    if target.ndim == 2 and target.shape[0] != N:
+        raise ValueError(f"{residual!r}: the target has {target.shape[0]} knots, X has {N}")
+    return target
+
+
 def _zeros(shape: tuple[int, ...]) -> np.ndarray:
     """A read-only array of zeros that takes no memory: the Jacobian block of a variable a residual ignores."""
     return np.broadcast_to(np.zeros(()), shape)
@@ -414,7 +422,8 @@ class FramePlacementResidual(_FrameResidual):
 
 
 class FrameTranslationResidual(_FrameResidual):
-    """``r = op_f − p_ref`` (3,): the world position error of a frame's origin (``target``, settable)."""
+    """``r = op_f − p_ref`` (3,): the world position error of a frame's origin from ``target`` (settable): one point
+    (3,), or one per knot (N, 3) to track a path (a swing foot's; X must then have N knots)."""
 
     def __init__(self, model: RobotModel, frame: int | str, target, nu: int | None = None):
         super().__init__(model, frame, 3, nu)
@@ -426,14 +435,14 @@ class FrameTranslationResidual(_FrameResidual):
 
     @target.setter
     def target(self, target) -> None:
-        self._target = _fixed_vector(target, 3, f"{type(self).__name__}: target")
+        self._target = reference_vectors(target, 3, f"{type(self).__name__}: target")
 
     def __repr__(self) -> str:
         return f"FrameTranslationResidual({self.model.name!r}, {self.frame_name!r})"
 
     def value(self, X, U) -> np.ndarray:
-        self._check(X, U)
-        return frame_placement(self.model, X, self.frame)[:, :3, 3] - self._target
+        N, _ = self._check(X, U)
+        return frame_placement(self.model, X, self.frame)[:, :3, 3] - _knot_targets(self, N)
 
     def derivatives(self, X, U) -> ResidualDerivatives:
         r = self.value(X, U)
@@ -527,9 +536,7 @@ class CenterOfMassResidual(_RobotResidual):
 
     def value(self, X, U) -> np.ndarray:
         N, _ = self._check(X, U)
-        if self._target.ndim == 2 and self._target.shape[0] != N:
-            raise ValueError(f"{self!r}: the target has {self._target.shape[0]} knots, X has {N}")
-        return center_of_mass(self.model, X) - self._target
+        return center_of_mass(self.model, X) - _knot_targets(self, N)
 
     def derivatives(self, X, U) -> ResidualDerivatives:
         r = self.value(X, U)

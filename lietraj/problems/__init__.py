@@ -1,5 +1,6 @@
-"""Ready-made problems for real robots: reaching while balancing, squats, balancing, each a function returning an
-``ExampleProblem`` (the problem, its default guess and solver, and the numbers that check its solution).
+"""Ready-made problems for real robots: reaching while balancing, squats, balancing, quadruped gaits (a trot and a
+jump, with contact switches and touchdown impacts), each a function returning an ``ExampleProblem`` (the problem,
+its default guess and solver, and the numbers that check its solution).
 
 A problem is data built from ``lietraj.dynamics`` and ``lietraj.optimal_control`` and draws nothing. ``PROBLEMS``
 maps each name to its builder and the robots it supports (the command line's ``lietraj list``).
@@ -7,11 +8,13 @@ maps each name to its builder and the robots it supports (the command line's ``l
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from lietraj.problems.balance import balance
 from lietraj.problems.example_problem import SOLVERS, ExampleProblem
+from lietraj.problems.gaits import jump, trot
 from lietraj.problems.squat import squat
 from lietraj.problems.support import FEET, HUMANOIDS, QUADRUPEDS, Feet
 from lietraj.problems.talos_reach import talos_reach
@@ -33,6 +36,8 @@ PROBLEMS: dict[str, ProblemEntry] = {
                           "the CoM goes down and back up, feet fixed, forces in the friction cones"),
     "balance": ProblemEntry(balance, ("talos_legs",) + tuple(r for r in FEET if r != "talos_legs"),
                             "recover from a push on all feet, or lift one foot (lift=FRAME)"),
+    "trot": ProblemEntry(trot, QUADRUPEDS, "two trotting steps: diagonal feet swing in turn and land with an impact"),
+    "jump": ProblemEntry(jump, QUADRUPEDS, "take off from four feet, fly, land with an impact a step ahead"),
 }
 
 
@@ -45,8 +50,13 @@ def make_problem(name: str, robot: str | None = None, **parameters) -> ExamplePr
     robot = entry.robots[0] if robot is None else robot
     if robot not in entry.robots:
         raise ValueError(f"problem {name!r} takes the robots {', '.join(entry.robots)}; got {robot!r}")
+    accepted = [p for p in inspect.signature(entry.build).parameters if p != "robot"]
+    unknown = [k for k in parameters if k not in accepted]
+    if unknown:
+        raise ValueError(f"problem {name!r} has no parameter {', '.join(map(repr, unknown))}; its parameters: "
+                         f"{', '.join(accepted)}")
     return entry.build(robot=robot, **parameters)
 
 
 __all__ = ["ExampleProblem", "FEET", "Feet", "HUMANOIDS", "PROBLEMS", "ProblemEntry", "QUADRUPEDS", "SOLVERS", "balance",
-           "make_problem", "squat", "talos_reach"]
+           "jump", "make_problem", "squat", "talos_reach", "trot"]

@@ -1,0 +1,223 @@
+"""Quadruped gaits with contact switches: a trot and a jump, after Crocoddyl's ``quadrupedal_gaits_fwddyn.py``
+(``SimpleQuadrupedalGaitProblem``), for any robot of ``QUADRUPEDS``.
+
+A gait is a sequence of phases, each a run of per-knot ``ActionModel`` s sharing one dynamics and one cost object:
+
+- **stance** on a set of feet: ``ContactRobotDynamics`` with 3D point contacts (forces in world axes) and a
+  velocity-only Baumgarte term (``Kp = 0``, ``Kv = 2 / (CONTACT_TIME_CONSTANT dt)``, Crocoddyl's ``[0, 50]`` at
+  ``dt = 0.01``): a landed foot holds wherever it landed;
+- **flight** (the jump): ``RobotDynamics``, no contact;
+- **touchdown**: one ``ImpulseRobotDynamics`` knot on every foot that is on the ground after the landing. Crocoddyl
+  puts only the landing feet in the impulse; the supporting feet are still, so the impulse they take is small,
+  and including them keeps them still through the impact.
+
+Swing feet and the CoM follow per-knot targets (Crocoddyl's): a swing foot moves ``step_length`` forward along a
+triangular height profile peaking at ``step_height`` halfway, the CoM moves forward by the share of the step the
+swinging feet carry. The touchdown knot puts the landing feet on the ground at their step's end.
+
+Costs, running ones ``dt`` times (Crocoddyl's weights): CoM tracking ``1e6``; swing-foot tracking ``1e6``; the
+friction-pyramid barrier of ``add_wrench_cone_cost``; state regularization towards the standing posture (base
+orientation ``500²``, joints ``0.01²``, base velocity ``10²``, joint velocities ``1²``, all times ``10``); torques
+``0.1``; a joint-limit barrier ``1e3``. The touchdown knot: landing-foot placement ``1e7`` and its own state
+regularization. The terminal cost holds the final posture at rest.
+
+The initial guess holds the standing posture at every knot with the quasi-static torques on all four feet; FDDP
+closes the gaps (Crocoddyl starts its gaits the same way).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lietraj.dynamics.center_of_mass import center_of_mass
+from lietraj.dynamics.contact_dynamics import Contact
+from lietraj.dynamics.equilibrium import quasi_static_torques
+from lietraj.dynamics.kinematics import frame_placement
+from lietraj.dynamics.model import RobotModel
+from lietraj.optimal_control.activations import WeightedQuadratic
+from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.costs import CostSum, ResidualCost, control_regularization, joint_limit_cost
+from lietraj.optimal_control.discrete_dynamics import RobotDynamics
+from lietraj.optimal_control.impulse_robot_dynamics import ImpulseRobotDynamics
+from lietraj.optimal_control.problem import ActionModel, Problem
+from lietraj.optimal_control.residuals import CenterOfMassResidual, FrameTranslationResidual, StateResidual
+from lietraj.optimal_control.solvers import SolverOptions, SolverResult
+from lietraj.problems.example_problem import ExampleProblem
+from lietraj.problems.support import QUADRUPEDS, Feet, add_wrench_cone_cost, contact_gains, robot_with_feet
+
+
+class _GaitBuilder:
+    """The phases of a gait for one robot: stance, flight and touchdown action models with Crocoddyl's costs."""
+
+    def __init__(self, model: RobotModel, feet: Feet, dt: float, friction: float):
+        self.model, self.feet, self.dt, self.friction = model, feet, dt, friction
+        self.x0 = model.reference_state()
+        self.nj, self.nv = model.n, model.nv
+        self.gains = contact_gains(dt)
+        self._dynamics: dict[tuple[str, ...], object] = {}
+        self.landings: list[tuple[ActionModel, dict[str, np.ndarray]]] = []
+
+    def contacts(self, feet: dict[str, np.ndarray]) -> tuple[Contact, ...]:
+        """Point contacts holding each of ``feet`` (frame -> planned ground point) there."""
+        targets = [np.block([[np.eye(3), p[:, None]], [np.zeros((1, 3)), np.ones((1, 1))]]) for p in feet.values()]
+        return self.feet.contacts(tuple(feet), baumgarte=self.gains, targets=targets)
+
+    def dynamics(self, feet: dict[str, np.ndarray]):
+        """One dynamics object per stance (feet and where they stand), so that its phases share the batched calls."""
+        key = tuple((f, tuple(p)) for f, p in feet.items())
+        if key not in self._dynamics:
+            self._dynamics[key] = (ContactRobotDynamics(self.model, self.dt, self.contacts(feet)) if feet
+                                   else RobotDynamics(self.model, self.dt))
+        return self._dynamics[key]
+
+    def _posture(self, weights: np.ndarray, nu: int) -> ResidualCost:
+        return ResidualCost(StateResidual(self.model.state_space, self.x0, nu), WeightedQuadratic(weights ** 2))
+
+    def phase(self, support: dict[str, np.ndarray], com=None, swing: dict[str, np.ndarray] | None = None) -> ActionModel:
+        """A running model standing on ``support`` (frame -> ground point; empty: flight) tracking ``com`` and the
+        ``swing`` foot paths (frame -> (knots, 3)) when given; the phase's knot count is that of the paths."""
+        dt, n, c = self.dt, self.nj, CostSum(self.model.state_space, self.nj)
+        if com is not None:
+            c.add("com", ResidualCost(CenterOfMassResidual(self.model, com, nu=n)), dt * 1e6)
+        for frame, path in (swing or {}).items():
+            c.add(f"{frame} swing", ResidualCost(FrameTranslationResidual(self.model, frame, path, nu=n)), dt * 1e6)
+        if support:
+            add_wrench_cone_cost(c, self.model, self.contacts(support), self.feet, self.friction, dt * 1e2)
+        weights = np.concatenate([np.zeros(3), np.full(3, 500.0), np.full(n, 0.01), np.full(6, 10.0), np.ones(n)])
+        c.add("posture", self._posture(weights, n), dt * 10.0)
+        c.add("control", control_regularization(n), dt * 0.1)
+        c.add("joint limits", joint_limit_cost(self.model, nu=n), dt * 1e3)
+        return ActionModel(self.dynamics(support), c)
+
+    def touchdown(self, support: dict[str, np.ndarray], landing: tuple[str, ...]) -> ActionModel:
+        """The impact knot on ``support`` (frame -> ground point) placing the ``landing`` feet at their points."""
+        n, c = self.nj, CostSum(self.model.state_space, self.nj)
+        landing = {f: support[f] for f in landing}
+        for frame, point in landing.items():
+            c.add(f"{frame} landing", ResidualCost(FrameTranslationResidual(self.model, frame, point, nu=n)), 1e7)
+        weights = np.concatenate([np.ones(6), np.full(n, 10.0), np.full(self.nv, 10.0)])
+        c.add("posture", self._posture(weights, n), 10.0)
+        c.add("control", control_regularization(n), 1e-3)  # F_u = 0 at an impact: keeps Q_uu positive definite
+        model = ActionModel(ImpulseRobotDynamics(self.model, self.contacts(support)), c)
+        self.landings.append((model, landing))
+        return model
+
+    def landing_error(self, ex: ExampleProblem, result: SolverResult) -> float:
+        """The largest distance (m) of a landing foot from its target at the touchdown knots."""
+        error = 0.0
+        for k, m in enumerate(ex.problem.running):
+            for touchdown, landing in self.landings:
+                if m is touchdown:
+                    for frame, point in landing.items():
+                        p = frame_placement(self.model, result.xs[k], frame)[:3, 3]
+                        error = max(error, float(np.linalg.norm(p - point)))
+        return error
+
+    def terminal(self) -> CostSum:
+        n = self.nj
+        weights = np.concatenate([np.zeros(3), np.full(3, 500.0), np.full(n, 0.01), np.full(6, 10.0), np.ones(n)])
+        c = CostSum(self.model.state_space, 0)
+        c.add("posture", self._posture(weights, 0), 10.0)
+        return c
+
+    def example(self, name: str, running: list[ActionModel], description: str, checks) -> ExampleProblem:
+        problem = Problem(self.x0, running, self.terminal())
+        u0 = quasi_static_torques(self.model, self.x0, self.feet.contacts())
+        return ExampleProblem(name, self.model, problem, np.tile(u0, (len(running), 1)),
+                              xs0=problem.constant_trajectory(self.x0), solver="fddp",
+                              options=SolverOptions(max_iter=200), friction=self.friction, description=description,
+                              checks=checks)
+
+
+def _check_positive(**values) -> None:
+    for name, value in values.items():
+        if not (isinstance(value, (int, float, np.integer, np.floating)) and np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+
+
+def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None, step_height: float | None = None,
+         dt: float = 0.01, step_knots: int = 25, support_knots: int = 2, friction: float = 0.7) -> ExampleProblem:
+    """A trot of ``steps`` steps (Crocoddyl's ``createTrottingProblem``, repeated): the diagonal pairs (front-right,
+    hind-left) and (front-left, hind-right) swing in turn for ``step_knots`` knots each, separated by
+    ``support_knots`` knots on all four feet, each swing ending in a touchdown impact. The first step is half
+    as long. Defaults: ``step_length`` 1/3 and ``step_height`` 1/4.5 of the standing CoM height (Crocoddyl's 0.15 m
+    and 0.1 m on ANYmal; 7 and 4.7 cm on solo12)."""
+    model, feet = robot_with_feet(robot, QUADRUPEDS, "trot")
+    if not (isinstance(steps, (int, np.integer)) and steps >= 1):
+        raise ValueError(f"trot: steps must be a positive integer, got {steps!r}")
+    if not (isinstance(step_knots, (int, np.integer)) and step_knots >= 2 and isinstance(support_knots, (int, np.integer))
+            and support_knots >= 1):
+        raise ValueError(f"trot: step_knots must be >= 2 and support_knots >= 1, got {step_knots!r}, {support_knots!r}")
+    g = _GaitBuilder(model, feet, dt, friction)
+    height = float(center_of_mass(model, g.x0)[2])
+    step_length = height / 3.0 if step_length is None else step_length
+    step_height = height / 4.5 if step_height is None else step_height
+    _check_positive(dt=dt, step_length=step_length, step_height=step_height, friction=friction)
+    lf, rf, lh, rh = feet.frames
+    foot = {f: frame_placement(model, g.x0, f)[:3, 3].copy() for f in feet.frames}
+    com = np.mean(list(foot.values()), axis=0)
+    com[2] = height
+    start = com.copy()
+    k = np.arange(step_knots)
+    forward = np.outer((k + 1) / step_knots, [1.0, 0.0, 0.0])
+    lift = np.outer(1.0 - np.abs(2.0 * k / step_knots - 1.0), [0.0, 0.0, 1.0])
+    running: list[ActionModel] = []
+    for i in range(steps):
+        swing, support = ((rf, lh), (lf, rh)) if i % 2 == 0 else ((lf, rh), (rf, lh))
+        length = 0.5 * step_length if i == 0 else step_length
+        running += [g.phase(dict(foot), com)] * support_knots
+        paths = {f: foot[f] + length * forward + step_height * lift for f in swing}
+        running += [g.phase({f: foot[f] for f in support}, com + 0.5 * length * forward, paths)] * step_knots
+        com = com + [0.5 * length, 0.0, 0.0]
+        for f in swing:
+            foot[f] = foot[f] + [length, 0.0, 0.0]
+        running.append(g.touchdown(dict(foot), swing))
+    running += [g.phase(dict(foot), com)] * support_knots
+    advance = float(com[0] - start[0])
+
+    def checks(ex: ExampleProblem, result: SolverResult) -> dict[str, float]:
+        moved = float(center_of_mass(model, result.xs[len(result.xs) - 1])[0] - start[0])
+        return {"landing_error_mm": 1e3 * g.landing_error(ex, result), "com_advance_mm": 1e3 * moved,
+                "com_advance_error_mm": 1e3 * abs(moved - advance)}
+
+    return g.example("trot", running, f"{robot} trots {steps} steps of {100 * step_length:.3g} cm, "
+                     f"feet {100 * step_height:.3g} cm high", checks)
+
+
+def jump(robot: str = "solo12", height: float | None = None, length=None, dt: float = 0.01, ground_knots: int = 10,
+         friction: float = 0.7) -> ExampleProblem:
+    """A jump (after Crocoddyl's ``createJumpingProblem``): ``ground_knots`` on four feet to take off, a ballistic
+    flight whose CoM target rises ``height`` above the straight line to the landing point (the flight lasts
+    ``2 sqrt(2 height / g)``, the time such a rise takes to go up and come down), a touchdown impact putting the
+    feet ``length`` (3,) from where they started, and ``ground_knots`` on four feet with the CoM over them.
+    Defaults: ``height`` 1/4 of the standing CoM height and ``length`` 1/3 of it forward (Crocoddyl's 0.15 m up
+    and 0.3 m aside on ANYmal, with a fixed flight time that makes the apex higher)."""
+    model, feet = robot_with_feet(robot, QUADRUPEDS, "jump")
+    if not (isinstance(ground_knots, (int, np.integer)) and ground_knots >= 1):
+        raise ValueError(f"jump: ground_knots must be a positive integer, got {ground_knots!r}")
+    g = _GaitBuilder(model, feet, dt, friction)
+    c0 = float(center_of_mass(model, g.x0)[2])
+    height = c0 / 4.0 if height is None else height
+    _check_positive(dt=dt, height=height, friction=friction)
+    length = np.array([c0 / 3.0, 0.0, 0.0] if length is None else length, dtype=float)
+    if length.shape != (3,) or not np.isfinite(length).all():
+        raise ValueError(f"jump: length must be a finite displacement (3,), got {length!r}")
+    foot = {f: frame_placement(model, g.x0, f)[:3, 3] for f in feet.frames}
+    com = np.mean(list(foot.values()), axis=0)
+    com[2] = c0
+    flight = 2.0 * np.sqrt(2.0 * height / float(np.linalg.norm(model.gravity)))
+    flying_knots = max(2, int(round(flight / dt)))
+    t = np.arange(1, flying_knots + 1) / flying_knots
+    arc = com + np.outer(t, length) + np.outer(4.0 * height * t * (1.0 - t), [0.0, 0.0, 1.0])
+    landed = {f: p + length for f, p in foot.items()}
+    running = ([g.phase(foot, com)] * ground_knots + [g.phase({}, arc)] * flying_knots
+               + [g.touchdown(landed, feet.frames)] + [g.phase(landed, com + length)] * ground_knots)
+
+    def checks(ex: ExampleProblem, result: SolverResult) -> dict[str, float]:
+        c = center_of_mass(model, result.xs)
+        return {"landing_error_mm": 1e3 * g.landing_error(ex, result),
+                "apex_mm": 1e3 * float(np.max(c[:, 2] - np.linspace(c0, c0 + length[2], len(c)))),
+                "landing_com_error_mm": 1e3 * float(np.linalg.norm(c[-1] - com - length))}
+
+    return g.example("jump", running, f"{robot} jumps {100 * np.linalg.norm(length):.3g} cm, "
+                     f"CoM {100 * height:.3g} cm up", checks)

@@ -1,0 +1,93 @@
+"""Quadruped gaits with contact switches and touchdown impacts (``lietraj.problems.gaits``): each converges from
+its default guess, the feet land where planned, stance feet hold, forces stay (up to the barrier's softness) in
+the friction cones, and the motion is the one asked for (swing feet clear the ground, the CoM flies)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lietraj.dynamics.center_of_mass import center_of_mass
+from lietraj.dynamics.kinematics import frame_placement
+from lietraj.optimal_control.discrete_dynamics import RobotDynamics
+from lietraj.optimal_control.impulse_robot_dynamics import ImpulseRobotDynamics
+from lietraj.problems import FEET, make_problem
+from lietraj.problems.gaits import jump, trot
+
+
+def phase_kinds(ex) -> list[str]:
+    """The sequence of phases: 'stance:<feet>', 'flight' or 'impact', one entry per run of knots."""
+    kinds = []
+    for m in ex.problem.running:
+        d = m.dynamics
+        kind = ("impact" if isinstance(d, ImpulseRobotDynamics) else "flight" if isinstance(d, RobotDynamics)
+                else "stance:" + ",".join(sorted(c.frame for c in d.contacts)))
+        if not kinds or kinds[-1] != kind or kind == "impact":
+            kinds.append(kind)
+    return kinds
+
+
+def gait_checks(m: dict[str, float]) -> None:
+    assert m["converged"] == 1.0
+    assert m["landing_error_mm"] < 1.0
+    assert m["foot_drift_mm"] < 2.0
+    # The barrier is soft and a take-off ends with zero normal force: at most 1 % of the weight outside the cones.
+    assert m["friction_margin"] > -0.01 and m["min_normal_force"] > -0.01
+
+
+@pytest.mark.parametrize("robot", ["solo12", "anymal"])
+def test_trot_swings_diagonal_pairs_and_lands_them_where_planned(robot):
+    ex = trot(robot)
+    lf, rf, lh, rh = FEET[robot].frames
+    every = ",".join(sorted(FEET[robot].frames))
+    assert phase_kinds(ex) == ["stance:" + every, "stance:" + ",".join(sorted((lf, rh))), "impact",
+                               "stance:" + every, "stance:" + ",".join(sorted((rf, lh))), "impact", "stance:" + every]
+    result = ex.solve()
+    m = ex.metrics(result)
+    gait_checks(m)
+    assert m["com_advance_mm"] > 0.5 * 0.75 * 1e3 * center_of_mass(ex.model, ex.problem.x0)[2] / 3.0
+    # The swing feet clear the ground by most of the step height, at the middle of their swing.
+    z0 = frame_placement(ex.model, ex.problem.x0, rf)[2, 3]
+    z = frame_placement(ex.model, result.xs, rf)[:, 2, 3]
+    assert z.max() - z0 > 0.8 * center_of_mass(ex.model, ex.problem.x0)[2] / 4.5
+
+
+@pytest.mark.parametrize("robot", ["solo12", "anymal"])
+def test_jump_flies_and_lands_a_step_ahead(robot):
+    ex = jump(robot)
+    every = "stance:" + ",".join(sorted(FEET[robot].frames))
+    assert phase_kinds(ex) == [every, "flight", "impact", every]
+    result = ex.solve()
+    m = ex.metrics(result)
+    gait_checks(m)
+    c0 = center_of_mass(ex.model, ex.problem.x0)[2]
+    assert abs(m["apex_mm"] - 1e3 * c0 / 4.0) < 0.1 * 1e3 * c0 / 4.0
+    assert m["landing_com_error_mm"] < 10.0
+    # In flight every foot is off the ground.
+    flight = [k for k, a in enumerate(ex.problem.running) if isinstance(a.dynamics, RobotDynamics)]
+    for f in FEET[robot].frames:
+        z0 = frame_placement(ex.model, ex.problem.x0, f)[2, 3]
+        z = frame_placement(ex.model, result.xs, f)[:, 2, 3]
+        assert np.all(z[flight[1:]] > z0), f
+
+
+def test_gait_parameters_and_errors():
+    ex = make_problem("trot", "anymal", steps=3, step_knots=10)
+    assert len(ex.problem.running) == 3 * (2 + 10 + 1) + 2
+    # The last stance holds each foot where its last step put it: the diagonal pair that stepped first is 1.5
+    # steps ahead, the other one step.
+    L = center_of_mass(ex.model, ex.problem.x0)[2] / 3.0
+    lf, rf, lh, rh = FEET["anymal"].frames
+    for c in ex.problem.running[-1].dynamics.contacts:
+        start = frame_placement(ex.model, ex.problem.x0, c.frame)[:3, 3]
+        assert np.allclose(c.target[:3, 3] - start, [(1.5 if c.frame in (rf, lh) else 1.0) * L, 0.0, 0.0], atol=1e-12)
+    with pytest.raises(ValueError, match="robot must be one of"):
+        trot("talos")
+    with pytest.raises(ValueError, match="steps"):
+        trot("solo12", steps=0)
+    with pytest.raises(ValueError, match="step_height"):
+        trot("solo12", step_height=-0.1)
+    with pytest.raises(ValueError, match="length"):
+        jump("solo12", length=(0.1, 0.0))
+    with pytest.raises(ValueError, match="has no parameter 'horizon'"):
+        make_problem("jump", "solo12", horizon=50)
