@@ -4,6 +4,7 @@ builds one, solves it with the solver's log on the terminal, prints what the sol
     lietraj solve talos_reach
     lietraj solve squat --robot solo12 --solver ilqr --horizon 60 --dt 0.03 --save squat.npz
     lietraj solve balance --robot talos_legs --set lift=right_sole_link
+    lietraj solve jump --robot anymal --plot jump.png
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import ast
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
+from lietraj.optimal_control.problem import finite_trajectory
 from lietraj.optimal_control.solution_io import save_solution
 from lietraj.problems import PROBLEMS, SOLVERS, make_problem
 
@@ -43,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--set", type=_parameter, action="append", default=[], metavar="KEY=VALUE",
                        help="another parameter of the problem's builder, e.g. depth=0.08 or lift=FL_FOOT")
     solve.add_argument("--save", metavar="FILE", help="write the solution (.npz, lossless; load_solution reads it)")
+    solve.add_argument("--plot", metavar="FILE", help="write a summary figure of the solution (.png or .pdf)")
     solve.add_argument("--quiet", action="store_true", help="no per-iteration log")
     return parser
 
@@ -53,7 +57,19 @@ def _list() -> None:
         print(f"    robots: {', '.join(entry.robots)} (default {entry.robots[0]})")
 
 
+def _check_output(path: str | None, suffixes: tuple[str, ...], option: str) -> None:
+    """Fail before the solve, not after it, on an output file that cannot be written."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.suffix.lower() not in suffixes:
+        raise ValueError(f"{option} {path}: the file must end in {' or '.join(suffixes)}")
+    if not p.resolve().parent.is_dir():
+        raise ValueError(f"{option} {path}: the folder {p.resolve().parent} does not exist")
+
+
 def _solve(args: argparse.Namespace) -> int:
+    _check_output(args.plot, (".png", ".pdf"), "--plot")
     parameters = dict(args.set)
     for key in ("horizon", "dt"):
         if getattr(args, key) is not None:
@@ -71,6 +87,11 @@ def _solve(args: argparse.Namespace) -> int:
         save_solution(args.save, result, metadata={"problem": example.name, "robot": example.model.name,
                                                    "parameters": {k: repr(v) for k, v in parameters.items()}})
         print(f"saved to {args.save}")
+    if args.plot and finite_trajectory(result.xs):
+        from lietraj.viz.plots import save_summary  # matplotlib loads only when a plot is asked for
+
+        save_summary(args.plot, example, result)
+        print(f"plot written to {args.plot}")
     return 0 if result.converged else 1
 
 

@@ -31,6 +31,7 @@ def gait_checks(m: dict[str, float]) -> None:
     assert m["converged"] == 1.0
     assert m["landing_error_mm"] < 1.0
     assert m["foot_drift_mm"] < 2.0
+    assert m["torque_ratio"] < 1.01
     # The barrier is soft and a take-off ends with zero normal force: at most 1 % of the weight outside the cones.
     assert m["friction_margin"] > -0.01 and m["min_normal_force"] > -0.01
 

@@ -107,6 +107,12 @@ def test_command_line_lists_solves_and_saves(tmp_path, capsys):
     assert "converged" in out and "foot_drift_mm" in out and "iter" in out  # the solver's log, then the metrics
     saved = load_solution(path)
     assert saved.us.shape == (30, 12) and saved.metadata["problem"] == "squat"
+    plot = tmp_path / "squat.png"
+    assert main(["solve", "squat", "--robot", "solo12", "--quiet", "--plot", str(plot)]) == 0
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    capsys.readouterr()
+    assert main(["solve", "squat", "--robot", "solo12", "--plot", str(tmp_path / "squat.svg")]) == 2
+    assert "must end in .png or .pdf" in capsys.readouterr().err
     assert main(["solve", "squat", "--robot", "ur5"]) == 2
     assert "takes the robots" in capsys.readouterr().err
     assert main(["solve", "squat", "--robot", "solo12", "--set", "bogus=1", "--quiet"]) == 2

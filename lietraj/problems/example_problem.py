@@ -68,7 +68,8 @@ class ExampleProblem:
         return phases
 
     def metrics(self, result: SolverResult) -> dict[str, float]:
-        """Cost, iterations and status of ``result``, and for contact problems:
+        """Cost, iterations and status of ``result``, the torques against the model's limits, and for contact
+        problems:
 
         - ``foot_drift_mm``: the largest displacement of a contact frame's origin from where its contact phase
           began (over the phase's knots and the knot after it);
@@ -76,10 +77,15 @@ class ExampleProblem:
         - ``min_normal_force``: ``min f_n / (m g)``;
         - ``cop_margin_mm`` for soles: the smallest distance of the centre of pressure to the sole's edge
           (negative: outside);
+        - ``torque_ratio``: the largest ``|u| / effort limit`` over joints with a limit and knots (<= 1: within);
 
         and the problem's own ``checks``."""
         out: dict[str, float] = {"cost": float(result.cost), "iterations": float(result.iterations),
                                  "converged": float(result.converged)}
+        effort = self.model.effort_limit
+        limited = np.isfinite(effort) & (effort > 0)
+        if limited.any():
+            out["torque_ratio"] = float(np.max(np.abs(result.us[:, limited]) / effort[limited]))
         weight = self.model.total_mass * float(np.linalg.norm(self.model.gravity))
         drift, cone, normal, cop = 0.0, np.inf, np.inf, np.inf
         phases = self.contact_phases()

@@ -18,7 +18,8 @@ swinging feet carry. The touchdown knot puts the landing feet on the ground at t
 Costs, running ones ``dt`` times (Crocoddyl's weights): CoM tracking ``1e6``; swing-foot tracking ``1e6``; the
 friction-pyramid barrier of ``add_wrench_cone_cost``; state regularization towards the standing posture (base
 orientation ``500²``, joints ``0.01²``, base velocity ``10²``, joint velocities ``1²``, all times ``10``); torques
-``0.1``; a joint-limit barrier ``1e3``. The touchdown knot: landing-foot placement ``1e7`` and its own state
+``0.1``; joint-limit and torque-limit barriers ``1e3`` (Crocoddyl's example bounds the joints only, and its
+jump asks ANYmal for almost twice its rated knee torque). The touchdown knot: landing-foot placement ``1e7`` and its own state
 regularization. The terminal cost holds the final posture at rest.
 
 The initial guess holds the standing posture at every knot with the quasi-static torques on all four feet; FDDP
@@ -36,7 +37,13 @@ from lietraj.dynamics.kinematics import frame_placement
 from lietraj.dynamics.model import RobotModel
 from lietraj.optimal_control.activations import WeightedQuadratic
 from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.costs import CostSum, ResidualCost, control_regularization, joint_limit_cost
+from lietraj.optimal_control.costs import (
+    CostSum,
+    ResidualCost,
+    control_regularization,
+    joint_limit_cost,
+    torque_limit_cost,
+)
 from lietraj.optimal_control.discrete_dynamics import RobotDynamics
 from lietraj.optimal_control.impulse_robot_dynamics import ImpulseRobotDynamics
 from lietraj.optimal_control.problem import ActionModel, Problem
@@ -87,6 +94,7 @@ class _GaitBuilder:
         c.add("posture", self._posture(weights, n), dt * 10.0)
         c.add("control", control_regularization(n), dt * 0.1)
         c.add("joint limits", joint_limit_cost(self.model, nu=n), dt * 1e3)
+        c.add("torque limits", torque_limit_cost(self.model), dt * 1e3)
         return ActionModel(self.dynamics(support), c)
 
     def touchdown(self, support: dict[str, np.ndarray], landing: tuple[str, ...]) -> ActionModel:
