@@ -18,7 +18,13 @@ from lietraj.dynamics.state import State
 from lietraj.dynamics.robots import load_robot
 from lietraj.optimal_control.activations import WeightedQuadratic
 from lietraj.optimal_control.contact_residuals import WrenchConeResidual, barrier_activation
-from lietraj.optimal_control.costs import CostSum, ResidualCost, control_regularization
+from lietraj.optimal_control.costs import (
+    CostSum,
+    ResidualCost,
+    control_regularization,
+    joint_limit_cost,
+    torque_limit_cost,
+)
 from lietraj.optimal_control.residuals import CenterOfMassResidual, StateResidual
 
 
@@ -106,7 +112,8 @@ def standing_cost(model: RobotModel, feet: Feet, contacts: tuple[Contact, ...], 
     """The running cost of a robot standing on ``contacts``, ``dt`` times (Crocoddyl's integrated models): the CoM
     tracking ``com_ref`` ((3,) or one point per knot) weighted ``com_weight``, the state regularized towards
     ``posture`` (base orientation 10, joints 0.01, velocities 1; base position free), the torques towards ``u_ref``
-    weighted ``control_weight``, and the wrench-cone barrier of ``add_wrench_cone_cost``."""
+    weighted ``control_weight``, the wrench-cone barrier of ``add_wrench_cone_cost``, and barriers ``1e3`` on the
+    joint and torque limits."""
     space, n = model.state_space, model.n
     c = CostSum(space, n)
     c.add("com", ResidualCost(CenterOfMassResidual(model, com_ref, nu=n)), dt * com_weight)
@@ -114,6 +121,8 @@ def standing_cost(model: RobotModel, feet: Feet, contacts: tuple[Contact, ...], 
     c.add("posture", ResidualCost(StateResidual(space, posture, n), regularization), dt)
     c.add("control", control_regularization(n, reference=u_ref, state_space=space), dt * control_weight)
     add_wrench_cone_cost(c, model, contacts, feet, friction, dt * com_weight / 1e4)
+    c.add("joint limits", joint_limit_cost(model, nu=n), dt * 1e3)
+    c.add("torque limits", torque_limit_cost(model), dt * 1e3)
     return c
 
 
