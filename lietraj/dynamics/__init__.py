@@ -30,6 +30,11 @@ from lietraj.dynamics.extended_inverse_dynamics import (
     extended_inverse_dynamics,
     extended_inverse_dynamics_derivatives,
 )
+from lietraj.dynamics.contact_dynamics_second_order import (
+    ImpulseDynamicsHessian,
+    contact_hessian_contraction,
+    impulse_hessian_contraction,
+)
 from lietraj.dynamics.finite_differences import numerical_jacobian
 from lietraj.dynamics.hybrid_dynamics import HybridResult, hybrid_dynamics
 from lietraj.dynamics.hybrid_dynamics_derivatives import HybridDerivatives, hybrid_dynamics_derivatives
@@ -79,16 +84,17 @@ __all__ = [
     "ContactLinearization", "EquilibriumResult", "ExtendedIDDerivatives", "ExtendedIDResult",
     "ForwardDynamicsDerivatives", "ForwardDynamicsHessian", "ForwardDynamicsSecondOrder", "Frame",
     "FrameAccelerationDerivatives", "FramePlacementError", "HybridDerivatives", "HybridResult",
-    "ImpulseDynamicsDerivatives", "ImpulseDynamicsResult", "InverseDynamicsDerivatives", "InverseDynamicsHessian",
-    "InverseDynamicsSecondOrder", "Linearization", "Posture", "RobotModel", "State", "StateSpace", "Trajectory",
-    "URDFError", "Visual", "aba", "aba_derivatives", "aba_hessian_contraction", "aba_second_order_derivatives",
-    "available_robots", "body_placements", "center_of_mass", "center_of_mass_derivatives",
-    "center_of_mass_jacobian", "center_of_mass_velocity", "contact_dynamics", "contact_dynamics_derivatives",
-    "contact_linearization", "extended_inverse_dynamics", "extended_inverse_dynamics_derivatives",
-    "forward_dynamics", "frame_acceleration", "frame_acceleration_derivatives", "frame_jacobian", "frame_placement",
-    "frame_placement_error", "frame_placements", "frame_velocity", "frame_velocity_derivatives",
-    "generalized_gravity", "hybrid_dynamics", "hybrid_dynamics_derivatives", "impulse_dynamics",
-    "impulse_dynamics_derivatives", "inverse_mass_matrix", "linearize", "load_robot", "load_urdf", "mass_matrix",
+    "ImpulseDynamicsDerivatives", "ImpulseDynamicsHessian", "ImpulseDynamicsResult", "InverseDynamicsDerivatives",
+    "InverseDynamicsHessian", "InverseDynamicsSecondOrder", "Linearization", "Posture", "RobotModel", "State",
+    "StateSpace", "Trajectory", "URDFError", "Visual", "aba", "aba_derivatives", "aba_hessian_contraction",
+    "aba_second_order_derivatives", "available_robots", "body_placements", "center_of_mass",
+    "center_of_mass_derivatives", "center_of_mass_jacobian", "center_of_mass_velocity", "contact_dynamics",
+    "contact_dynamics_derivatives", "contact_hessian_contraction", "contact_linearization",
+    "extended_inverse_dynamics", "extended_inverse_dynamics_derivatives", "forward_dynamics", "frame_acceleration",
+    "frame_acceleration_derivatives", "frame_jacobian", "frame_placement", "frame_placement_error",
+    "frame_placements", "frame_velocity", "frame_velocity_derivatives", "generalized_gravity", "hybrid_dynamics",
+    "hybrid_dynamics_derivatives", "impulse_dynamics", "impulse_dynamics_derivatives",
+    "impulse_hessian_contraction", "inverse_mass_matrix", "linearize", "load_robot", "load_urdf", "mass_matrix",
     "nonlinear_effects", "numerical_jacobian", "quasi_static_torques", "read_srdf", "rnea", "rnea_derivatives",
     "rnea_second_order_contraction", "rnea_second_order_derivatives", "se3", "so3", "static_equilibrium",
 ]

@@ -20,9 +20,12 @@ a different ``ContactRobotDynamics`` object for the knots of each phase, given t
 ``RobotDynamics.rollout_policy`` does with ABA: the chart, the policy, the clipping, ``contact_dynamics_core`` and
 the group exponential of each step, the same operations as the knot-wise path through ``step``.
 
-The second-order term of DDP (``trajectory_hessian_contraction``) is not implemented: it needs the second
-derivatives of the KKT solution (of the contact Jacobian and drift as well as of the inverse dynamics); solve
-contact problems with ``solve_ilqr`` or ``solve_fddp``.
+The second-order term of DDP (``trajectory_hessian_contraction``) is the Euler step's (``euler_second_order``: a
+field node and the SE(3) compose node) with the field's contraction ``μᵀ ∂²a`` of the contact dynamics from
+``contact_dynamics_second_order``: the inverse-dynamics curvature (IDSVA SO) through the constrained inverse
+inertia, the curvature of the contact forces' generalized force, and the curvature of the contact Jacobian, drift
+and Baumgarte terms. All of it is exact except one term: for a 6d contact with a position target, the derivative
+of ``Jlog6`` in the position error ``Kp log6(T⁻¹ oMf)`` (O(Kp |e_c|), zero when the foot is at its target).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from lietraj.dynamics.contact_dynamics import (
     work_array,
 )
 from lietraj.dynamics.contact_dynamics_derivatives import contact_dynamics_derivatives
+from lietraj.dynamics.contact_dynamics_second_order import contact_hessian_contraction
 from lietraj.dynamics.model import JOINT_FREE, RobotModel
 from lietraj.dynamics.state import State, Trajectory
 from lietraj.optimal_control.discrete_dynamics import (
@@ -58,9 +62,10 @@ from lietraj.optimal_control.discrete_dynamics import (
     policy_start,
     _pose_exp,
     euler_step,
+    exp_blocks,
     joint_torques,
 )
-from lietraj.optimal_control.euler_second_order import StepHessian
+from lietraj.optimal_control.euler_second_order import StepHessian, euler_step_hessian
 
 _ROLLOUT_FAILURES = {NOT_FINITE: "a non-finite state or control",
                      RANK_DEFICIENT: "redundant contacts (a rank-deficient contact Jacobian)",
@@ -106,7 +111,9 @@ def _contact_rollout_kernel(mi, mf, g, dp, dt, CI, CF, damping, H0, s0, v0, HR, 
 class ContactRobotDynamics(DiscreteDynamics):
     """Semi-implicit Euler dynamics of a ``RobotModel`` driven by its joint torques (``nu = model.n``) while the
     rigid ``contacts`` (``Contact`` objects, the same at every knot) hold; ``damping`` >= 0 regularizes redundant
-    contacts as in ``contact_dynamics``. See the module docstring for phases and the missing second-order term.
+    contacts as in ``contact_dynamics``. See the module docstring for phases. The second-order term of DDP is exact
+    but for the ``Jlog6`` curvature of 6d position targets, which vanishes when the feet sit at their targets
+    (module docstring).
     """
 
     def __init__(self, model: RobotModel, dt: float, contacts: Sequence[Contact], damping: float = 0.0):
@@ -184,15 +191,18 @@ class ContactRobotDynamics(DiscreteDynamics):
         return PolicyRollout(X, U, DX, int(knot),
                              f"ContactRobotDynamics({m.name}).rollout_policy: {what} at knot {knot}")
 
+    def _step_twists(self, X: Trajectory, d) -> np.ndarray:
+        """``ξ = dt ν̄'`` (N, 6) of each step's base exponential, (N, 0) for a fixed base."""
+        if self.model.floating_base:
+            return np.ascontiguousarray(self.dt * (X.v[:, :6] + self.dt * d.a[:, :6]))
+        return np.zeros((len(X), 0))
+
     def trajectory_derivatives(self, X: Trajectory, U, out: DiscreteDerivatives | None = None) -> DiscreteDerivatives:
         tau = self._torques(X, U)
         N, nv, n = len(X), self.model.nv, self.model.n
         F_x, F_u = result_arrays(out, DiscreteDerivatives, ((N, 2 * nv, 2 * nv), (N, 2 * nv, n)), "derivatives")
         d = contact_dynamics_derivatives(self.model, X, tau, self.contacts, self.damping)
-        if self.model.floating_base:
-            XI = np.ascontiguousarray(self.dt * (X.v[:, :6] + self.dt * d.a[:, :6]))
-        else:
-            XI = np.zeros((N, 0))
+        XI = self._step_twists(X, d)
         E, PHI, K = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
         _euler_jacobians_batch(XI, self.dt, np.ascontiguousarray(d.da_dq), np.ascontiguousarray(d.da_dv),
                                np.ascontiguousarray(d.da_dtau), E, PHI, K, F_x, F_u)
@@ -202,5 +212,26 @@ class ContactRobotDynamics(DiscreteDynamics):
         return DiscreteDerivatives(F_x, F_u) if out is None else out
 
     def trajectory_hessian_contraction(self, X: Trajectory, U, LAM) -> StepHessian:
-        raise NotImplementedError(f"ContactRobotDynamics({self.model.name}): the second-order term of the contact "
-                                  "dynamics is not implemented; use solve_ilqr or solve_fddp")
+        """The second-order term of DDP at every knot (module docstring): ``euler_second_order``'s step with the
+        contact dynamics' contraction ``μᵀ ∂²a`` (``contact_hessian_contraction``)."""
+        m = self.model
+        tau = self._torques(X, U)
+        N, ndx = len(X), self.state_space.ndx
+        LAM = np.asarray(LAM, dtype=np.float64)
+        if LAM.shape != (N, ndx) or not np.all(np.isfinite(LAM)):
+            raise ValueError(f"ContactRobotDynamics({m.name}).hessian_contraction: lam must be finite with shape "
+                             f"({ndx},) per knot, got {LAM.shape} for {N} knot(s)")
+        d = contact_dynamics_derivatives(m, X, tau, self.contacts, self.damping)
+        XI, PHI, JR = self._step_twists(X, d), None, None
+        if m.floating_base:
+            _, PHI, JR = exp_blocks(XI)
+
+        def field(mu: np.ndarray) -> tuple[np.ndarray, ...]:
+            C = contact_hessian_contraction(m, X, tau, self.contacts, mu, self.damping, derivatives=d)
+            return C.qq, C.qv, C.vv, C.qtau
+
+        H = euler_step_hessian(m, self.dt, X, tau, d, XI, PHI, JR, LAM, field)
+        if not (np.isfinite(H.xx).all() and np.isfinite(H.xu).all() and np.isfinite(H.uu).all()):
+            raise ValueError(f"ContactRobotDynamics({m.name}).hessian_contraction: non-finite Hessian (the step "
+                             "diverged)")
+        return H

@@ -24,25 +24,42 @@ second derivative, evaluated on the first-order sensitivities ``dη / dδ`` of i
 The Euler step of DESIGN.md (``ν' = ν + dt a_b``, ``ṡ' = ṡ + dt a_j``, ``H' = H exp(dt ν')``, ``s' = s + dt ṡ'``,
 ``a = FD(x, u)``) is ``x' = x exp(ξ)`` with ``ξ = dt [v + dt a; a]``: one field and one compose node. Its covector on
 ``a`` is ``μ = dt [λ_ν + dt Jr(c)ᵀ λ_H; λ_ṡ + dt λ_s]`` (``c = dt ν̄'``), and ``b = dt (δν + dt δa_b)``.
+
+Nothing in the step depends on how ``a`` is computed: ``euler_step_hessian`` takes the field's first-order
+derivatives and its contraction ``μ ↦ μᵀ ∂²a``, by default ABA's (``aba_second_order``); ``ContactRobotDynamics``
+passes the contact-constrained dynamics' (``contact_dynamics_second_order``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from lietraj.dynamics import se3
-from lietraj.dynamics.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
+from lietraj.dynamics.aba_derivatives import aba_derivatives
 from lietraj.dynamics.aba_second_order import aba_hessian_contraction
 from lietraj.dynamics.linearization import generalized_force
 from lietraj.dynamics.model import RobotModel
 from lietraj.dynamics.state import State, Trajectory
 
 _AD_BASIS = np.stack([se3.ad(e) for e in np.eye(6)])  # ad(e_i)
+# μ (N, nv) -> (qq, qv, vv, qtau) of μᵀ ∂²a for an acceleration field a(q, v, τ).
+FieldContraction = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
 # Knots per block of the assembly: its (knots, m, m) temporaries stay small enough to be reused, not freshly mapped
 # (first touches of fresh pages cost more than the products).
 _BLOCK_ENTRIES = 32768
+
+
+class FieldDerivatives(Protocol):
+    """First-order derivatives of an acceleration field (``ForwardDynamicsDerivatives``,
+    ``ContactDynamicsDerivatives``)."""
+
+    da_dq: np.ndarray
+    da_dv: np.ndarray
+    da_dtau: np.ndarray
 
 
 @dataclass(eq=False)
@@ -144,18 +161,24 @@ def hessian_blocks(H: np.ndarray, ndx: int) -> StepHessian:
     return StepHessian(H[:, :ndx, :ndx], H[:, :ndx, ndx:], H[:, ndx:, ndx:])
 
 
-def euler_step_hessian(model: RobotModel, dt: float, X: Trajectory, tau: np.ndarray, fd: ForwardDynamicsDerivatives,
-                       XI: np.ndarray, PHI: np.ndarray | None, JR: np.ndarray | None, LAM: np.ndarray) -> StepHessian:
-    """The Hessians at every knot of ``X`` from checked inputs: generalized forces ``tau`` (N, nv), ``fd`` =
-    ``aba_derivatives(model, X, tau)``, ``XI = dt ν̄'`` (N, 6) with ``PHI = Ad_{exp(-XI)}``, ``JR = Jr(XI)`` (None
-    for a fixed base), covectors ``LAM`` (N, ndx)."""
+def euler_step_hessian(model: RobotModel, dt: float, X: Trajectory, tau: np.ndarray, fd: FieldDerivatives,
+                       XI: np.ndarray, PHI: np.ndarray | None, JR: np.ndarray | None, LAM: np.ndarray,
+                       field_contraction: FieldContraction | None = None) -> StepHessian:
+    """The Hessians at every knot of ``X`` from checked inputs: generalized forces ``tau`` (N, nv), ``fd`` the
+    first-order derivatives of the acceleration field (``da_dq``, ``da_dv``, ``da_dtau``: ``aba_derivatives(model,
+    X, tau)``, or ``contact_dynamics_derivatives`` for contacts), ``XI = dt ν̄'`` (N, 6) with
+    ``PHI = Ad_{exp(-XI)}``, ``JR = Jr(XI)`` (None for a fixed base), covectors ``LAM`` (N, ndx).
+
+    ``field_contraction`` maps the field's covectors ``μ`` (N, nv) to ``(qq, qv, vv, qtau)`` of ``μᵀ ∂²a``
+    (``aba_second_order``'s blocks); default: ABA's. The step is the same for any field ``a(q, v, τ)``."""
     N, nv, n = len(X), model.nv, model.n
     ndx = 2 * nv
     lam_xi = LAM.copy()
     if PHI is not None:
         lam_xi[:, :6] = np.einsum("nij,ni->nj", JR, LAM[:, :6])
     mu = dt * (lam_xi[:, nv:] + dt * lam_xi[:, :nv])
-    terms = [field_term(None, _fd_contraction(model, X, tau, mu), n)]
+    C = _fd_contraction(model, X, tau, mu) if field_contraction is None else field_contraction(mu)
+    terms = [field_term(None, C, n)]
     if PHI is not None:
         Sa = np.zeros((N, 6, ndx + n))
         Sa[:, :, :6] = np.eye(6)

@@ -17,6 +17,12 @@ derivatives of ``impulse_dynamics_derivatives``::
 
     F_x = [[I, 0], [dv⁺/dq, dv⁺/dv]],    F_u = 0
 
+The second-order term of DDP (``trajectory_hessian_contraction``) is exact: the chart of ``x⁺`` carries the
+configuration through linearly, so the Hessian of ``λᵀ log(x̄⁺⁻¹ f(x̄ exp δx))`` is the velocity part's
+``λ_vᵀ ∂²v⁺/∂(q, v)²`` (``impulse_hessian_contraction``: the inverse-dynamics curvature of ``M(q) Δv`` through the
+constrained inverse inertia and the curvature of the contact Jacobian; ``v⁺`` is linear in ``v``, so the ``vv``
+block is zero), and every block involving ``u`` is zero.
+
 A contact sequence is then, for example, a flight phase (``RobotDynamics`` or ``ContactRobotDynamics`` with the
 stance feet only), one ``ImpulseRobotDynamics`` knot on the landing feet, and a ``ContactRobotDynamics`` phase on
 all feet, given to ``Problem`` as per-knot ``ActionModel`` s. The impact does not place the feet: it stops them
@@ -32,11 +38,13 @@ import numpy as np
 
 from lietraj.dynamics._checks import result_arrays
 from lietraj.dynamics.contact_dynamics import Contact
+from lietraj.dynamics.contact_dynamics_second_order import impulse_hessian_contraction
 from lietraj.dynamics.impulse_dynamics import impulse_dynamics, impulse_dynamics_derivatives
 from lietraj.dynamics.kinematics import frame_id
 from lietraj.dynamics.model import RobotModel
 from lietraj.dynamics.state import Trajectory
 from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, joint_torques
+from lietraj.optimal_control.euler_second_order import StepHessian
 
 
 class ImpulseRobotDynamics(DiscreteDynamics):
@@ -100,3 +108,20 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         F_x[:, nv:, nv:] = d.dvplus_dv
         F_u[...] = 0.0
         return DiscreteDerivatives(F_x, F_u) if out is None else out
+
+    def trajectory_hessian_contraction(self, X: Trajectory, U, LAM) -> StepHessian:
+        """The second-order term of DDP at every knot, exact (module docstring): ``xx`` from
+        ``impulse_hessian_contraction`` with the velocity part of ``LAM``; ``xu`` and ``uu`` are zero."""
+        self._check_controls(X, U)
+        N, nv, ndx = len(X), self.model.nv, self.state_space.ndx
+        LAM = np.asarray(LAM, dtype=np.float64)
+        if LAM.shape != (N, ndx) or not np.all(np.isfinite(LAM)):
+            raise ValueError(f"ImpulseRobotDynamics({self.model.name}).hessian_contraction: lam must be finite with "
+                             f"shape ({ndx},) per knot, got {LAM.shape} for {N} knot(s)")
+        h = impulse_hessian_contraction(self.model, X, self.contacts, LAM[:, nv:], self.restitution, self.damping)
+        xx = np.zeros((N, ndx, ndx))
+        xx[:, :nv, :nv] = h.qq + np.swapaxes(h.qq, -1, -2)
+        xx[:, :nv, :nv] *= 0.5
+        xx[:, :nv, nv:] = h.qv
+        xx[:, nv:, :nv] = np.swapaxes(h.qv, -1, -2)
+        return StepHessian(xx, np.zeros((N, ndx, self.nu)), np.zeros((N, self.nu, self.nu)))
