@@ -27,6 +27,7 @@ from lietraj.optimal_control.contact_residuals import (
     WrenchConeResidual,
     barrier_activation,
 )
+from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.costs import ResidualCost
 from lietraj.optimal_control.derivative_check import check_derivatives
 
@@ -225,3 +226,27 @@ def test_residuals_reject_bad_input(rng):
         force.value(X, np.full_like(U, np.nan))
     with pytest.raises(ValueError, match="forces must be"):
         force.residual_of_forces(np.zeros((1, 3)))
+
+
+@pytest.mark.parametrize("name", list(FEET))
+def test_residuals_share_the_contact_derivatives_of_their_dynamics(name, rng):
+    """With ``dynamics=``, the residual's derivatives are those it computes alone, taken from the dynamics' last
+    contact-derivative evaluation at the same knots (one evaluation for both), and a change of the knots is seen."""
+    model, contacts, X, U = case(name, rng, N=3)
+    dyn = ContactRobotDynamics(model, 0.01, contacts)
+    alone, shared = WrenchConeResidual(model, dyn.contacts, MU), WrenchConeResidual(model, dyn.contacts, MU, dynamics=dyn)
+    dyn.trajectory_derivatives(X, U)
+    d = dyn.contact_derivatives(X, U)
+    assert dyn.contact_derivatives(Trajectory(X.H, X.s.copy(), X.v), U.copy()) is d  # equal inputs: reused
+    for a, b in zip(shared.derivatives(X, U).__dict__.values(), alone.derivatives(X, U).__dict__.values()):
+        assert np.array_equal(a, b)
+    U2 = U.copy()
+    U2[1, 0] += 1.0
+    assert dyn.contact_derivatives(X, U2) is not d
+    for a, b in zip(shared.derivatives(X, U2).__dict__.values(), alone.derivatives(X, U2).__dict__.values()):
+        assert np.array_equal(a, b)
+    other = ContactRobotDynamics(model, 0.01, contacts[:1])
+    with pytest.raises(ValueError, match="dynamics must be a ContactRobotDynamics"):
+        WrenchConeResidual(model, dyn.contacts, MU, dynamics=other)
+    with pytest.raises(ValueError, match="dynamics must be a ContactRobotDynamics"):
+        WrenchConeResidual(model, dyn.contacts, MU, damping=1e-6, dynamics=dyn)

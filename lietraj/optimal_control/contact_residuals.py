@@ -34,7 +34,11 @@ replaced by ``ρ = √(‖f_t‖² + ε²)``, smooth with gradient ``f_t / ρ`` 
 unilaterality.
 
 Costs of these residuals get a Gauss–Newton Hessian (``ResidualCost``): the contact forces are not affine in the
-state. Each call evaluates the contact dynamics (and, for ``derivatives``, their derivatives) at every knot.
+state. Each call evaluates the contact dynamics (and, for ``derivatives``, their derivatives) at every knot, unless
+the residual is given the ``dynamics`` (a ``ContactRobotDynamics`` of the same model and damping, whose
+``contacts`` it was built with) of the knots it is evaluated at: ``derivatives`` then takes
+``dynamics.contact_derivatives``, which the dynamics' own Jacobians have just computed at the same knots (one
+contact-derivative evaluation per knot and iteration instead of two).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
 from lietraj.dynamics.contact_dynamics_derivatives import contact_dynamics_derivatives
 from lietraj.dynamics.model import RobotModel
 from lietraj.optimal_control.activations import QuadraticBarrier
+from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.residuals import Residual, ResidualDerivatives, _frame, reference_vectors
 
 DEFAULT_CONE_EPSILON = 1e-3
@@ -90,7 +95,7 @@ class _ContactResidual(Residual):
 
     uses_u = True
 
-    def __init__(self, model: RobotModel, contacts: Sequence[Contact], damping: float = 0.0):
+    def __init__(self, model: RobotModel, contacts: Sequence[Contact], damping: float = 0.0, dynamics=None):
         name = type(self).__name__
         if not isinstance(model, RobotModel):
             raise TypeError(f"{name}: model must be a RobotModel, got {type(model).__name__}")
@@ -108,6 +113,12 @@ class _ContactResidual(Residual):
         self.contacts, self.damping = contacts, float(damping)
         self.offsets = np.cumsum([0] + [c.dim for c in contacts])
         self.nc = int(self.offsets[-1])
+        if dynamics is not None and not (
+                isinstance(dynamics, ContactRobotDynamics) and dynamics.model is model and dynamics.damping == self.damping
+                and len(dynamics.contacts) == len(contacts) and all(a is b for a, b in zip(dynamics.contacts, contacts))):
+            raise ValueError(f"{name}: dynamics must be a ContactRobotDynamics of the same model and damping whose "
+                             "contacts are these (dynamics.contacts)")
+        self.dynamics = dynamics
 
     def _contact(self, contact_index) -> tuple[Contact, int]:
         """The contact ``contact_index`` and the offset of its force in the stacked forces."""
@@ -145,7 +156,10 @@ class _ContactResidual(Residual):
 
     def derivatives(self, X, U) -> ResidualDerivatives:
         _, U = self._check(X, U)
-        d = contact_dynamics_derivatives(self.model, X, self._tau(U), self.contacts, self.damping)
+        if self.dynamics is not None:
+            d = self.dynamics.contact_derivatives(X, U)
+        else:
+            d = contact_dynamics_derivatives(self.model, X, self._tau(U), self.contacts, self.damping)
         r, G = self._map(d.forces)
         nv, n = self.model.nv, self.model.n
         R_x = np.concatenate([G @ d.df_dq, G @ d.df_dv], axis=2)
@@ -160,8 +174,9 @@ class ContactForceResidual(_ContactResidual):
     """``r = lambda − reference`` (nc,): the stacked contact forces minus a reference (default 0; a vector (nc,) or
     an (N, nc) array to track, settable), for force regularization."""
 
-    def __init__(self, model: RobotModel, contacts: Sequence[Contact], reference=None, damping: float = 0.0):
-        super().__init__(model, contacts, damping)
+    def __init__(self, model: RobotModel, contacts: Sequence[Contact], reference=None, damping: float = 0.0,
+                 dynamics=None):
+        super().__init__(model, contacts, damping, dynamics)
         self.nr = self.nc
         self.reference = reference
 
@@ -190,8 +205,8 @@ class FrictionConeResidual(_ContactResidual):
     ``epsilon`` = ε > 0). The normal is ``z`` of the contact's reference (module docstring)."""
 
     def __init__(self, model: RobotModel, contacts: Sequence[Contact], contact_index: int, mu: float,
-                 facets: int | None = 4, epsilon: float = DEFAULT_CONE_EPSILON, damping: float = 0.0):
-        super().__init__(model, contacts, damping)
+                 facets: int | None = 4, epsilon: float = DEFAULT_CONE_EPSILON, damping: float = 0.0, dynamics=None):
+        super().__init__(model, contacts, damping, dynamics)
         self.contact, self.offset = self._contact(contact_index)
         self.contact_index = int(contact_index)
         self.mu = _positive(mu, "FrictionConeResidual: mu")
@@ -232,8 +247,8 @@ class CenterOfPressureResidual(_ContactResidual):
     −n_x − w f_z] ≤ 0`` (4,), force and torque in the sole frame at its origin (module docstring)."""
 
     def __init__(self, model: RobotModel, contacts: Sequence[Contact], contact_index: int, half_length: float,
-                 half_width: float, damping: float = 0.0):
-        super().__init__(model, contacts, damping)
+                 half_width: float, damping: float = 0.0, dynamics=None):
+        super().__init__(model, contacts, damping, dynamics)
         self.contact, self.offset = self._contact(contact_index)
         self.contact_index = int(contact_index)
         if self.contact.kind != "6d" or self.contact.reference != "local":
@@ -263,8 +278,8 @@ class WrenchConeResidual(_ContactResidual):
     contact and per condition."""
 
     def __init__(self, model: RobotModel, contacts: Sequence[Contact], mu: float,
-                 soles: dict | None = None, facets: int = 4, damping: float = 0.0):
-        super().__init__(model, contacts, damping)
+                 soles: dict | None = None, facets: int = 4, damping: float = 0.0, dynamics=None):
+        super().__init__(model, contacts, damping, dynamics)
         self.mu = _positive(mu, "WrenchConeResidual: mu")
         if isinstance(facets, bool) or not isinstance(facets, (int, np.integer)) or facets < 3:
             raise ValueError(f"WrenchConeResidual: facets must be an integer >= 3, got {facets!r}")

@@ -48,7 +48,7 @@ from lietraj.dynamics.contact_dynamics import (
     split_work,
     work_array,
 )
-from lietraj.dynamics.contact_dynamics_derivatives import contact_dynamics_derivatives
+from lietraj.dynamics.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
 from lietraj.dynamics.contact_dynamics_second_order import contact_hessian_contraction
 from lietraj.dynamics.model import JOINT_FREE, RobotModel
 from lietraj.dynamics.state import State, Trajectory
@@ -131,6 +131,7 @@ class ContactRobotDynamics(DiscreteDynamics):
         self.nu = model.n
         self.nc = self._packed.nc
         self._cache: dict = {}
+        self._last: tuple | None = None
 
     def __repr__(self) -> str:
         frames = ", ".join(f"{c.frame}:{c.kind}" for c in self.contacts)
@@ -197,11 +198,27 @@ class ContactRobotDynamics(DiscreteDynamics):
             return np.ascontiguousarray(self.dt * (X.v[:, :6] + self.dt * d.a[:, :6]))
         return np.zeros((len(X), 0))
 
-    def trajectory_derivatives(self, X: Trajectory, U, out: DiscreteDerivatives | None = None) -> DiscreteDerivatives:
+    def contact_derivatives(self, X: Trajectory, U) -> ContactDynamicsDerivatives:
+        """``contact_dynamics_derivatives`` at every knot: accelerations, contact forces and their derivatives.
+
+        The last evaluation is kept with a copy of its inputs and returned again for equal ``(X, U)``: the
+        Jacobians, DDP's second-order term and the contact costs built on this object (``WrenchConeResidual(...,
+        dynamics=self)``) evaluate the same knots in one iteration and share one computation. The arrays are
+        shared: read them, do not write them."""
         tau = self._torques(X, U)
-        N, nv, n = len(X), self.model.nv, self.model.n
-        F_x, F_u = result_arrays(out, DiscreteDerivatives, ((N, 2 * nv, 2 * nv), (N, 2 * nv, n)), "derivatives")
+        if self._last is not None:
+            inputs, d = self._last
+            if all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(inputs, (X.H, X.s, X.v, tau))
+                   if b is not None):
+                return d
         d = contact_dynamics_derivatives(self.model, X, tau, self.contacts, self.damping)
+        self._last = (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v, tau)), d)
+        return d
+
+    def trajectory_derivatives(self, X: Trajectory, U, out: DiscreteDerivatives | None = None) -> DiscreteDerivatives:
+        N, nv, n = len(X), self.model.nv, self.model.n
+        d = self.contact_derivatives(X, U)
+        F_x, F_u = result_arrays(out, DiscreteDerivatives, ((N, 2 * nv, 2 * nv), (N, 2 * nv, n)), "derivatives")
         XI = self._step_twists(X, d)
         E, PHI, K = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
         _euler_jacobians_batch(XI, self.dt, np.ascontiguousarray(d.da_dq), np.ascontiguousarray(d.da_dv),
@@ -221,7 +238,7 @@ class ContactRobotDynamics(DiscreteDynamics):
         if LAM.shape != (N, ndx) or not np.all(np.isfinite(LAM)):
             raise ValueError(f"ContactRobotDynamics({m.name}).hessian_contraction: lam must be finite with shape "
                              f"({ndx},) per knot, got {LAM.shape} for {N} knot(s)")
-        d = contact_dynamics_derivatives(m, X, tau, self.contacts, self.damping)
+        d = self.contact_derivatives(X, U)
         XI, PHI, JR = self._step_twists(X, d), None, None
         if m.floating_base:
             _, PHI, JR = exp_blocks(XI)

@@ -67,8 +67,8 @@ def balance(robot: str = "talos_legs", lift: str | None = None, horizon: int = 6
         x0 = State(x0.H, x0.s, v)
     u0 = quasi_static_torques(model, x0, every)
 
-    def running_costs(contacts, com_ref, foot_target=None) -> CostSum:
-        c = standing_cost(model, feet, contacts, rest, com_ref, u0, dt, com_weight, control_weight, friction)
+    def running_costs(dynamics, com_ref, foot_target=None) -> CostSum:
+        c = standing_cost(dynamics, feet, rest, com_ref, u0, com_weight, control_weight, friction)
         if foot_target is not None:
             c.add("foot", ResidualCost(FrameTranslationResidual(model, lift, foot_target, nu=model.n)), dt * com_weight)
         return c
@@ -76,16 +76,16 @@ def balance(robot: str = "talos_legs", lift: str | None = None, horizon: int = 6
     terminal = at_rest_cost(model, rest, c_goal, com_weight, joint_weight=0.01)
     on_all_feet = ContactRobotDynamics(model, dt, every)
     if lift is None:
-        running = [ActionModel(on_all_feet, running_costs(every, c_goal))] * horizon
+        running = [ActionModel(on_all_feet, running_costs(on_all_feet, c_goal))] * horizon
         foot_goal = None
     else:
         clearance = (0.05 if feet.kind == "6d" else 0.03) if clearance is None else clearance
         foot_goal = poses[lift][:3, 3] + np.array([0.0, 0.0, clearance])
         k1 = max(1, int(round(shift * horizon)))
         s = 0.5 * (1.0 - np.cos(np.pi * np.arange(k1) / k1))
-        shifting = ActionModel(on_all_feet, running_costs(every, c0 + np.outer(s, c_goal - c0)))
-        standing = tuple(c for c in every if c.frame != lift)
-        on_support = ActionModel(ContactRobotDynamics(model, dt, standing), running_costs(standing, c_goal, foot_goal))
+        shifting = ActionModel(on_all_feet, running_costs(on_all_feet, c0 + np.outer(s, c_goal - c0)))
+        on_lift = ContactRobotDynamics(model, dt, tuple(c for c in every if c.frame != lift))
+        on_support = ActionModel(on_lift, running_costs(on_lift, c_goal, foot_goal))
         running = [shifting] * k1 + [on_support] * (horizon - k1)
         terminal.add("foot", ResidualCost(FrameTranslationResidual(model, lift, foot_goal, nu=0)), com_weight)
     problem = Problem(x0, running, terminal)

@@ -88,14 +88,15 @@ class _GaitBuilder:
             c.add("com", ResidualCost(CenterOfMassResidual(self.model, com, nu=n)), dt * 1e6)
         for frame, path in (swing or {}).items():
             c.add(f"{frame} swing", ResidualCost(FrameTranslationResidual(self.model, frame, path, nu=n)), dt * 1e6)
+        dynamics = self.dynamics(support)
         if support:
-            add_wrench_cone_cost(c, self.model, self.contacts(support), self.feet, self.friction, dt * 1e2)
+            add_wrench_cone_cost(c, dynamics, self.feet, self.friction, dt * 1e2)
         weights = np.concatenate([np.zeros(3), np.full(3, 500.0), np.full(n, 0.01), np.full(6, 10.0), np.ones(n)])
         c.add("posture", self._posture(weights, n), dt * 10.0)
         c.add("control", control_regularization(n), dt * 0.1)
         c.add("joint limits", joint_limit_cost(self.model, nu=n), dt * 1e3)
         c.add("torque limits", torque_limit_cost(self.model), dt * 1e3)
-        return ActionModel(self.dynamics(support), c)
+        return ActionModel(dynamics, c)
 
     def touchdown(self, support: dict[str, np.ndarray], landing: tuple[str, ...]) -> ActionModel:
         """The impact knot on ``support`` (frame -> ground point) placing the ``landing`` feet at their points."""

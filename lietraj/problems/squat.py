@@ -50,9 +50,10 @@ def squat(robot: str = "talos_legs", depth: float | None = None, horizon: int = 
     t = np.arange(horizon) / horizon
     com_ref = c0 - np.outer(depth * 0.5 * (1.0 - np.cos(2.0 * np.pi * t)), [0.0, 0.0, 1.0])
 
-    running = standing_cost(model, feet, contacts, x0, com_ref, u0, dt, com_weight, control_weight, friction)
+    dynamics = ContactRobotDynamics(model, dt, contacts)
+    running = standing_cost(dynamics, feet, x0, com_ref, u0, com_weight, control_weight, friction)
     terminal = at_rest_cost(model, x0, c0, com_weight, joint_weight=1.0)
-    problem = Problem(x0, ActionModel(ContactRobotDynamics(model, dt, contacts), running), terminal, horizon=horizon)
+    problem = Problem(x0, ActionModel(dynamics, running), terminal, horizon=horizon)
 
     def checks(ex: ExampleProblem, result: SolverResult) -> dict[str, float]:
         reached = float(c0[2] - np.min(center_of_mass(model, result.xs)[:, 2]))

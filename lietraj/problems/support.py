@@ -18,6 +18,7 @@ from lietraj.dynamics.state import State
 from lietraj.dynamics.robots import load_robot
 from lietraj.optimal_control.activations import WeightedQuadratic
 from lietraj.optimal_control.contact_residuals import WrenchConeResidual, barrier_activation
+from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.costs import (
     CostSum,
     ResidualCost,
@@ -94,33 +95,35 @@ def posture_weights(model: RobotModel, base_orientation: float, joints: float, v
                            np.full(model.nv, velocities)])
 
 
-def add_wrench_cone_cost(costs: CostSum, model: RobotModel, contacts: tuple[Contact, ...], feet: Feet,
-                         friction: float, scale: float) -> None:
-    """Add to ``costs`` a barrier on leaving the friction pyramids and, for soles, the CoP rectangles of
-    ``contacts`` (``WrenchConeResidual``), weighted ``scale · 1e4 / (m g)²``: a violation of 1 % of the robot's
-    weight then costs as much as 1 cm of CoM error at a CoM weight of ``1e4 · scale``. A barrier is soft, so it is
-    placed ``WRENCH_CONE_SAFETY`` inside the true limits (friction coefficient and sole size), which the solutions
-    then respect."""
+def add_wrench_cone_cost(costs: CostSum, dynamics: ContactRobotDynamics, feet: Feet, friction: float,
+                         scale: float) -> None:
+    """Add to ``costs`` a barrier on leaving the friction pyramids and, for soles, the CoP rectangles of the contacts
+    of ``dynamics`` (``WrenchConeResidual``, sharing the dynamics' contact derivatives), weighted
+    ``scale · 1e4 / (m g)²``: a violation of 1 % of the robot's weight then costs as much as 1 cm of CoM error at a
+    CoM weight of ``1e4 · scale``. A barrier is soft, so it is placed ``WRENCH_CONE_SAFETY`` inside the true limits
+    (friction coefficient and sole size), which the solutions then respect."""
+    model, contacts = dynamics.model, dynamics.contacts
     soles = {c.frame: tuple(WRENCH_CONE_SAFETY * np.array(feet.sole)) for c in contacts} if feet.sole else None
-    residual = WrenchConeResidual(model, contacts, WRENCH_CONE_SAFETY * friction, soles)
+    residual = WrenchConeResidual(model, contacts, WRENCH_CONE_SAFETY * friction, soles, dynamics=dynamics)
     weight = model.total_mass * float(np.linalg.norm(model.gravity))
     costs.add("wrench cone", ResidualCost(residual, barrier_activation(residual.nr)), scale * 1e4 / weight ** 2)
 
 
-def standing_cost(model: RobotModel, feet: Feet, contacts: tuple[Contact, ...], posture: State, com_ref, u_ref,
-                  dt: float, com_weight: float, control_weight: float, friction: float) -> CostSum:
-    """The running cost of a robot standing on ``contacts``, ``dt`` times (Crocoddyl's integrated models): the CoM
-    tracking ``com_ref`` ((3,) or one point per knot) weighted ``com_weight``, the state regularized towards
-    ``posture`` (base orientation 10, joints 0.01, velocities 1; base position free), the torques towards ``u_ref``
-    weighted ``control_weight``, the wrench-cone barrier of ``add_wrench_cone_cost``, and barriers ``1e3`` on the
-    joint and torque limits."""
+def standing_cost(dynamics: ContactRobotDynamics, feet: Feet, posture: State, com_ref, u_ref, com_weight: float,
+                  control_weight: float, friction: float) -> CostSum:
+    """The running cost of a robot standing on the contacts of ``dynamics``, ``dt`` times (Crocoddyl's integrated
+    models): the CoM tracking ``com_ref`` ((3,) or one point per knot) weighted ``com_weight``, the state regularized
+    towards ``posture`` (base orientation 10, joints 0.01, velocities 1; base position free), the torques towards
+    ``u_ref`` weighted ``control_weight``, the wrench-cone barrier of ``add_wrench_cone_cost``, and barriers ``1e3``
+    on the joint and torque limits."""
+    model, dt = dynamics.model, dynamics.dt
     space, n = model.state_space, model.n
     c = CostSum(space, n)
     c.add("com", ResidualCost(CenterOfMassResidual(model, com_ref, nu=n)), dt * com_weight)
     regularization = WeightedQuadratic(posture_weights(model, 10.0, 0.01, 1.0))
     c.add("posture", ResidualCost(StateResidual(space, posture, n), regularization), dt)
     c.add("control", control_regularization(n, reference=u_ref, state_space=space), dt * control_weight)
-    add_wrench_cone_cost(c, model, contacts, feet, friction, dt * com_weight / 1e4)
+    add_wrench_cone_cost(c, dynamics, feet, friction, dt * com_weight / 1e4)
     c.add("joint limits", joint_limit_cost(model, nu=n), dt * 1e3)
     c.add("torque limits", torque_limit_cost(model), dt * 1e3)
     return c
