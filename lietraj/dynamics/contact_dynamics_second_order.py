@@ -63,7 +63,7 @@ from numba import njit
 
 from lietraj.dynamics._checks import base_poses, check_type
 from lietraj.dynamics._spatial import act_inv_motion, add, cross, cross_motion, dot, load3, load9, mm, mtv, mv, scale, \
-    skew_polynomial, sub, transpose
+    sub, transpose
 from lietraj.dynamics.aba_second_order import ForwardDynamicsHessian
 from lietraj.dynamics.contact_dynamics import (
     CF_KP,
@@ -83,7 +83,7 @@ from lietraj.dynamics.contact_dynamics_derivatives import ContactDynamicsDerivat
 from lietraj.dynamics.impulse_dynamics import _impact, _in_references, _no_gravity, impulse_dynamics_derivatives
 from lietraj.dynamics.kinematics import LOCAL_WORLD_ALIGNED, PLACEMENT, W_COLS, W_P, W_R, forward_kinematics_core, \
     world_motion_subspace
-from lietraj.dynamics.kinematics_derivatives import jlog_coefficients, log3
+from lietraj.dynamics.kinematics_derivatives import jlog6_blocks, jlog_coefficients, log3
 from lietraj.dynamics.model import JOINT_FREE, RobotModel
 from lietraj.dynamics.rnea_second_order import rnea_second_order_contraction
 from lietraj.dynamics.state import State, Trajectory
@@ -153,15 +153,7 @@ def _jlog_transpose_times(TR, Tp, oR, op, f):
     w = log3(mm(transpose(TR), oR))
     theta = math.sqrt(dot(w, w))
     D, Dd = jlog_coefficients(theta)
-    A = skew_polynomial(w, 0.5, D)
-    wp = dot(w, p)
-    t = sub(scale(w, Dd * wp), scale(p, theta * theta * Dd + 2.0 * D))
-    C = (t[0] * w[0] + D * (w[0] * p[0] + wp), t[0] * w[1] + D * w[0] * p[1] - 0.5 * p[2],
-         t[0] * w[2] + D * w[0] * p[2] + 0.5 * p[1],
-         t[1] * w[0] + D * w[1] * p[0] + 0.5 * p[2], t[1] * w[1] + D * (w[1] * p[1] + wp),
-         t[1] * w[2] + D * w[1] * p[2] - 0.5 * p[0],
-         t[2] * w[0] + D * w[2] * p[0] - 0.5 * p[1], t[2] * w[1] + D * w[2] * p[1] + 0.5 * p[0],
-         t[2] * w[2] + D * (w[2] * p[2] + wp))
+    A, C = jlog6_blocks(w, p, theta, D, Dd)
     return mtv(A, f[0]), mtv(A, add(mtv(C, f[0]), f[1]))
 
 

@@ -259,6 +259,22 @@ def jlog_coefficients(theta):
     return D, Dd
 
 
+@inline
+def jlog6_blocks(w, p, theta, D, Dd):
+    """The blocks of ``Jlog6(e) = Jr(e)⁻¹ = [[A, C A], [0, A]]`` at ``e = (u, w)`` with ``p = V(w) u`` (the
+    translation of ``exp(e)``), ``θ = |w|`` and ``D, Dd = jlog_coefficients(θ)``: ``A = Jlog3(w)`` and ``C``."""
+    A = skew_polynomial(w, 0.5, D)
+    wp = dot(w, p)
+    t = sub(scale(w, Dd * wp), scale(p, theta * theta * Dd + 2.0 * D))
+    C = (t[0] * w[0] + D * (w[0] * p[0] + wp), t[0] * w[1] + D * w[0] * p[1] - 0.5 * p[2],
+         t[0] * w[2] + D * w[0] * p[2] + 0.5 * p[1],
+         t[1] * w[0] + D * w[1] * p[0] + 0.5 * p[2], t[1] * w[1] + D * (w[1] * p[1] + wp),
+         t[1] * w[2] + D * w[1] * p[2] - 0.5 * p[0],
+         t[2] * w[0] + D * w[2] * p[0] - 0.5 * p[1], t[2] * w[1] + D * w[2] * p[1] + 0.5 * p[0],
+         t[2] * w[2] + D * (w[2] * p[2] + wp))
+    return A, C
+
+
 @njit(cache=True)
 def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
     """r = log(T^-1 oM_f) (linear first) and J = Jr(r)^-1 J_local (6, nv) for frame k, from the poses in W."""
@@ -271,15 +287,7 @@ def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
     D, Dd = jlog_coefficients(theta)
     u = mv(skew_polynomial(w, -0.5, D), p)
     r[0], r[1], r[2], r[3], r[4], r[5] = u[0], u[1], u[2], w[0], w[1], w[2]
-    A = skew_polynomial(w, 0.5, D)
-    wp = dot(w, p)
-    t = sub(scale(w, Dd * wp), scale(p, theta * theta * Dd + 2.0 * D))
-    C = (t[0] * w[0] + D * (w[0] * p[0] + wp), t[0] * w[1] + D * w[0] * p[1] - 0.5 * p[2],
-         t[0] * w[2] + D * w[0] * p[2] + 0.5 * p[1],
-         t[1] * w[0] + D * w[1] * p[0] + 0.5 * p[2], t[1] * w[1] + D * (w[1] * p[1] + wp),
-         t[1] * w[2] + D * w[1] * p[2] - 0.5 * p[0],
-         t[2] * w[0] + D * w[2] * p[0] - 0.5 * p[1], t[2] * w[1] + D * w[2] * p[1] + 0.5 * p[0],
-         t[2] * w[2] + D * (w[2] * p[2] + wp))
+    A, C = jlog6_blocks(w, p, theta, D, Dd)
     j = fb[k]
     while j >= 0:
         iv = mi[j, 2]

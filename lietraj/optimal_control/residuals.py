@@ -38,6 +38,7 @@ from lietraj.dynamics._spatial import base_placement, dot, mm, mtv, mv, skew_pol
 from lietraj.dynamics.center_of_mass import center_of_mass, center_of_mass_jacobian
 from lietraj.dynamics.kinematics import frame_id, frame_placement, frame_jacobian, frame_velocity, reference_code
 from lietraj.dynamics.kinematics_derivatives import (
+    jlog6_blocks,
     jlog_coefficients,
     log3,
     frame_placement_error,
@@ -193,17 +194,7 @@ def _se3_error_batch(H, HREF, jacobian, Z, J):
             Z[k, m], Z[k, 3 + m] = u[m], w[m]
         if not jacobian:
             continue
-        A = skew_polynomial(w, 0.5, D)
-        wp = dot(w, pe)
-        t = sub((Dd * wp * w[0], Dd * wp * w[1], Dd * wp * w[2]),
-                ((theta * theta * Dd + 2.0 * D) * pe[0], (theta * theta * Dd + 2.0 * D) * pe[1],
-                 (theta * theta * Dd + 2.0 * D) * pe[2]))
-        C = (t[0] * w[0] + D * (w[0] * pe[0] + wp), t[0] * w[1] + D * w[0] * pe[1] - 0.5 * pe[2],
-             t[0] * w[2] + D * w[0] * pe[2] + 0.5 * pe[1],
-             t[1] * w[0] + D * w[1] * pe[0] + 0.5 * pe[2], t[1] * w[1] + D * (w[1] * pe[1] + wp),
-             t[1] * w[2] + D * w[1] * pe[2] - 0.5 * pe[0],
-             t[2] * w[0] + D * w[2] * pe[0] - 0.5 * pe[1], t[2] * w[1] + D * w[2] * pe[1] + 0.5 * pe[0],
-             t[2] * w[2] + D * (w[2] * pe[2] + wp))
+        A, C = jlog6_blocks(w, pe, theta, D, Dd)
         CA = mm(C, A)
         for r in range(3):
             for c in range(3):
