@@ -4,7 +4,8 @@ builds one, solves it with the solver's log on the terminal, prints what the sol
     lietraj solve talos_reach
     lietraj solve squat --robot solo12 --solver ilqr --horizon 60 --dt 0.03 --save squat.npz
     lietraj solve balance --robot talos_legs --set lift=right_sole_link
-    lietraj solve jump --robot anymal --plot jump.png
+    lietraj solve jump --robot anymal --plot jump.png --html jump.html
+    lietraj solve trot --view
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="another parameter of the problem's builder, e.g. depth=0.08 or lift=FL_FOOT")
     solve.add_argument("--save", metavar="FILE", help="write the solution (.npz, lossless; load_solution reads it)")
     solve.add_argument("--plot", metavar="FILE", help="write a summary figure of the solution (.png or .pdf)")
+    solve.add_argument("--html", metavar="FILE", help="write the animated solution as one self-contained HTML page")
+    solve.add_argument("--view", action="store_true",
+                       help="show the iterates and then the solution in the browser (local Meshcat server)")
     solve.add_argument("--quiet", action="store_true", help="no per-iteration log")
     return parser
 
@@ -70,6 +74,7 @@ def _check_output(path: str | None, suffixes: tuple[str, ...], option: str) -> N
 
 def _solve(args: argparse.Namespace) -> int:
     _check_output(args.plot, (".png", ".pdf"), "--plot")
+    _check_output(args.html, (".html", ".htm"), "--html")
     parameters = dict(args.set)
     for key in ("horizon", "dt"):
         if getattr(args, key) is not None:
@@ -78,8 +83,15 @@ def _solve(args: argparse.Namespace) -> int:
     options = example.options if args.max_iter is None else replace(example.options, max_iter=args.max_iter)
     print(f"{example.name}: {example.description}")
     print(f"  {example.problem}, dt = {example.dt:g} s")
+    viewer, callback = None, None
+    if args.view:
+        from lietraj.viz.meshcat_scene import RobotViewer  # meshcat loads only when a view is asked for
+
+        viewer = RobotViewer(example.model)
+        print(f"viewer: {viewer.serve(open_browser=True)}")
+        callback = viewer.solver_callback(example.dt)
     start = time.perf_counter()
-    result = example.solve(args.solver, options, verbose=not args.quiet)
+    result = example.solve(args.solver, options, callback=callback, verbose=not args.quiet)
     print(f"{result!r} (wall {time.perf_counter() - start:.2f} s)")
     for key, value in example.metrics(result).items():
         print(f"  {key:>22s}: {value:.6g}")
@@ -87,11 +99,27 @@ def _solve(args: argparse.Namespace) -> int:
         save_solution(args.save, result, metadata={"problem": example.name, "robot": example.model.name,
                                                    "parameters": {k: repr(v) for k, v in parameters.items()}})
         print(f"saved to {args.save}")
-    if args.plot and finite_trajectory(result.xs):
-        from lietraj.viz.plots import save_summary  # matplotlib loads only when a plot is asked for
+    if finite_trajectory(result.xs):
+        if args.plot:
+            from lietraj.viz.plots import save_summary  # matplotlib loads only when a plot is asked for
 
-        save_summary(args.plot, example, result)
-        print(f"plot written to {args.plot}")
+            save_summary(args.plot, example, result)
+            print(f"plot written to {args.plot}")
+        if args.html or viewer is not None:
+            points, forces = example.contact_arrays(result)
+            extras = dict(com=True, contact_points=points, contact_forces=forces, targets=example.targets)
+            if args.html:
+                from lietraj.viz.html import export_html
+
+                print(f"animation written to {export_html(example.model, result.xs, example.dt, args.html, **extras)}")
+            if viewer is not None:
+                viewer.animate(result.xs, example.dt, **extras)
+    if viewer is not None:
+        try:
+            input(f"the solution plays at {viewer.url}; press Enter to stop the viewer ")
+        except EOFError:  # no terminal to wait on
+            pass
+        viewer.close()
     return 0 if result.converged else 1
 
 

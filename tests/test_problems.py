@@ -113,6 +113,11 @@ def test_command_line_lists_solves_and_saves(tmp_path, capsys):
     capsys.readouterr()
     assert main(["solve", "squat", "--robot", "solo12", "--plot", str(tmp_path / "squat.svg")]) == 2
     assert "must end in .png or .pdf" in capsys.readouterr().err
+    page = tmp_path / "squat.html"
+    assert main(["solve", "squat", "--robot", "solo12", "--quiet", "--html", str(page)]) == 0
+    text = page.read_text()
+    assert text.lstrip().lower().startswith("<!doctype html") and 'src="http' not in text  # nothing fetched
+    assert main(["solve", "squat", "--robot", "solo12", "--html", str(tmp_path / "squat.txt")]) == 2
     assert main(["solve", "squat", "--robot", "ur5"]) == 2
     assert "takes the robots" in capsys.readouterr().err
     assert main(["solve", "squat", "--robot", "solo12", "--set", "bogus=1", "--quiet"]) == 2

@@ -67,6 +67,26 @@ class ExampleProblem:
                 phases.append((k, k + 1, m.dynamics))
         return phases
 
+    def contact_arrays(self, result: SolverResult) -> tuple[np.ndarray, np.ndarray]:
+        """World points ``P`` and world forces ``F`` (T, contacts, 3) of every foot that is in contact at some knot,
+        for drawing (``RobotViewer.animate(contact_points=P, contact_forces=F)``): zero force while a contact is off."""
+        model, xs, us = self.model, result.xs, result.us
+        phases = self.contact_phases()
+        frames = list(dict.fromkeys(c.frame for _, _, dyn in phases for c in dyn.contacts))
+        T = len(us)
+        P, F = np.zeros((T, len(frames), 3)), np.zeros((T, len(frames), 3))
+        for j, f in enumerate(frames):
+            P[:, j] = frame_placement(model, knots(xs, 0, T), f)[:, :3, 3]
+        for a, b, dyn in phases:
+            lam, o = dyn.contact_forces(knots(xs, a, b), us[a:b]), 0
+            for c in dyn.contacts:
+                f = lam[:, o:o + 3]
+                if c.reference == "local":
+                    f = np.einsum("kij,kj->ki", frame_placement(model, knots(xs, a, b), c.frame)[:, :3, :3], f)
+                F[a:b, frames.index(c.frame)] = f
+                o += c.dim
+        return P, F
+
     def metrics(self, result: SolverResult) -> dict[str, float]:
         """Cost, iterations and status of ``result``, the torques against the model's limits, and for contact
         problems:

@@ -1,9 +1,12 @@
-"""Visualization: matplotlib plots of a solution (``plots``); Meshcat scenes, animations and self-contained HTML
-export follow (issue 7 of the tracker).
+"""Visualization: Meshcat scenes and animations of a robot (``meshcat_scene``: live in the browser, updated while a
+solver iterates), self-contained HTML export and headless screenshots (``html``), and matplotlib plots of a solution
+(``plots``).
 
-The plots import matplotlib when ``lietraj.viz`` is imported, never when ``lietraj`` is.
+Importing ``lietraj.viz`` loads meshcat and matplotlib (about a second); ``lietraj`` itself never imports it.
 """
 
+from lietraj.viz.html import HeadlessChromium, export_html, save_html, screenshot
+from lietraj.viz.meshcat_scene import RobotViewer
 from lietraj.viz.plots import (
     contact_force_series,
     plot_com_and_feet,
@@ -14,5 +17,6 @@ from lietraj.viz.plots import (
     summary_figure,
 )
 
-__all__ = ["contact_force_series", "plot_com_and_feet", "plot_contact_forces", "plot_convergence", "plot_joints",
-           "save_summary", "summary_figure"]
+__all__ = ["HeadlessChromium", "RobotViewer", "contact_force_series", "export_html", "plot_com_and_feet",
+           "plot_contact_forces", "plot_convergence", "plot_joints", "save_html", "save_summary", "screenshot",
+           "summary_figure"]
