@@ -117,7 +117,7 @@ def _solve(args: argparse.Namespace) -> int:
     if viewer is not None:
         try:
             input(f"the solution plays at {viewer.url}; press Enter to stop the viewer ")
-        except EOFError:  # no terminal to wait on
+        except (EOFError, OSError):  # no terminal to wait on
             pass
         viewer.close()
     return 0 if result.converged else 1

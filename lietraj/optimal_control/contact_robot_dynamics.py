@@ -58,6 +58,7 @@ from lietraj.optimal_control.discrete_dynamics import (
     PolicyRollout,
     _euler_jacobians_batch,
     _policy_arguments,
+    covectors,
     policy_knot,
     policy_start,
     _pose_exp,
@@ -234,10 +235,7 @@ class ContactRobotDynamics(DiscreteDynamics):
         m = self.model
         tau = self._torques(X, U)
         N, ndx = len(X), self.state_space.ndx
-        LAM = np.asarray(LAM, dtype=np.float64)
-        if LAM.shape != (N, ndx) or not np.all(np.isfinite(LAM)):
-            raise ValueError(f"ContactRobotDynamics({m.name}).hessian_contraction: lam must be finite with shape "
-                             f"({ndx},) per knot, got {LAM.shape} for {N} knot(s)")
+        LAM = covectors(LAM, N, ndx, f"ContactRobotDynamics({m.name})")
         d = self.contact_derivatives(X, U)
         XI, PHI, JR = self._step_twists(X, d), None, None
         if m.floating_base:

@@ -514,6 +514,15 @@ def exp_blocks(XI: np.ndarray, blocks: bool = True) -> tuple[np.ndarray, np.ndar
     return E, PHI, K
 
 
+def covectors(LAM, N: int, ndx: int, who: str) -> np.ndarray:
+    """DDP's covectors ``LAM`` (N, ndx) on the next states' tangent, checked (finite, one per knot) as float64."""
+    LAM = np.asarray(LAM, dtype=np.float64)
+    if LAM.shape != (N, ndx) or not np.all(np.isfinite(LAM)):
+        raise ValueError(f"{who}.hessian_contraction: lam must be finite with shape ({ndx},) per knot, got {LAM.shape} "
+                         f"for {N} knot(s)")
+    return LAM
+
+
 def joint_torques(model: RobotModel, X: Trajectory, U, who: str, out: np.ndarray | None = None) -> np.ndarray:
     """Checked (N, n) joint torques as (N, nv) generalized forces (zero wrench on a floating base), written into
     ``out`` (N, nv, zero in its base columns) when given."""
@@ -855,10 +864,7 @@ class RobotDynamics(DiscreteDynamics):
                                       "external wrenches (fext); use iLQR, which needs only the Jacobians")
         tau = self._torques(X, U)
         N, ndx = len(X), self.state_space.ndx
-        LAM = np.asarray(LAM, dtype=np.float64)
-        if LAM.shape != (N, ndx) or not np.all(np.isfinite(LAM)):
-            raise ValueError(f"RobotDynamics({m.name}).hessian_contraction: lam must be finite with shape ({ndx},) per "
-                             f"knot, got {LAM.shape} for {N} knot(s)")
+        LAM = covectors(LAM, N, ndx, f"RobotDynamics({m.name})")
         if self.integrator == "euler":
             d = self._fd_derivatives(X, tau, 0)
             XI, PHI, JR = np.zeros((N, 0)), None, None

@@ -43,7 +43,7 @@ from lietraj.dynamics.impulse_dynamics import impulse_dynamics, impulse_dynamics
 from lietraj.dynamics.kinematics import frame_id
 from lietraj.dynamics.model import RobotModel
 from lietraj.dynamics.state import Trajectory
-from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, joint_torques
+from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, covectors, joint_torques
 from lietraj.optimal_control.euler_second_order import StepHessian
 
 
@@ -114,10 +114,7 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         ``impulse_hessian_contraction`` with the velocity part of ``LAM``; ``xu`` and ``uu`` are zero."""
         self._check_controls(X, U)
         N, nv, ndx = len(X), self.model.nv, self.state_space.ndx
-        LAM = np.asarray(LAM, dtype=np.float64)
-        if LAM.shape != (N, ndx) or not np.all(np.isfinite(LAM)):
-            raise ValueError(f"ImpulseRobotDynamics({self.model.name}).hessian_contraction: lam must be finite with "
-                             f"shape ({ndx},) per knot, got {LAM.shape} for {N} knot(s)")
+        LAM = covectors(LAM, N, ndx, f"ImpulseRobotDynamics({self.model.name})")
         h = impulse_hessian_contraction(self.model, X, self.contacts, LAM[:, nv:], self.restitution, self.damping)
         xx = np.zeros((N, ndx, ndx))
         xx[:, :nv, :nv] = h.qq + np.swapaxes(h.qq, -1, -2)
