@@ -52,7 +52,11 @@ class ExampleProblem:
             return solve_fddp(self.problem, self.xs0, self.us0, options, callback, verbose)
         if solver in ("ilqr", "ddp"):
             solve = solve_ilqr if solver == "ilqr" else solve_ddp
-            return solve(self.problem, self.us0, options, callback, verbose)
+            result = solve(self.problem, self.us0, options, callback, verbose)
+            if result.iterations == 0 and not result.converged and self.xs0 is not None:
+                result.status += (f"; {solver} starts from the rollout of the guess's controls, which this problem's "
+                                  "guess (a state trajectory, for fddp) does not give: solve it with fddp")
+            return result
         raise ValueError(f"{self.name}: solver must be one of {', '.join(SOLVERS)}, got {solver!r}")
 
     def contact_phases(self) -> list[tuple[int, int, ContactRobotDynamics]]:
