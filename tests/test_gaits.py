@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lietraj.dynamics.center_of_mass import center_of_mass
-from lietraj.dynamics.kinematics import frame_placement
+from lietraj.dynamics.kinematics import frame_placement, frame_velocity
 from lietraj.optimal_control.discrete_dynamics import RobotDynamics
 from lietraj.optimal_control.impulse_robot_dynamics import ImpulseRobotDynamics
 from lietraj.problems import FEET, make_problem
@@ -64,6 +64,12 @@ def test_jump_flies_and_lands_a_step_ahead(robot):
     c0 = center_of_mass(ex.model, ex.problem.x0)[2]
     assert abs(m["apex_mm"] - 1e3 * c0 / 4.0) < 0.1 * 1e3 * c0 / 4.0
     assert m["landing_com_error_mm"] < 10.0
+    # The touchdown knot is an impact: the feet come down fast and stop dead.
+    k = next(k for k, a in enumerate(ex.problem.running) if isinstance(a.dynamics, ImpulseRobotDynamics))
+    for f in FEET[robot].frames:
+        before = frame_velocity(ex.model, result.xs[k], f, "local_world_aligned")[:3]
+        after = frame_velocity(ex.model, result.xs[k + 1], f, "local_world_aligned")[:3]
+        assert before[2] < -0.1 and np.abs(after).max() < 1e-9, (f, before, after)
     # In flight every foot is off the ground.
     flight = [k for k, a in enumerate(ex.problem.running) if isinstance(a.dynamics, RobotDynamics)]
     for f in FEET[robot].frames:
