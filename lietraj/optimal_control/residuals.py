@@ -124,14 +124,6 @@ def reference_vectors(value, size: int, what: str) -> np.ndarray:
     return ref
 
 
-def _knot_targets(residual, N: int) -> np.ndarray:
-    """The ``target`` of a tracking residual, checked against the knot count ``N`` when it has one row per knot."""
-    target = residual.target
-    if target.ndim == 2 and target.shape[0] != N:
-        raise ValueError(f"{residual!r}: the target has {target.shape[0]} knots, X has {N}")
-    return target
-
-
 def _zeros(shape: tuple[int, ...]) -> np.ndarray:
     """A read-only array of zeros that takes no memory: the Jacobian block of a variable a residual ignores."""
     return np.broadcast_to(np.zeros(()), shape)
@@ -412,13 +404,9 @@ class FramePlacementResidual(_FrameResidual):
         return self._derivatives(X, U, e.residual, e.jacobian)
 
 
-class FrameTranslationResidual(_FrameResidual):
-    """``r = op_f − p_ref`` (3,): the world position error of a frame's origin from ``target`` (settable): one point
-    (3,), or one per knot (N, 3) to track a path (a swing foot's; X must then have N knots)."""
-
-    def __init__(self, model: RobotModel, frame: int | str, target, nu: int | None = None):
-        super().__init__(model, frame, 3, nu)
-        self.target = target
+class _PointTracking:
+    """The settable ``target`` of a residual ``r = p(x) − target`` on world points: one point (3,), or one per knot
+    (N, 3) to track a path."""
 
     @property
     def target(self) -> np.ndarray:
@@ -428,12 +416,26 @@ class FrameTranslationResidual(_FrameResidual):
     def target(self, target) -> None:
         self._target = reference_vectors(target, 3, f"{type(self).__name__}: target")
 
+    def _error(self, points: np.ndarray) -> np.ndarray:
+        if self._target.ndim == 2 and self._target.shape[0] != len(points):
+            raise ValueError(f"{self!r}: the target has {self._target.shape[0]} knots, X has {len(points)}")
+        return points - self._target
+
+
+class FrameTranslationResidual(_PointTracking, _FrameResidual):
+    """``r = op_f − p_ref`` (3,): the world position error of a frame's origin from ``target`` (settable): one point
+    (3,), or one per knot (N, 3) to track a path (a swing foot's; X must then have N knots)."""
+
+    def __init__(self, model: RobotModel, frame: int | str, target, nu: int | None = None):
+        super().__init__(model, frame, 3, nu)
+        self.target = target
+
     def __repr__(self) -> str:
         return f"FrameTranslationResidual({self.model.name!r}, {self.frame_name!r})"
 
     def value(self, X, U) -> np.ndarray:
-        N, _ = self._check(X, U)
-        return frame_placement(self.model, X, self.frame)[:, :3, 3] - _knot_targets(self, N)
+        self._check(X, U)
+        return self._error(frame_placement(self.model, X, self.frame)[:, :3, 3])
 
     def derivatives(self, X, U) -> ResidualDerivatives:
         r = self.value(X, U)
@@ -504,7 +506,7 @@ class FrameVelocityResidual(_FrameResidual):
         return self._derivatives(X, U, r, dv_dq, dv_dv)
 
 
-class CenterOfMassResidual(_RobotResidual):
+class CenterOfMassResidual(_PointTracking, _RobotResidual):
     """``r = c − c_ref`` (3,): the world centre-of-mass position error from ``target`` (settable): one point (3,),
     or one per knot (N, 3) to track a CoM trajectory (X must then have N knots)."""
 
@@ -514,20 +516,12 @@ class CenterOfMassResidual(_RobotResidual):
             raise ValueError(f"CenterOfMassResidual: model {model.name!r} has no mass")
         self.target = target
 
-    @property
-    def target(self) -> np.ndarray:
-        return self._target
-
-    @target.setter
-    def target(self, target) -> None:
-        self._target = reference_vectors(target, 3, f"{type(self).__name__}: target")
-
     def __repr__(self) -> str:
         return f"CenterOfMassResidual({self.model.name!r})"
 
     def value(self, X, U) -> np.ndarray:
-        N, _ = self._check(X, U)
-        return center_of_mass(self.model, X) - _knot_targets(self, N)
+        self._check(X, U)
+        return self._error(center_of_mass(self.model, X))
 
     def derivatives(self, X, U) -> ResidualDerivatives:
         r = self.value(X, U)
