@@ -56,6 +56,7 @@ from lietraj.optimal_control.discrete_dynamics import (
     DiscreteDerivatives,
     DiscreteDynamics,
     PolicyRollout,
+    TorqueDriven,
     _euler_jacobians_batch,
     _policy_arguments,
     covectors,
@@ -64,7 +65,6 @@ from lietraj.optimal_control.discrete_dynamics import (
     _pose_exp,
     euler_step,
     exp_blocks,
-    joint_torques,
 )
 from lietraj.optimal_control.euler_second_order import StepHessian, euler_step_hessian
 
@@ -109,7 +109,7 @@ def _contact_rollout_kernel(mi, mf, g, dp, dt, CI, CF, damping, H0, s0, v0, HR, 
     return OK, N
 
 
-class ContactRobotDynamics(DiscreteDynamics):
+class ContactRobotDynamics(TorqueDriven, DiscreteDynamics):
     """Semi-implicit Euler dynamics of a ``RobotModel`` driven by its joint torques (``nu = model.n``) while the
     rigid ``contacts`` (``Contact`` objects, the same at every knot) hold; ``damping`` >= 0 regularizes redundant
     contacts as in ``contact_dynamics``. See the module docstring for phases. The second-order term of DDP is exact
@@ -137,17 +137,6 @@ class ContactRobotDynamics(DiscreteDynamics):
     def __repr__(self) -> str:
         frames = ", ".join(f"{c.frame}:{c.kind}" for c in self.contacts)
         return f"ContactRobotDynamics({self.model.name!r}, dt={self.dt}, contacts=[{frames}])"
-
-    def _scratch(self, key: str, N: int, build):
-        value = self._cache.get((key, N))
-        if value is None:
-            value = self._cache[(key, N)] = build()
-        return value
-
-    def _torques(self, X: Trajectory, U) -> np.ndarray:
-        N = len(X) if type(X) is Trajectory else 0
-        return joint_torques(self.model, X, U, "ContactRobotDynamics",
-                             self._scratch("tau", N, lambda: np.zeros((N, self.model.nv))))
 
     def _solve(self, X: Trajectory, U) -> tuple[np.ndarray, np.ndarray]:
         """Accelerations (N, nv) and contact forces (N, nc) at every knot, from one batched kernel call."""

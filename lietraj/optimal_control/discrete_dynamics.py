@@ -623,7 +623,23 @@ class DiscreteDynamics(ABC):
         return X
 
 
-class RobotDynamics(DiscreteDynamics):
+class TorqueDriven:
+    """Work arrays kept per (purpose, knot count) in ``self._cache``, and the generalized forces ``[0; u]`` of the
+    joint torques: what the robot dynamics driven by ``model``'s joint torques share."""
+
+    def _scratch(self, key: str, N: int, build):
+        value = self._cache.get((key, N))
+        if value is None:
+            value = self._cache[(key, N)] = build()
+        return value
+
+    def _torques(self, X: Trajectory, U) -> np.ndarray:
+        N = len(X) if type(X) is Trajectory else 0
+        return joint_torques(self.model, X, U, type(self).__name__,
+                             self._scratch("tau", N, lambda: np.zeros((N, self.model.nv))))
+
+
+class RobotDynamics(TorqueDriven, DiscreteDynamics):
     """Discrete dynamics of a ``RobotModel`` driven by its joint torques, by semi-implicit Euler or RK4 on the
     state group (module docstring), with constant body-frame external wrenches ``fext`` (``(nb, 6)``, optional).
 
@@ -653,15 +669,6 @@ class RobotDynamics(DiscreteDynamics):
 
     # ---- helpers -----------------------------------------------------------------------------------------
 
-    def _scratch(self, key: str, N: int, build):
-        value = self._cache.get((key, N))
-        if value is None:
-            value = self._cache[(key, N)] = build()
-        return value
-
-    def _torques(self, X: Trajectory, U) -> np.ndarray:
-        N = len(X) if type(X) is Trajectory else 0
-        return joint_torques(self.model, X, U, "RobotDynamics", self._scratch("tau", N, lambda: np.zeros((N, self.model.nv))))
 
     def _fext(self, N: int):
         if self.fext is None:
