@@ -62,7 +62,7 @@ from lietraj.optimal_control.discrete_dynamics import (
     covectors,
     policy_knot,
     policy_start,
-    _pose_exp,
+    euler_update,
     euler_step,
     exp_blocks,
 )
@@ -83,7 +83,6 @@ def _contact_rollout_kernel(mi, mf, g, dp, dt, CI, CF, damping, H0, s0, v0, HR, 
     RobotDynamics' Euler rollout, with contact_dynamics_core for ABA."""
     N, nv, n = U.shape[0], V.shape[1], S.shape[1]
     floating = mi[0, 1] == JOINT_FREE
-    nh = 6 if floating else 0
     W, WC, M, Z, SC = split_work(work, mi.shape[0], nv, lam.shape[0])
     policy_start(floating, H0, s0, v0, H, S, V, tau)
     for t in range(N + 1):
@@ -98,14 +97,7 @@ def _contact_rollout_kernel(mi, mf, g, dp, dt, CI, CF, damping, H0, s0, v0, HR, 
                                        J, gamma)
         if status != OK:
             return status, t + 1
-        for i in range(nv):  # semi-implicit Euler: v+ = v + dt a, H+ = H exp(dt nu+), s+ = s + dt sdot+
-            V[t + 1, i] = V[t, i] + dt * acc[i]
-        if floating:
-            for i in range(6):
-                z[i] = dt * V[t + 1, i]
-            _pose_exp(Ht, z, H[t + 1], E)
-        for i in range(n):
-            S[t + 1, i] = S[t, i] + dt * V[t + 1, nh + i]
+        euler_update(t, floating, n, dt, acc, Ht, H, S, V, z, E)
     return OK, N
 
 

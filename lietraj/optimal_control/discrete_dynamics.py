@@ -310,6 +310,21 @@ def _field(mi, mf, g, floating, n, dt, H, s, v, tau, fext, W, acc, F):
     return status
 
 
+@inline
+def euler_update(t, floating, n, dt, acc, Ht, H, S, V, z, E):
+    """The semi-implicit Euler step from knot t (base pose Ht) given its acceleration, into knot t + 1:
+    v+ = v + dt a, H+ = H exp(dt nu+) (floating base only), s+ = s + dt sdot+."""
+    nh = 6 if floating else 0
+    for i in range(V.shape[1]):
+        V[t + 1, i] = V[t, i] + dt * acc[i]
+    if floating:
+        for i in range(6):
+            z[i] = dt * V[t + 1, i]
+        _pose_exp(Ht, z, H[t + 1], E)
+    for i in range(n):
+        S[t + 1, i] = S[t, i] + dt * V[t + 1, nh + i]
+
+
 @njit(cache=True)
 def _policy_rollout_kernel(mi, mf, g, floating, n, dt, rk4, fext, H0, s0, v0, HR, SR, VR, UR, k, K, alpha, GAPS,
                            shrink, LB, UB, bounded, H, S, V, U, DX, W, E, tau, acc, F, z, YH, YS, YV):
@@ -318,8 +333,7 @@ def _policy_rollout_kernel(mi, mf, g, floating, n, dt, rk4, fext, H0, s0, v0, HR
     control or state (t + 1 when the step from knot t fails). Work arrays: W for ABA, E (4, 4),
     tau and acc (nv), F (4, ndx) and z (ndx) for the stages, YH (2, 4, 4), YS (2, n), YV (2, nv) for Y₂ and Y₃/Y₄
     of RK4 (RobotDynamics._step, the same operations)."""
-    N, nv = U.shape[0], V.shape[1]
-    nh = 6 if floating else 0
+    N = U.shape[0]
     policy_start(floating, H0, s0, v0, H, S, V, tau)
     for t in range(N + 1):
         status = policy_knot(t, floating, n, H, S, V, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB, UB, bounded, U,
@@ -334,14 +348,7 @@ def _policy_rollout_kernel(mi, mf, g, floating, n, dt, rk4, fext, H0, s0, v0, HR
             status = aba_core(mi, mf, g, Ht, S[t], V[t], tau, fext, W, acc)
             if status != OK:
                 return status, t + 1
-            for i in range(nv):
-                V[t + 1, i] = V[t, i] + dt * acc[i]
-            if floating:
-                for i in range(6):
-                    z[i] = dt * V[t + 1, i]
-                _pose_exp(Ht, z, Hn, E)
-            for i in range(n):
-                S[t + 1, i] = S[t, i] + dt * V[t + 1, nh + i]
+            euler_update(t, floating, n, dt, acc, Ht, H, S, V, z, E)
             continue
         # RK4: Y2 = x exp(F1/2), Y3 = x exp(F2/2), Y4 = Y2 exp(F3 - F1/2), Z = x exp(ξ5), x+ = Z exp(ξ6)
         F1, F2, F3, F4 = F[0], F[1], F[2], F[3]
