@@ -14,7 +14,7 @@ from numba import njit
 
 from lietraj.dynamics.state import State, Trajectory
 
-OK, BAD_S, BAD_V, BAD_A, BAD_FEXT, NOT_FINITE, BAD_ROTATION, BAD_H, BAD_TAU, BAD_N = range(10)
+OK, BAD_S, BAD_V, BAD_A, BAD_FEXT, NOT_FINITE, BAD_ROTATION, BAD_H, BAD_TAU, BAD_N, SINGULAR = range(11)
 
 _MESSAGES = {
     BAD_S: "joint positions s must have shape ({n},)",
@@ -26,6 +26,7 @@ _MESSAGES = {
     BAD_H: "the base pose H must be a 4x4 homogeneous matrix with last row [0, 0, 0, 1]",
     BAD_TAU: "joint torques must have shape ({nv},)",
     BAD_N: "trajectory arrays must all have the same number of knots",
+    SINGULAR: "the mass matrix is singular: some joint moves no mass (give it inertia or armature)",
 }
 
 IDENTITY4 = np.eye(4)

@@ -22,6 +22,7 @@ from lietraj.dynamics._checks import (
     BAD_N,
     BAD_TAU,
     OK,
+    SINGULAR,
     as_fext,
     as_fext_batch,
     as_vector,
@@ -62,7 +63,6 @@ from lietraj.dynamics.model import JOINT_FREE, MF_ARMATURE, RobotModel
 from lietraj.dynamics.rnea import local_wrenches
 from lietraj.dynamics.state import State, Trajectory
 
-SINGULAR = 100
 
 # Work-array columns (shared with hybrid_dynamics): R (9), p (3), v (6), c (6), I^A (21), p^A (6), U (6), 1/D, u, a (6).
 WORK_LAYOUT = (0, 9, 12, 18, 24, 45, 51, 57, 58, 59, 65)

@@ -30,16 +30,18 @@ from lietraj.dynamics._checks import (
     BAD_TAU,
     check_dynamics_inputs,
     OK,
+    SINGULAR,
     as_fext,
     as_fext_batch,
     as_vector,
     base_pose,
     base_poses,
     check_type,
+    raise_for_status,
     result_arrays,
 )
 from lietraj.dynamics.aba import _COLS as _ABA_COLS
-from lietraj.dynamics.aba import SINGULAR, _raise, aba_core
+from lietraj.dynamics.aba import _raise, aba_core
 from lietraj.dynamics.inverse_mass_matrix import _PC as _MINV_PC
 from lietraj.dynamics.inverse_mass_matrix import minv_core
 from lietraj.dynamics.model import JOINT_FREE, RobotModel
@@ -171,10 +173,8 @@ def _work(model: RobotModel) -> tuple:
 
 
 def _raise_fd(status: int, model: RobotModel, knot: int | None) -> None:
-    if status == SINGULAR:
-        where = f" at knot {knot}" if knot is not None else ""
-        raise ValueError(f"aba_derivatives({model.name}){where}: the mass matrix is singular: some joint moves no "
-                         "mass (give it inertia or armature)")
+    if status == SINGULAR:  # aba's own message speaks of articulated inertias; these derivatives factor M itself
+        raise_for_status(status, model, "aba_derivatives", knot)
     _raise(status, model, knot)
 
 

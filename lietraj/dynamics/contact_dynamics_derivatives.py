@@ -63,7 +63,7 @@ from lietraj.dynamics._spatial import add, cross, load3, load9, mtv, mv, sub
 from lietraj.dynamics.aba_derivatives import minus_minv_dtau
 from lietraj.dynamics.contact_dynamics import Contact, ContactDynamicsResult, contact_dynamics
 from lietraj.dynamics.inverse_mass_matrix import _PC as _MINV_PC
-from lietraj.dynamics.inverse_mass_matrix import SINGULAR, minv_core
+from lietraj.dynamics.inverse_mass_matrix import minv_core
 from lietraj.dynamics.kinematics import (
     ACCELERATION,
     LOCAL,
@@ -347,8 +347,6 @@ def _plan(model: RobotModel, contacts: tuple[Contact, ...]) -> _Plan:
 
 def _raise(status: int, model: RobotModel, knot: int | None) -> None:
     what = f"contact_dynamics_derivatives({model.name})" + ("" if knot is None else f" at knot {knot}")
-    if status == SINGULAR:
-        raise ValueError(f"{what}: the mass matrix is singular: some joint moves no mass (give it inertia or armature)")
     if status == SCHUR_SINGULAR:
         raise ValueError(f"{what}: the contact Jacobian is rank deficient (redundant contacts); remove contacts or "
                          "pass damping > 0")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from lietraj.dynamics._checks import BAD_N, OK, base_pose, base_poses, check_type, raise_for_status
+from lietraj.dynamics._checks import BAD_N, OK, SINGULAR, base_pose, base_poses, check_type, raise_for_status
 from lietraj.dynamics._spatial import (
     add_inertia_blocks,
     dot,
@@ -42,7 +42,7 @@ from lietraj.dynamics.crba import body_in_base_frame, check_positions
 from lietraj.dynamics.model import JOINT_FREE, MF_ARMATURE, MF_MASS, RobotModel
 from lietraj.dynamics.state import State, Trajectory
 
-SINGULAR, NOT_DEPTH_FIRST = 100, 101
+NOT_DEPTH_FIRST = 101
 
 # Work-array columns, all in the base frame: pose R (9), p (3) of the body; I^A (21: A sym 6, B 9, C sym 6);
 # S (6); U (6); 1/D; subtree size; then P_i[:, j] at _PC + 6 j (row 0 holds F until P_0 replaces it).
@@ -197,10 +197,6 @@ def minv_batch_kernel(mi, mf, H, S, V, W, MINV):
 
 
 def _raise(status: int, model: RobotModel, knot: int | None = None) -> None:
-    where = f" at knot {knot}" if knot is not None else ""
-    if status == SINGULAR:
-        raise ValueError(f"inverse_mass_matrix({model.name}){where}: the mass matrix is singular: some joint moves "
-                         "no mass (give it inertia or armature)")
     if status == NOT_DEPTH_FIRST:
         raise ValueError(f"inverse_mass_matrix({model.name}): bodies must be numbered depth first (every subtree "
                          "a contiguous range of bodies), as a URDF-loaded model is")
