@@ -61,8 +61,11 @@ class _GaitBuilder:
         self.x0 = model.reference_state()
         self.nj, self.nv = model.n, model.nv
         self.gains = contact_gains(dt)
+        # Crocoddyl's: base position free, base orientation 500, joints 0.01, base velocity 10, joint velocities 1
+        self.posture_weights = np.concatenate([np.zeros(3), np.full(3, 500.0), np.full(self.nj, 0.01),
+                                               np.full(6, 10.0), np.ones(self.nj)])
         self._dynamics: dict[tuple[str, ...], object] = {}
-        self.landings: list[tuple[ActionModel, dict[str, np.ndarray]]] = []
+        self.landings: dict[int, dict[str, np.ndarray]] = {}  # id of a touchdown ActionModel -> its landing points
 
     def contacts(self, feet: dict[str, np.ndarray]) -> tuple[Contact, ...]:
         """Point contacts holding each of ``feet`` (frame -> planned ground point) there."""
@@ -91,8 +94,7 @@ class _GaitBuilder:
         dynamics = self.dynamics(support)
         if support:
             add_wrench_cone_cost(c, dynamics, self.feet, self.friction, dt * 1e2)
-        weights = np.concatenate([np.zeros(3), np.full(3, 500.0), np.full(n, 0.01), np.full(6, 10.0), np.ones(n)])
-        c.add("posture", self._posture(weights, n), dt * 10.0)
+        c.add("posture", self._posture(self.posture_weights, n), dt * 10.0)
         c.add("control", control_regularization(n), dt * 0.1)
         c.add("joint limits", joint_limit_cost(self.model, nu=n), dt * 1e3)
         c.add("torque limits", torque_limit_cost(self.model), dt * 1e3)
@@ -108,25 +110,18 @@ class _GaitBuilder:
         c.add("posture", self._posture(weights, n), 10.0)
         c.add("control", control_regularization(n), 1e-3)  # F_u = 0 at an impact: keeps Q_uu positive definite
         model = ActionModel(ImpulseRobotDynamics(self.model, self.contacts(support)), c)
-        self.landings.append((model, landing))
+        self.landings[id(model)] = landing
         return model
 
     def landing_error(self, ex: ExampleProblem, result: SolverResult) -> float:
         """The largest distance (m) of a landing foot from its target at the touchdown knots."""
-        error = 0.0
-        for k, m in enumerate(ex.problem.running):
-            for touchdown, landing in self.landings:
-                if m is touchdown:
-                    for frame, point in landing.items():
-                        p = frame_placement(self.model, result.xs[k], frame)[:3, 3]
-                        error = max(error, float(np.linalg.norm(p - point)))
-        return error
+        errors = [np.linalg.norm(frame_placement(self.model, result.xs[k], frame)[:3, 3] - point)
+                  for k, m in enumerate(ex.problem.running) for frame, point in self.landings.get(id(m), {}).items()]
+        return float(max(errors, default=0.0))
 
     def terminal(self) -> CostSum:
-        n = self.nj
-        weights = np.concatenate([np.zeros(3), np.full(3, 500.0), np.full(n, 0.01), np.full(6, 10.0), np.ones(n)])
         c = CostSum(self.model.state_space, 0)
-        c.add("posture", self._posture(weights, 0), 10.0)
+        c.add("posture", self._posture(self.posture_weights, 0), 10.0)
         return c
 
     def example(self, name: str, running: list[ActionModel], description: str, checks) -> ExampleProblem:
