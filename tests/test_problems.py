@@ -17,6 +17,7 @@ import pytest
 from croc_oracle import talos_reach_problem
 from lietraj.cli import main
 from lietraj.dynamics import se3
+from lietraj.dynamics.kinematics import frame_placement
 from lietraj.dynamics.pinocchio_interop import to_pinocchio
 from lietraj.optimal_control.solution_io import load_solution
 from lietraj.problems import PROBLEMS, make_problem, squat, talos_reach
@@ -121,3 +122,22 @@ def test_command_line_lists_solves_and_saves(tmp_path, capsys):
     assert main(["solve", "squat", "--robot", "ur5"]) == 2
     assert "takes the robots" in capsys.readouterr().err
     assert main(["solve", "squat", "--robot", "solo12", "--set", "bogus=1", "--quiet"]) == 2
+
+
+def test_contact_arrays_are_the_world_points_and_forces_of_the_feet():
+    """The viewer's arrows: one per foot in contact at some knot, at the foot, world-axes forces (soles' rotated from
+    their own axes) that carry the robot's weight, zero once the foot is lifted."""
+    ex = make_problem("balance", "talos_legs", lift="right_sole_link")
+    result = ex.solve()
+    P, F = ex.contact_arrays(result)
+    forces = ex.contact_forces(result.xs, result.us)
+    assert list(forces) == ["left_sole_link", "right_sole_link"] and P.shape == F.shape == (len(result.us), 2, 3)
+    lifted = np.isnan(forces["right_sole_link"][:, 0])
+    assert lifted.any() and not lifted[0] and np.all(F[lifted, 1] == 0.0)
+    weight = ex.model.total_mass * 9.81
+    assert np.allclose(F[:5, :, 2].sum(axis=1), weight, rtol=0.15)
+    for j, frame in enumerate(forces):
+        pose = frame_placement(ex.model, result.xs, frame)[:-1]
+        assert np.array_equal(P[:, j], pose[:, :3, 3])
+        on = ~np.isnan(forces[frame][:, 0])
+        assert np.allclose(F[on, j], np.einsum("kij,kj->ki", pose[on, :3, :3], forces[frame][on, :3]), atol=1e-9)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lietraj.dynamics.kinematics import frame_placement
+from lietraj.dynamics.kinematics import frame_id, frame_placement
 from lietraj.dynamics.model import RobotModel
 from lietraj.dynamics.state import Trajectory
 from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
@@ -71,24 +71,29 @@ class ExampleProblem:
                 phases.append((k, k + 1, m.dynamics))
         return phases
 
+    def contact_forces(self, xs: Trajectory, us: np.ndarray) -> dict[str, np.ndarray]:
+        """Contact frame name -> its force rows (T, 3 or 6) during each step, in its contact's reference
+        (``Contact.reference``), NaN at the steps where it is not in contact; frames in order of appearance."""
+        out: dict[str, np.ndarray] = {}
+        for a, b, dyn in self.contact_phases():
+            F, o = dyn.contact_forces(knots(xs, a, b), us[a:b]), 0
+            for c in dyn.contacts:
+                name = self.model.frames[frame_id(self.model, c.frame)].name
+                out.setdefault(name, np.full((len(us), c.dim), np.nan))[a:b] = F[:, o:o + c.dim]
+                o += c.dim
+        return out
+
     def contact_arrays(self, result: SolverResult) -> tuple[np.ndarray, np.ndarray]:
         """World points ``P`` and world forces ``F`` (T, contacts, 3) of every foot that is in contact at some knot,
         for drawing (``RobotViewer.animate(contact_points=P, contact_forces=F)``): zero force while a contact is off."""
-        model, xs, us = self.model, result.xs, result.us
-        phases = self.contact_phases()
-        frames = list(dict.fromkeys(c.frame for _, _, dyn in phases for c in dyn.contacts))
-        T = len(us)
-        P, F = np.zeros((T, len(frames), 3)), np.zeros((T, len(frames), 3))
-        for j, f in enumerate(frames):
-            P[:, j] = frame_placement(model, knots(xs, 0, T), f)[:, :3, 3]
-        for a, b, dyn in phases:
-            lam, o = dyn.contact_forces(knots(xs, a, b), us[a:b]), 0
-            for c in dyn.contacts:
-                f = lam[:, o:o + 3]
-                if c.reference == "local":
-                    f = np.einsum("kij,kj->ki", frame_placement(model, knots(xs, a, b), c.frame)[:, :3, :3], f)
-                F[a:b, frames.index(c.frame)] = f
-                o += c.dim
+        xs, T = result.xs, len(result.us)
+        forces = self.contact_forces(xs, result.us)
+        local = {c.frame for _, _, dyn in self.contact_phases() for c in dyn.contacts if c.reference == "local"}
+        P, F = np.zeros((T, len(forces), 3)), np.zeros((T, len(forces), 3))
+        for j, (frame, f) in enumerate(forces.items()):
+            pose = frame_placement(self.model, knots(xs, 0, T), frame)
+            P[:, j] = pose[:, :3, 3]
+            F[:, j] = np.nan_to_num(np.einsum("kij,kj->ki", pose[:, :3, :3], f[:, :3]) if frame in local else f[:, :3])
         return P, F
 
     def metrics(self, result: SolverResult) -> dict[str, float]:

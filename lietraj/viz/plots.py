@@ -42,7 +42,6 @@ from lietraj.dynamics.center_of_mass import center_of_mass
 from lietraj.dynamics.kinematics import frame_id, frame_placement
 from lietraj.dynamics.model import JOINT_PRISMATIC, RobotModel
 from lietraj.dynamics.state import Trajectory
-from lietraj.optimal_control.problem import knots
 from lietraj.optimal_control.solvers import IterationInfo, SolverResult
 from lietraj.problems.example_problem import ExampleProblem
 from lietraj.problems.support import FEET
@@ -403,15 +402,7 @@ def contact_force_series(example: ExampleProblem, solution: SolverResult | Traje
 
 
 def _contact_forces(sol: _Solution) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    for a, b, dyn in sol.example.contact_phases():
-        F = dyn.contact_forces(knots(sol.xs, a, b), sol.us[a:b])
-        offset = 0
-        for c in dyn.contacts:
-            f = out.setdefault(_frame_name(sol.model, c.frame), np.full((sol.T, 3), np.nan))
-            f[a:b] = F[:, offset:offset + 3]
-            offset += c.dim
-    return out
+    return {frame: f[:, :3] for frame, f in sol.example.contact_forces(sol.xs, sol.us).items()}
 
 
 def plot_contact_forces(example: ExampleProblem, solution: SolverResult | Trajectory, us=None, *,
