@@ -32,10 +32,10 @@ import pinocchio as pin
 import lietraj
 from bench_dynamics import per_call_us
 from lietraj.dynamics import se3
-from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
-from lietraj.dynamics.contact_dynamics_derivatives import contact_dynamics_derivatives
-from lietraj.dynamics.kinematics import frame_placement
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_dynamics_derivatives
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from pin_oracle import PROXIMAL_SETTINGS, pin_constraints  # noqa: E402

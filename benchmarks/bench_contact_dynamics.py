@@ -24,11 +24,11 @@ import pinocchio as pin
 
 import lietraj
 from lietraj.dynamics import se3
-from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
-from lietraj.dynamics.kinematics import frame_placement
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.state import State, Trajectory
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.lie.state import State, Trajectory
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from pin_oracle import PROXIMAL_SETTINGS, pin_constraints  # noqa: E402

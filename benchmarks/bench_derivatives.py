@@ -22,8 +22,8 @@ import pinocchio as pin
 import lietraj
 from bench_dynamics import run, time_cases
 from lietraj.dynamics import aba_derivatives, rnea_derivatives
-from lietraj.dynamics.linearization import linearize
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.algorithms.linearization import linearize
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from pin_oracle import pin_model  # noqa: E402

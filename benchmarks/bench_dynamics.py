@@ -19,7 +19,7 @@ import pinocchio as pin
 
 import lietraj
 from lietraj.dynamics import aba, inverse_mass_matrix, mass_matrix, rnea
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from pin_oracle import pin_model  # noqa: E402

@@ -21,7 +21,7 @@ import pinocchio as pin
 import lietraj
 from bench_dynamics import interleaved
 from lietraj.dynamics import rnea_derivatives, rnea_second_order_contraction, rnea_second_order_derivatives
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from pin_oracle import pin_model  # noqa: E402

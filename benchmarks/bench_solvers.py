@@ -35,7 +35,7 @@ import pinocchio as pin  # noqa: E402
 
 import lietraj  # noqa: E402
 from lietraj.dynamics import frame_placement, generalized_gravity  # noqa: E402
-from lietraj.dynamics.pinocchio_interop import to_pinocchio  # noqa: E402
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio  # noqa: E402
 from lietraj.optimal_control import (  # noqa: E402
     ActionModel,
     CostSum,

@@ -10,12 +10,12 @@ Euler, 5 ms), once with the LQR and once holding the equilibrium torques only. R
 import numpy as np
 
 from lietraj import load_robot
-from lietraj.dynamics.contact_dynamics import Contact
-from lietraj.dynamics.kinematics import frame_placement
-from lietraj.dynamics.state import Trajectory
-from lietraj.optimal_control.balance import balance_controller, push
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.lqr import simulate
+from lietraj.dynamics.contacts.contact_dynamics import Contact
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.lie.state import Trajectory
+from lietraj.optimal_control.feedback.balance import balance_controller, push
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.feedback.lqr import simulate
 
 DT, FRICTION = 0.005, 0.7
 SOLE = (0.1, 0.05)  # Talos' sole half length and half width (m)

@@ -7,7 +7,7 @@ from functools import lru_cache
 import numpy as np
 import pinocchio as pin
 
-from lietraj.dynamics.robots import ROBOTS, robot_data_dir
+from lietraj.dynamics.model.robots import ROBOTS, robot_data_dir
 
 
 @lru_cache(maxsize=None)
@@ -54,7 +54,7 @@ def _first_joints(m1: pin.Model, n_joints: int) -> pin.Model:
 
 def pin_model_from(model) -> pin.Model:
     """A Pinocchio model of a lietraj model (for builder-made trees): same bodies, joints and inertias."""
-    from lietraj.dynamics.model import JOINT_FREE, JOINT_PRISMATIC
+    from lietraj.dynamics.model.model import JOINT_FREE, JOINT_PRISMATIC
 
     pm = pin.Model()
     pm.gravity = pin.Motion(np.concatenate([model.gravity, np.zeros(3)]))

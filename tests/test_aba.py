@@ -10,10 +10,10 @@ import pytest
 
 import lietraj
 from conftest import ORACLE_ROBOTS, relative_error
-from lietraj.dynamics.aba import aba
-from lietraj.dynamics.builder import random_tree
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.rnea import rnea
+from lietraj.dynamics.algorithms.aba import aba
+from lietraj.dynamics.model.builder import random_tree
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.algorithms.rnea import rnea
 from pin_oracle import pin_model, pin_model_from
 from test_rnea import pin_fext
 
@@ -101,7 +101,7 @@ def test_bad_torque_shape_is_a_clear_error():
 
 def test_kernels_run_without_jit():
     """NUMBA_DISABLE_JIT=1 (for debugging in pure Python) gives the same results."""
-    code = ("import numpy as np, lietraj; from lietraj.dynamics.aba import aba; from lietraj.dynamics.rnea import rnea;"
+    code = ("import numpy as np, lietraj; from lietraj.dynamics.algorithms.aba import aba; from lietraj.dynamics.algorithms.rnea import rnea;"
             "m = lietraj.load_robot('solo12'); x = m.state_space.random(np.random.default_rng(0));"
             "a = np.arange(m.nv) / 10.0; print(repr(aba(m, x, rnea(m, x, a)).tolist()))")
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")

@@ -6,14 +6,14 @@ import pytest
 
 import lietraj
 from conftest import ORACLE_ROBOTS, relative_error
-from lietraj.dynamics.aba import aba
-from lietraj.dynamics.aba_derivatives import aba_derivatives
-from lietraj.dynamics.builder import random_tree
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.inverse_mass_matrix import inverse_mass_matrix
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.rnea import body_frame_wrenches, rnea
-from lietraj.dynamics.rnea_derivatives import rnea_derivatives
+from lietraj.dynamics.algorithms.aba import aba
+from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives
+from lietraj.dynamics.model.builder import random_tree
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.algorithms.rnea import body_frame_wrenches, rnea
+from lietraj.dynamics.algorithms.rnea_derivatives import rnea_derivatives
 from pin_oracle import pin_model, pin_model_from
 from test_rnea_derivatives import pitched
 

@@ -5,9 +5,9 @@ import pytest
 
 import lietraj
 from conftest import relative_error
-from lietraj.dynamics.aba_derivatives import aba_derivatives
-from lietraj.dynamics.aba_second_order import aba_hessian_contraction, aba_second_order_derivatives
-from lietraj.dynamics.finite_differences import numerical_jacobian
+from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives
+from lietraj.dynamics.algorithms.aba_second_order import aba_hessian_contraction, aba_second_order_derivatives
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
 
 
 @pytest.mark.parametrize("name", ["solo12", "panda", "talos"])

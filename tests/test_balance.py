@@ -13,13 +13,13 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
-from lietraj.dynamics.kinematics import frame_placement
-from lietraj.dynamics.robots import load_robot
-from lietraj.dynamics.state import State, Trajectory
-from lietraj.optimal_control.balance import balance_controller, constraint_basis, push
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.lqr import lqr, simulate
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.model.robots import load_robot
+from lietraj.dynamics.lie.state import State, Trajectory
+from lietraj.optimal_control.feedback.balance import balance_controller, constraint_basis, push
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.feedback.lqr import lqr, simulate
 
 FRICTION = 0.7
 SOLES = {"left_sole_link": (0.1, 0.05), "right_sole_link": (0.1, 0.05)}

@@ -10,10 +10,10 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from lietraj.dynamics.center_of_mass import center_of_mass, center_of_mass_jacobian, center_of_mass_velocity
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.robots import load_robot
-from lietraj.dynamics.state import State, Trajectory
+from lietraj.dynamics.kinematics.center_of_mass import center_of_mass, center_of_mass_jacobian, center_of_mass_velocity
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.model.robots import load_robot
+from lietraj.dynamics.lie.state import State, Trajectory
 from pin_oracle import pin_model
 
 ROBOTS = ["ur5", "panda", "solo12", "anymal", "go1", "talos", "icub", "romeo"]

@@ -22,12 +22,12 @@ import pytest
 
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.aba import aba
-from lietraj.dynamics.contact_dynamics import CF_KP, CF_P, CF_R, CF_TP, CF_TR, Contact, contact_dynamics, pack_contacts
-from lietraj.dynamics.kinematics import frame_acceleration, frame_placement, frame_velocity
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.rnea import rnea
-from lietraj.dynamics.robots import load_robot
+from lietraj.dynamics.algorithms.aba import aba
+from lietraj.dynamics.contacts.contact_dynamics import CF_KP, CF_P, CF_R, CF_TP, CF_TR, Contact, contact_dynamics, pack_contacts
+from lietraj.dynamics.kinematics.kinematics import frame_acceleration, frame_placement, frame_velocity
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.algorithms.rnea import rnea
+from lietraj.dynamics.model.robots import load_robot
 from pin_oracle import PROXIMAL_SETTINGS, pin_constraints, pin_model
 
 FEET = {
@@ -246,7 +246,7 @@ def test_kernels_run_without_jit():
     """NUMBA_DISABLE_JIT=1 (for debugging in pure Python) gives the compiled result."""
     code = ("import sys; sys.path.insert(0, 'tests'); import numpy as np;"
             "from test_contact_dynamics import case, GAINS;"
-            "from lietraj.dynamics.contact_dynamics import contact_dynamics;"
+            "from lietraj.dynamics.contacts.contact_dynamics import contact_dynamics;"
             "model, x, tau, contacts = case('talos', 1, GAINS[1], 'local_world_aligned');"
             "r = contact_dynamics(model, x, tau, contacts);"
             "print(repr(np.concatenate([r.a, r.lagrangian, r.drift, r.jacobian.ravel()]).tolist()))")

@@ -19,11 +19,11 @@ import pytest
 
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.aba_derivatives import aba_derivatives
-from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
-from lietraj.dynamics.contact_dynamics_derivatives import contact_dynamics_derivatives
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.kinematics import frame_placement
+from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_dynamics_derivatives
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.kinematics.kinematics import frame_placement
 from test_contact_dynamics import FEET, GAINS, case, pinocchio_constraint_dynamics, robot
 
 REFERENCES = ["local", "local_world_aligned"]

@@ -15,13 +15,13 @@ import pytest
 
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
-from lietraj.dynamics.contact_linearization import contact_linearization
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.kinematics import frame_placement
-from lietraj.dynamics.linearization import linearize
-from lietraj.dynamics.robots import load_robot
-from lietraj.dynamics.state import State, Trajectory
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.contacts.contact_linearization import contact_linearization
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.algorithms.linearization import linearize
+from lietraj.dynamics.model.robots import load_robot
+from lietraj.dynamics.lie.state import State, Trajectory
 
 FEET = {
     "talos": (("left_sole_link", "right_sole_link"), "6d"),

@@ -15,21 +15,21 @@ import pytest
 
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.kinematics import frame_placement
-from lietraj.dynamics.robots import load_robot
-from lietraj.dynamics.state import State, Trajectory
-from lietraj.optimal_control.contact_residuals import (
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.model.robots import load_robot
+from lietraj.dynamics.lie.state import State, Trajectory
+from lietraj.optimal_control.costs.contact_residuals import (
     CenterOfPressureResidual,
     ContactForceResidual,
     FrictionConeResidual,
     WrenchConeResidual,
     barrier_activation,
 )
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.costs import ResidualCost
-from lietraj.optimal_control.derivative_check import check_derivatives
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.costs.costs import ResidualCost
+from lietraj.optimal_control.costs.derivative_check import check_derivatives
 
 FEET = {
     "talos": (("left_sole_link", "right_sole_link"), "6d", "local"),

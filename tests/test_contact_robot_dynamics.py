@@ -19,17 +19,17 @@ import pytest
 
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
-from lietraj.dynamics.equilibrium import static_equilibrium
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.kinematics import frame_placement
-from lietraj.dynamics.robots import load_robot
-from lietraj.dynamics.state import State, Trajectory
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.costs import CostSum, control_regularization, state_regularization
-from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, rollout_policy_per_knot
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.contacts.equilibrium import static_equilibrium
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.model.robots import load_robot
+from lietraj.dynamics.lie.state import State, Trajectory
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.costs.costs import CostSum, control_regularization, state_regularization
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, rollout_policy_per_knot
 from lietraj.optimal_control.problem import ActionModel, Problem, knots
-from lietraj.optimal_control.solvers import solve_ddp, solve_fddp, solve_ilqr
+from lietraj.optimal_control.solvers.solvers import solve_ddp, solve_fddp, solve_ilqr
 
 FEET = {
     "talos": (("left_sole_link", "right_sole_link"), "6d"),

@@ -19,20 +19,20 @@ import pytest
 
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.aba_second_order import aba_hessian_contraction
-from lietraj.dynamics.builder import random_tree
-from lietraj.dynamics.contact_dynamics import Contact
-from lietraj.dynamics.contact_dynamics_derivatives import contact_dynamics_derivatives
-from lietraj.dynamics.contact_dynamics_second_order import contact_hessian_contraction, impulse_hessian_contraction
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.impulse_dynamics import impulse_dynamics_derivatives
-from lietraj.dynamics.kinematics import frame_placement
-from lietraj.dynamics.robots import load_robot
-from lietraj.dynamics.state import Trajectory
+from lietraj.dynamics.algorithms.aba_second_order import aba_hessian_contraction
+from lietraj.dynamics.model.builder import random_tree
+from lietraj.dynamics.contacts.contact_dynamics import Contact
+from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_dynamics_derivatives
+from lietraj.dynamics.contacts.contact_dynamics_second_order import contact_hessian_contraction, impulse_hessian_contraction
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.contacts.impulse_dynamics import impulse_dynamics_derivatives
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.model.robots import load_robot
+from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control import RobotDynamics
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.impulse_robot_dynamics import ImpulseRobotDynamics
-from lietraj.optimal_control.solvers import solve_ddp, solve_fddp
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.dynamics.impulse_robot_dynamics import ImpulseRobotDynamics
+from lietraj.optimal_control.solvers.solvers import solve_ddp, solve_fddp
 from lietraj.problems import make_problem
 from lietraj.problems.support import FEET
 from test_euler_second_order import numerical_hessian

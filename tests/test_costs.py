@@ -21,12 +21,12 @@ import pytest
 
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.kinematics import frame_placement
-from lietraj.dynamics.robots import load_robot
-from lietraj.dynamics.state import State, StateSpace, Trajectory
-from lietraj.optimal_control.activations import Quadratic, QuadraticBarrier, SmoothAbs, WeightedQuadratic
-from lietraj.optimal_control.costs import (
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.model.robots import load_robot
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
+from lietraj.optimal_control.costs.activations import Quadratic, QuadraticBarrier, SmoothAbs, WeightedQuadratic
+from lietraj.optimal_control.costs.costs import (
     CostDerivatives,
     CostModel,
     CostSum,
@@ -37,9 +37,9 @@ from lietraj.optimal_control.costs import (
     state_regularization,
     torque_limit_cost,
 )
-from lietraj.optimal_control.derivative_check import check_derivatives
-from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, RobotDynamics
-from lietraj.optimal_control.residuals import (
+from lietraj.optimal_control.costs.derivative_check import check_derivatives
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, RobotDynamics
+from lietraj.optimal_control.costs.residuals import (
     CenterOfMassResidual,
     ControlResidual,
     FramePlacementResidual,
@@ -253,7 +253,7 @@ def test_residuals_match_crocoddyl(name, rng):
     """r, R_x, R_u equal Crocoddyl's residual models (Pinocchio's conventions and tangent chart) to 1e-9."""
     crocoddyl = pytest.importorskip("crocoddyl")
     pin = pytest.importorskip("pinocchio")
-    from lietraj.dynamics.pinocchio_interop import to_pinocchio
+    from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
     from pin_oracle import pin_model
 
     model, pm = robot(name), pin_model(name)
@@ -298,7 +298,7 @@ def test_residual_costs_match_crocoddyl(rng):
     """l and its Gauss–Newton derivatives equal Crocoddyl's CostModelResidual with the same activation (Talos)."""
     crocoddyl = pytest.importorskip("crocoddyl")
     pin = pytest.importorskip("pinocchio")
-    from lietraj.dynamics.pinocchio_interop import to_pinocchio
+    from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
     from pin_oracle import pin_model
 
     model, pm = robot("talos"), pin_model("talos")
@@ -785,8 +785,8 @@ def test_kernels_without_jit(tmp_path):
         import sys, warnings
         import numpy as np
         warnings.simplefilter("ignore")
-        from lietraj.dynamics.robots import load_robot
-        from lietraj.optimal_control.costs import state_regularization
+        from lietraj.dynamics.model.robots import load_robot
+        from lietraj.optimal_control.costs.costs import state_regularization
         model = load_robot("solo12")
         rng = np.random.default_rng(3)
         X = model.state_space.random_trajectory(2, rng)

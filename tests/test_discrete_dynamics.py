@@ -12,12 +12,12 @@ from scipy.integrate import solve_ivp
 import lietraj
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.aba import aba
-from lietraj.dynamics.builder import ModelBuilder, random_tree
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.state import State, StateSpace, Trajectory
-from lietraj.optimal_control.discrete_dynamics import (
+from lietraj.dynamics.algorithms.aba import aba
+from lietraj.dynamics.model.builder import ModelBuilder, random_tree
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
+from lietraj.optimal_control.dynamics.discrete_dynamics import (
     DiscreteDerivatives,
     DiscreteDynamics,
     RobotDynamics,
@@ -268,7 +268,7 @@ def test_bad_inputs_raise(rng):
 
 def test_kernels_run_without_jit():
     """NUMBA_DISABLE_JIT=1 (pure Python): the Euler and SE(3) kernels give the compiled result."""
-    code = ("import numpy as np, lietraj; from lietraj.optimal_control.discrete_dynamics import RobotDynamics;"
+    code = ("import numpy as np, lietraj; from lietraj.optimal_control.dynamics.discrete_dynamics import RobotDynamics;"
             "m = lietraj.load_robot('solo12'); rng = np.random.default_rng(0); x = m.state_space.random(rng);"
             "u = rng.normal(size=m.n); d = RobotDynamics(m, 0.01).derivatives(x, u);"
             "print(repr(np.concatenate([d.F_x, d.F_u], axis=1).tolist()))")

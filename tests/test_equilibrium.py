@@ -8,11 +8,11 @@ import pytest
 import lietraj
 from conftest import relative_error
 from lietraj.dynamics import State
-from lietraj.dynamics.contact_dynamics import Contact, contact_dynamics
-from lietraj.dynamics.kinematics import frame_id
-from lietraj.dynamics.equilibrium import static_equilibrium
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.rnea import generalized_gravity, rnea
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.kinematics.kinematics import frame_id
+from lietraj.dynamics.contacts.equilibrium import static_equilibrium
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.algorithms.rnea import generalized_gravity, rnea
 from pin_oracle import pin_model
 
 SOLES = {"left_sole_link": (0.1, 0.05), "right_sole_link": (0.1, 0.05)}

@@ -6,8 +6,8 @@ import pytest
 import lietraj
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.state import StateSpace
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.lie.state import StateSpace
 
 
 @pytest.mark.parametrize("floating", [True, False])

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lietraj.dynamics.center_of_mass import center_of_mass
-from lietraj.dynamics.kinematics import frame_placement, frame_velocity
-from lietraj.optimal_control.discrete_dynamics import RobotDynamics
-from lietraj.optimal_control.impulse_robot_dynamics import ImpulseRobotDynamics
+from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
+from lietraj.dynamics.kinematics.kinematics import frame_placement, frame_velocity
+from lietraj.optimal_control.dynamics.discrete_dynamics import RobotDynamics
+from lietraj.optimal_control.dynamics.impulse_robot_dynamics import ImpulseRobotDynamics
 from lietraj.problems import FEET, make_problem
 from lietraj.problems.gaits import jump, trot
 

@@ -7,9 +7,9 @@ import pinocchio as pin
 import pytest
 
 from lietraj import load_robot
-from lietraj.dynamics.hybrid_dynamics import HybridResult, hybrid_dynamics
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.rnea import rnea
+from lietraj.dynamics.algorithms.hybrid_dynamics import HybridResult, hybrid_dynamics
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.algorithms.rnea import rnea
 
 from pin_oracle import pin_model
 

@@ -10,12 +10,12 @@ import pytest
 import lietraj
 from conftest import ORACLE_ROBOTS, relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.builder import random_tree
-from lietraj.dynamics.crba import mass_matrix
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.hybrid_dynamics import hybrid_dynamics
-from lietraj.dynamics.hybrid_dynamics_derivatives import HybridDerivatives, hybrid_dynamics_derivatives
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.model.builder import random_tree
+from lietraj.dynamics.algorithms.crba import mass_matrix
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.algorithms.hybrid_dynamics import hybrid_dynamics
+from lietraj.dynamics.algorithms.hybrid_dynamics_derivatives import HybridDerivatives, hybrid_dynamics_derivatives
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 from pin_oracle import pin_model, pin_model_from
 
 FD_MODELS = ["talos", "solo12", "ur5", "panda", "tree_fixed", "tree_floating"]

@@ -13,13 +13,13 @@ import pinocchio as pin
 import pytest
 
 from conftest import relative_error
-from lietraj.dynamics.contact_dynamics import Contact
-from lietraj.dynamics.crba import mass_matrix
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.impulse_dynamics import impulse_dynamics, impulse_dynamics_derivatives
-from lietraj.dynamics.kinematics import frame_velocity
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.state import State
+from lietraj.dynamics.contacts.contact_dynamics import Contact
+from lietraj.dynamics.algorithms.crba import mass_matrix
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.contacts.impulse_dynamics import impulse_dynamics, impulse_dynamics_derivatives
+from lietraj.dynamics.kinematics.kinematics import frame_velocity
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.lie.state import State
 from pin_oracle import PROXIMAL_SETTINGS, pin_constraints, pin_model
 from test_contact_dynamics import FEET, GAINS, case, robot
 

@@ -12,17 +12,17 @@ import numpy as np
 import pytest
 
 from conftest import relative_error
-from lietraj.dynamics.contact_dynamics import Contact
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.impulse_dynamics import impulse_dynamics
-from lietraj.dynamics.kinematics import frame_placement, frame_velocity
-from lietraj.dynamics.state import State, Trajectory
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.costs import CostSum, control_regularization, state_regularization
-from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives
-from lietraj.optimal_control.impulse_robot_dynamics import ImpulseRobotDynamics
+from lietraj.dynamics.contacts.contact_dynamics import Contact
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.contacts.impulse_dynamics import impulse_dynamics
+from lietraj.dynamics.kinematics.kinematics import frame_placement, frame_velocity
+from lietraj.dynamics.lie.state import State, Trajectory
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.costs.costs import CostSum, control_regularization, state_regularization
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives
+from lietraj.optimal_control.dynamics.impulse_robot_dynamics import ImpulseRobotDynamics
 from lietraj.optimal_control.problem import ActionModel, Problem, knots
-from lietraj.optimal_control.solvers import solve_fddp, solve_ilqr
+from lietraj.optimal_control.solvers.solvers import solve_fddp, solve_ilqr
 from test_contact_dynamics import FEET, robot
 
 FD_TOL = 1e-6

@@ -18,7 +18,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from lietraj.dynamics.kinematics import (
+from lietraj.dynamics.kinematics.kinematics import (
     body_placements,
     frame_acceleration,
     frame_jacobian,
@@ -26,10 +26,10 @@ from lietraj.dynamics.kinematics import (
     frame_placements,
     frame_velocity,
 )
-from lietraj.dynamics.model import JOINT_FREE
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.robots import load_robot
-from lietraj.dynamics.state import State, Trajectory
+from lietraj.dynamics.model.model import JOINT_FREE
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.model.robots import load_robot
+from lietraj.dynamics.lie.state import State, Trajectory
 from pin_oracle import pin_model
 
 ALL_ROBOTS = ["ur5", "panda", "solo12", "talos", "talos_legs", "hyq", "anymal", "go1", "a1", "icub", "romeo"]
@@ -304,9 +304,9 @@ def test_kernels_give_the_same_results_without_jit(tmp_path):
     script = textwrap.dedent("""
         import sys
         import numpy as np
-        from lietraj.dynamics.center_of_mass import center_of_mass, center_of_mass_jacobian, center_of_mass_velocity
-        from lietraj.dynamics.kinematics import frame_acceleration, frame_jacobian, frame_placements, frame_velocity
-        from lietraj.dynamics.robots import load_robot
+        from lietraj.dynamics.kinematics.center_of_mass import center_of_mass, center_of_mass_jacobian, center_of_mass_velocity
+        from lietraj.dynamics.kinematics.kinematics import frame_acceleration, frame_jacobian, frame_placements, frame_velocity
+        from lietraj.dynamics.model.robots import load_robot
         model = load_robot("solo12")
         rng = np.random.default_rng(1)
         X = model.state_space.random_trajectory(2, rng)
@@ -320,7 +320,7 @@ def test_kernels_give_the_same_results_without_jit(tmp_path):
     out = tmp_path / "nojit.npz"
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     subprocess.run([sys.executable, "-c", script, str(out)], check=True, env=env, timeout=120)
-    from lietraj.dynamics.center_of_mass import center_of_mass, center_of_mass_jacobian, center_of_mass_velocity
+    from lietraj.dynamics.kinematics.center_of_mass import center_of_mass, center_of_mass_jacobian, center_of_mass_velocity
 
     model = robot("solo12")
     rng = np.random.default_rng(1)

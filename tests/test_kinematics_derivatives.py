@@ -28,18 +28,18 @@ import pytest
 
 from conftest import ORACLE_ROBOTS, relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.center_of_mass import center_of_mass, center_of_mass_jacobian, center_of_mass_velocity
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.kinematics import frame_acceleration, frame_jacobian, frame_placement, frame_velocity
-from lietraj.dynamics.kinematics_derivatives import (
+from lietraj.dynamics.kinematics.center_of_mass import center_of_mass, center_of_mass_jacobian, center_of_mass_velocity
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.kinematics.kinematics import frame_acceleration, frame_jacobian, frame_placement, frame_velocity
+from lietraj.dynamics.kinematics.kinematics_derivatives import (
     center_of_mass_derivatives,
     frame_acceleration_derivatives,
     frame_placement_error,
     frame_velocity_derivatives,
 )
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.robots import load_robot
-from lietraj.dynamics.state import State, Trajectory
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.model.robots import load_robot
+from lietraj.dynamics.lie.state import State, Trajectory
 from pin_oracle import pin_model
 
 REFERENCES = {"local": pin.LOCAL, "local_world_aligned": pin.LOCAL_WORLD_ALIGNED, "world": pin.WORLD}
@@ -403,9 +403,9 @@ def test_kernels_give_the_same_results_without_jit(tmp_path):
         import sys
         import numpy as np
         from lietraj.dynamics import se3
-        from lietraj.dynamics.kinematics_derivatives import (center_of_mass_derivatives,
+        from lietraj.dynamics.kinematics.kinematics_derivatives import (center_of_mass_derivatives,
             frame_acceleration_derivatives, frame_placement_error, frame_velocity_derivatives)
-        from lietraj.dynamics.robots import load_robot
+        from lietraj.dynamics.model.robots import load_robot
         model = load_robot("solo12")
         rng = np.random.default_rng(1)
         X = model.state_space.random_trajectory(2, rng)

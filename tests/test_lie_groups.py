@@ -16,7 +16,7 @@ import pytest
 import scipy.linalg
 
 from lietraj.dynamics import se3, so3
-from lietraj.dynamics.state import State, StateSpace
+from lietraj.dynamics.lie.state import State, StateSpace
 
 FD_STEP = 1e-6
 FD_RTOL = 1e-7

@@ -10,11 +10,11 @@ import pytest
 import lietraj
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.aba import aba
-from lietraj.dynamics.extended_inverse_dynamics import extended_inverse_dynamics_derivatives
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.linearization import linearize
-from lietraj.dynamics.crba import mass_matrix
+from lietraj.dynamics.algorithms.aba import aba
+from lietraj.dynamics.algorithms.extended_inverse_dynamics import extended_inverse_dynamics_derivatives
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.algorithms.linearization import linearize
+from lietraj.dynamics.algorithms.crba import mass_matrix
 from test_rnea_derivatives import pitched
 
 

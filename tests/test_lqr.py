@@ -8,13 +8,13 @@ import pytest
 import lietraj
 from conftest import relative_error
 from lietraj.dynamics import generalized_gravity, rnea, se3
-from lietraj.dynamics.builder import ModelBuilder, chain, placement
-from lietraj.dynamics.state import State, StateSpace, Trajectory
-from lietraj.optimal_control.discrete_dynamics import RobotDynamics
-from lietraj.optimal_control.linear_dynamics import LinearDynamics
-from lietraj.optimal_control.lqr import FeedbackPolicy, Policy, TVLQRController, lqr, simulate, tvlqr
+from lietraj.dynamics.model.builder import ModelBuilder, chain, placement
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
+from lietraj.optimal_control.dynamics.discrete_dynamics import RobotDynamics
+from lietraj.optimal_control.dynamics.linear_dynamics import LinearDynamics
+from lietraj.optimal_control.feedback.lqr import FeedbackPolicy, Policy, TVLQRController, lqr, simulate, tvlqr
 from lietraj.optimal_control.problem import ActionModel, Problem, tangent_difference
-from lietraj.optimal_control.solvers import SolverOptions, solve_ilqr
+from lietraj.optimal_control.solvers.solvers import SolverOptions, solve_ilqr
 from test_problem import FreeBody, StateControlCost, linear_system, pendulum_problem
 
 

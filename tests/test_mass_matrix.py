@@ -9,14 +9,14 @@ import pinocchio as pin
 import pytest
 
 import lietraj
-from lietraj.dynamics.robots import _load
+from lietraj.dynamics.model.robots import _load
 from conftest import ORACLE_ROBOTS, relative_error
-from lietraj.dynamics.builder import ModelBuilder, placement, random_tree
-from lietraj.dynamics.crba import mass_matrix
-from lietraj.dynamics.inverse_mass_matrix import inverse_mass_matrix
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.rnea import rnea
-from lietraj.dynamics.state import State, Trajectory
+from lietraj.dynamics.model.builder import ModelBuilder, placement, random_tree
+from lietraj.dynamics.algorithms.crba import mass_matrix
+from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.algorithms.rnea import rnea
+from lietraj.dynamics.lie.state import State, Trajectory
 from pin_oracle import pin_model, pin_model_from
 
 WELL_CONDITIONED = ["talos", "talos_legs", "solo12", "hyq", "anymal", "go1", "a1", "ur5", "panda"]
@@ -193,8 +193,8 @@ def test_batched_equals_per_state(name, fn, rng):
 
 def test_pure_python_mode_gives_the_same_matrices():
     """NUMBA_DISABLE_JIT=1 (for debugging in pure Python) gives the same results."""
-    code = ("import numpy as np; from lietraj.dynamics.builder import random_tree;"
-            "from lietraj.dynamics.crba import mass_matrix; from lietraj.dynamics.inverse_mass_matrix import "
+    code = ("import numpy as np; from lietraj.dynamics.model.builder import random_tree;"
+            "from lietraj.dynamics.algorithms.crba import mass_matrix; from lietraj.dynamics.algorithms.inverse_mass_matrix import "
             "inverse_mass_matrix; m = random_tree(6, 3, floating_base=True); x = m.state_space.random(0);"
             "print(repr((mass_matrix(m, x).tolist(), inverse_mass_matrix(m, x).tolist())))")
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")

@@ -6,12 +6,12 @@ import pytest
 
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.state import State, StateSpace, Trajectory
-from lietraj.optimal_control.costs import CostDerivatives, CostModel
-from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics
-from lietraj.optimal_control.euler_second_order import StepHessian
-from lietraj.optimal_control.linear_dynamics import LinearDynamics
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
+from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics
+from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
+from lietraj.optimal_control.dynamics.linear_dynamics import LinearDynamics
 from lietraj.optimal_control.problem import ActionModel, Problem, ProblemDerivatives
 
 

@@ -17,8 +17,8 @@ import pytest
 from croc_oracle import talos_reach_problem
 from lietraj.cli import main
 from lietraj.dynamics import se3
-from lietraj.dynamics.kinematics import frame_placement
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 from lietraj.optimal_control.solution_io import load_solution
 from lietraj.problems import PROBLEMS, make_problem, squat, talos_reach
 

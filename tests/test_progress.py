@@ -7,7 +7,7 @@ import pytest
 
 from lietraj.optimal_control import ActionModel, CostSum, LinearDynamics, Problem, control_regularization, \
     solve_fddp, state_regularization
-from lietraj.optimal_control.progress import ProgressDisplay
+from lietraj.optimal_control.solvers.progress import ProgressDisplay
 
 
 class _Terminal(io.StringIO):

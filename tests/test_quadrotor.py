@@ -11,9 +11,9 @@ import pytest
 
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.state import State, Trajectory
-from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.lie.state import State, Trajectory
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives
 
 _spec = importlib.util.spec_from_file_location("quadrotor_example",
                                                Path(__file__).resolve().parents[1] / "examples" / "quadrotor.py")

@@ -7,10 +7,10 @@ import pytest
 import lietraj
 from conftest import ORACLE_ROBOTS, relative_error
 from lietraj.dynamics import Trajectory
-from lietraj.dynamics.builder import ModelBuilder, random_tree
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.crba import mass_matrix
-from lietraj.dynamics.rnea import generalized_gravity, nonlinear_effects, rnea
+from lietraj.dynamics.model.builder import ModelBuilder, random_tree
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.algorithms.crba import mass_matrix
+from lietraj.dynamics.algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from pin_oracle import pin_model, pin_model_from
 
 

@@ -5,10 +5,10 @@ import pytest
 
 import lietraj
 from conftest import relative_error
-from lietraj.dynamics.builder import random_tree
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.rnea_derivatives import rnea_derivatives
-from lietraj.dynamics.rnea_second_order import rnea_second_order_contraction, rnea_second_order_derivatives
+from lietraj.dynamics.model.builder import random_tree
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.algorithms.rnea_derivatives import rnea_derivatives
+from lietraj.dynamics.algorithms.rnea_second_order import rnea_second_order_contraction, rnea_second_order_derivatives
 
 MODELS = {
     "talos": lambda: lietraj.load_robot("talos"),

@@ -5,8 +5,8 @@ import pinocchio as pin
 import pytest
 
 import lietraj
-from lietraj.dynamics.robots import _load
-from lietraj.dynamics.pinocchio_interop import from_pinocchio, to_pinocchio, xyzquat_from_pose
+from lietraj.dynamics.model.robots import _load
+from lietraj.dynamics.model.pinocchio_interop import from_pinocchio, to_pinocchio, xyzquat_from_pose
 from pin_oracle import pin_model
 
 ISSUE_ROBOTS = ["talos", "talos_legs", "solo12", "anymal", "go1", "a1", "hyq", "icub", "romeo", "ur5", "panda"]
@@ -57,7 +57,7 @@ def test_talos_has_rotor_armature_and_half_sitting():
 
 
 def test_reference_posture_matches_pinocchio_srdf():
-    from lietraj.dynamics.robots import ROBOTS, robot_data_dir
+    from lietraj.dynamics.model.robots import ROBOTS, robot_data_dir
 
     for name in ["talos", "solo12", "panda", "anymal"]:
         model, pm = lietraj.load_robot(name), pin_model(name).copy()

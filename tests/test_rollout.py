@@ -8,9 +8,9 @@ import pytest
 
 import lietraj
 from conftest import relative_error
-from lietraj.dynamics.state import Trajectory
-from lietraj.optimal_control import solvers
-from lietraj.optimal_control.discrete_dynamics import DiscreteDynamics, RobotDynamics
+from lietraj.dynamics.lie.state import Trajectory
+from lietraj.optimal_control.solvers import solvers
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDynamics, RobotDynamics
 from lietraj.optimal_control.problem import ActionModel, Problem, knots, tangent_difference, tangent_integrate
 from test_problem import FreeBody, StateControlCost
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from lietraj.dynamics import se3
-from lietraj.dynamics.state import State, StateSpace, Trajectory
-from lietraj.optimal_control.lqr import FeedbackPolicy
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
+from lietraj.optimal_control.feedback.lqr import FeedbackPolicy
 from lietraj.optimal_control.problem import ActionModel, Problem
 from lietraj.optimal_control.solution_io import SOLUTION_FORMAT_VERSION, SavedSolution, load_solution, save_solution
-from lietraj.optimal_control.solvers import SolverOptions, SolverResult, solve_fddp, solve_ilqr
+from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult, solve_fddp, solve_ilqr
 from test_problem import FreeBody, StateControlCost, pendulum_problem
 
 HISTORY_FIELDS = ("iteration", "cost", "stop", "expected", "step", "regularization", "gap_norm", "improvement",

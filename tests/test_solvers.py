@@ -10,13 +10,13 @@ import pytest
 import lietraj
 from conftest import relative_error
 from lietraj.dynamics import se3
-from lietraj.dynamics.builder import chain
-from lietraj.dynamics.state import State, Trajectory
-from lietraj.optimal_control.discrete_dynamics import RobotDynamics
-from lietraj.optimal_control.linear_dynamics import LinearDynamics
+from lietraj.dynamics.model.builder import chain
+from lietraj.dynamics.lie.state import State, Trajectory
+from lietraj.optimal_control.dynamics.discrete_dynamics import RobotDynamics
+from lietraj.optimal_control.dynamics.linear_dynamics import LinearDynamics
 from lietraj.optimal_control.problem import ActionModel, Problem
-from lietraj.optimal_control.riccati import backward_pass, box_qp
-from lietraj.optimal_control.solvers import (
+from lietraj.optimal_control.solvers.riccati import backward_pass, box_qp
+from lietraj.optimal_control.solvers.solvers import (
     IterationInfo,
     LogTable,
     SolverOptions,

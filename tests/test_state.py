@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lietraj.dynamics import se3
-from lietraj.dynamics.state import State, StateSpace, Trajectory
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 
 FLOATING = StateSpace(5, floating_base=True)
 FIXED = StateSpace(4, floating_base=False)

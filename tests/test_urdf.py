@@ -5,10 +5,10 @@ import pinocchio as pin
 import pytest
 
 from lietraj import load_urdf
-from lietraj.dynamics.aba import aba
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.rnea import rnea
-from lietraj.dynamics.urdf import URDFError
+from lietraj.dynamics.algorithms.aba import aba
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.algorithms.rnea import rnea
+from lietraj.dynamics.model.urdf import URDFError
 
 INERTIAL = '<inertial><origin xyz="0.1 0 0.05" rpy="0.1 0.2 0.3"/><mass value="{m}"/>' \
            '<inertia ixx="0.02" iyy="0.03" izz="0.04" ixy="0.001" ixz="0" iyz="0.002"/></inertial>'

@@ -25,14 +25,14 @@ from meshcat.transformations import quaternion_from_matrix
 from PIL import Image
 
 from lietraj import load_robot
-from lietraj.dynamics.center_of_mass import center_of_mass
-from lietraj.dynamics.kinematics import body_placements
-from lietraj.dynamics.model import Visual
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.robots import ROBOTS, robot_data_dir
-from lietraj.dynamics.so3 import random as random_rotation
-from lietraj.dynamics.state import Trajectory
-from lietraj.dynamics.urdf import load_urdf
+from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
+from lietraj.dynamics.kinematics.kinematics import body_placements
+from lietraj.dynamics.model.model import Visual
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.model.robots import ROBOTS, robot_data_dir
+from lietraj.dynamics.lie.so3 import random as random_rotation
+from lietraj.dynamics.lie.state import Trajectory
+from lietraj.dynamics.model.urdf import load_urdf
 from lietraj.problems import make_problem
 from lietraj.viz.html import HeadlessChromium, export_html, find_chromium, save_html
 from lietraj.viz.meshcat_scene import (

@@ -13,13 +13,13 @@ from matplotlib.figure import Figure
 
 import lietraj
 from lietraj.dynamics import frame_placement, rnea
-from lietraj.dynamics.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.state import Trajectory
-from lietraj.optimal_control.costs import CostSum, ResidualCost, control_regularization, state_regularization
-from lietraj.optimal_control.discrete_dynamics import RobotDynamics
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.lie.state import Trajectory
+from lietraj.optimal_control.costs.costs import CostSum, ResidualCost, control_regularization, state_regularization
+from lietraj.optimal_control.dynamics.discrete_dynamics import RobotDynamics
 from lietraj.optimal_control.problem import ActionModel, Problem, knots
-from lietraj.optimal_control.residuals import FrameTranslationResidual
-from lietraj.optimal_control.solvers import solve_fddp
+from lietraj.optimal_control.costs.residuals import FrameTranslationResidual
+from lietraj.optimal_control.solvers.solvers import solve_fddp
 from lietraj.problems import ExampleProblem, make_problem
 from lietraj.viz.plots import (
     CONVERGENCE_TITLE,

@@ -5,47 +5,47 @@ SE(3) x R^n x R^6 x R^n with ``nu`` the body twist; generalized velocity ``v = [
 algorithm takes a ``State``, or a ``Trajectory`` to evaluate all its knots in one compiled call.
 """
 
-from lietraj.dynamics import se3, so3
-from lietraj.dynamics.aba import aba, forward_dynamics
-from lietraj.dynamics.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
-from lietraj.dynamics.aba_second_order import (
+from lietraj.dynamics.lie import se3, so3
+from lietraj.dynamics.algorithms.aba import aba, forward_dynamics
+from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
+from lietraj.dynamics.algorithms.aba_second_order import (
     ForwardDynamicsHessian,
     ForwardDynamicsSecondOrder,
     aba_hessian_contraction,
     aba_second_order_derivatives,
 )
-from lietraj.dynamics.center_of_mass import (
+from lietraj.dynamics.kinematics.center_of_mass import (
     center_of_mass,
     center_of_mass_jacobian,
     center_of_mass_velocity,
 )
-from lietraj.dynamics.contact_dynamics import Contact, ContactDynamicsResult, contact_dynamics
-from lietraj.dynamics.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
-from lietraj.dynamics.contact_linearization import ContactLinearization, contact_linearization
-from lietraj.dynamics.crba import mass_matrix
-from lietraj.dynamics.equilibrium import EquilibriumResult, quasi_static_torques, static_equilibrium
-from lietraj.dynamics.extended_inverse_dynamics import (
+from lietraj.dynamics.contacts.contact_dynamics import Contact, ContactDynamicsResult, contact_dynamics
+from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
+from lietraj.dynamics.contacts.contact_linearization import ContactLinearization, contact_linearization
+from lietraj.dynamics.algorithms.crba import mass_matrix
+from lietraj.dynamics.contacts.equilibrium import EquilibriumResult, quasi_static_torques, static_equilibrium
+from lietraj.dynamics.algorithms.extended_inverse_dynamics import (
     ExtendedIDDerivatives,
     ExtendedIDResult,
     extended_inverse_dynamics,
     extended_inverse_dynamics_derivatives,
 )
-from lietraj.dynamics.contact_dynamics_second_order import (
+from lietraj.dynamics.contacts.contact_dynamics_second_order import (
     ImpulseDynamicsHessian,
     contact_hessian_contraction,
     impulse_hessian_contraction,
 )
-from lietraj.dynamics.finite_differences import numerical_jacobian
-from lietraj.dynamics.hybrid_dynamics import HybridResult, hybrid_dynamics
-from lietraj.dynamics.hybrid_dynamics_derivatives import HybridDerivatives, hybrid_dynamics_derivatives
-from lietraj.dynamics.impulse_dynamics import (
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.algorithms.hybrid_dynamics import HybridResult, hybrid_dynamics
+from lietraj.dynamics.algorithms.hybrid_dynamics_derivatives import HybridDerivatives, hybrid_dynamics_derivatives
+from lietraj.dynamics.contacts.impulse_dynamics import (
     ImpulseDynamicsDerivatives,
     ImpulseDynamicsResult,
     impulse_dynamics,
     impulse_dynamics_derivatives,
 )
-from lietraj.dynamics.inverse_mass_matrix import inverse_mass_matrix
-from lietraj.dynamics.kinematics_derivatives import (
+from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix
+from lietraj.dynamics.kinematics.kinematics_derivatives import (
     CenterOfMassDerivatives,
     FrameAccelerationDerivatives,
     FramePlacementError,
@@ -54,8 +54,8 @@ from lietraj.dynamics.kinematics_derivatives import (
     frame_placement_error,
     frame_velocity_derivatives,
 )
-from lietraj.dynamics.linearization import Linearization, linearize
-from lietraj.dynamics.kinematics import (
+from lietraj.dynamics.algorithms.linearization import Linearization, linearize
+from lietraj.dynamics.kinematics.kinematics import (
     body_placements,
     frame_acceleration,
     frame_jacobian,
@@ -63,21 +63,21 @@ from lietraj.dynamics.kinematics import (
     frame_placements,
     frame_velocity,
 )
-from lietraj.dynamics.model import Frame, Posture, RobotModel, Visual
-from lietraj.dynamics.rnea import generalized_gravity, nonlinear_effects, rnea
-from lietraj.dynamics.rnea_derivatives import (
+from lietraj.dynamics.model.model import Frame, Posture, RobotModel, Visual
+from lietraj.dynamics.algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
+from lietraj.dynamics.algorithms.rnea_derivatives import (
     InverseDynamicsDerivatives,
     rnea_derivatives,
 )
-from lietraj.dynamics.rnea_second_order import (
+from lietraj.dynamics.algorithms.rnea_second_order import (
     InverseDynamicsHessian,
     InverseDynamicsSecondOrder,
     rnea_second_order_contraction,
     rnea_second_order_derivatives,
 )
-from lietraj.dynamics.robots import available_robots, load_robot
-from lietraj.dynamics.state import State, StateSpace, Trajectory
-from lietraj.dynamics.urdf import URDFError, load_urdf, read_srdf
+from lietraj.dynamics.model.robots import available_robots, load_robot
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
+from lietraj.dynamics.model.urdf import URDFError, load_urdf, read_srdf
 
 __all__ = [
     "CenterOfMassDerivatives", "Contact", "ContactDynamicsDerivatives", "ContactDynamicsResult",

@@ -12,7 +12,7 @@ from dataclasses import fields
 import numpy as np
 from numba import njit
 
-from lietraj.dynamics.state import State, Trajectory
+from lietraj.dynamics.lie.state import State, Trajectory
 
 OK, BAD_S, BAD_V, BAD_A, BAD_FEXT, NOT_FINITE, BAD_ROTATION, BAD_H, BAD_TAU, BAD_N, SINGULAR = range(11)
 

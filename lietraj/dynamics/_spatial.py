@@ -12,7 +12,7 @@ import math
 
 from numba import njit
 
-from lietraj.dynamics.model import (
+from lietraj.dynamics.model.model import (
     JOINT_PRISMATIC,
     JOINT_REVOLUTE,
     MF_AXIS,

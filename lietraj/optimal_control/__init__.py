@@ -8,7 +8,7 @@ error with closed-loop simulation, and lossless saving of solutions. This subpac
 ``lietraj.dynamics`` and nothing above it.
 """
 
-from lietraj.optimal_control.activations import (
+from lietraj.optimal_control.costs.activations import (
     Activation,
     ActivationDerivatives,
     Quadratic,
@@ -16,16 +16,16 @@ from lietraj.optimal_control.activations import (
     SmoothAbs,
     WeightedQuadratic,
 )
-from lietraj.optimal_control.balance import BalanceController, balance_controller, constraint_basis, default_weights, push
-from lietraj.optimal_control.contact_residuals import (
+from lietraj.optimal_control.feedback.balance import BalanceController, balance_controller, constraint_basis, default_weights, push
+from lietraj.optimal_control.costs.contact_residuals import (
     CenterOfPressureResidual,
     ContactForceResidual,
     FrictionConeResidual,
     WrenchConeResidual,
     barrier_activation,
 )
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.costs import (
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.costs.costs import (
     CostDerivatives,
     CostModel,
     CostSum,
@@ -37,18 +37,18 @@ from lietraj.optimal_control.costs import (
     state_regularization,
     torque_limit_cost,
 )
-from lietraj.optimal_control.derivative_check import BlockCheck, DerivativeReport, check_derivatives
-from lietraj.optimal_control.discrete_dynamics import (
+from lietraj.optimal_control.costs.derivative_check import BlockCheck, DerivativeReport, check_derivatives
+from lietraj.optimal_control.dynamics.discrete_dynamics import (
     DiscreteDerivatives,
     DiscreteDynamics,
     PolicyRollout,
     RobotDynamics,
     exp_blocks,
 )
-from lietraj.optimal_control.euler_second_order import StepHessian, euler_hessian_contraction
-from lietraj.optimal_control.impulse_robot_dynamics import ImpulseRobotDynamics
-from lietraj.optimal_control.linear_dynamics import LinearDynamics
-from lietraj.optimal_control.lqr import (
+from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_hessian_contraction
+from lietraj.optimal_control.dynamics.impulse_robot_dynamics import ImpulseRobotDynamics
+from lietraj.optimal_control.dynamics.linear_dynamics import LinearDynamics
+from lietraj.optimal_control.feedback.lqr import (
     FeedbackPolicy,
     LQRController,
     Policy,
@@ -59,7 +59,7 @@ from lietraj.optimal_control.lqr import (
     tvlqr,
 )
 from lietraj.optimal_control.problem import ActionModel, Problem, ProblemDerivatives
-from lietraj.optimal_control.residuals import (
+from lietraj.optimal_control.costs.residuals import (
     CenterOfMassResidual,
     ControlResidual,
     FramePlacementResidual,
@@ -72,10 +72,10 @@ from lietraj.optimal_control.residuals import (
     ResidualDerivatives,
     StateResidual,
 )
-from lietraj.optimal_control.riccati import BackwardPass, BoxQPResult, backward_pass, box_qp
-from lietraj.optimal_control.progress import ProgressDisplay
+from lietraj.optimal_control.solvers.riccati import BackwardPass, BoxQPResult, backward_pass, box_qp
+from lietraj.optimal_control.solvers.progress import ProgressDisplay
 from lietraj.optimal_control.solution_io import SavedSolution, load_solution, save_solution
-from lietraj.optimal_control.solvers import (
+from lietraj.optimal_control.solvers.solvers import (
     IterationInfo,
     LogTable,
     SolverOptions,

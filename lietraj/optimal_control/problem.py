@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from lietraj.dynamics.state import State, StateSpace, Trajectory
-from lietraj.optimal_control.costs import CostDerivatives, CostModel
-from lietraj.optimal_control.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, chart_difference, \
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
+from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, chart_difference, \
     chart_integrate
-from lietraj.optimal_control.euler_second_order import StepHessian
+from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 
 
 def same_space(a: StateSpace, b: StateSpace) -> bool:

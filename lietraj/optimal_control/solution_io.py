@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lietraj.dynamics.state import StateSpace, Trajectory
-from lietraj.optimal_control.solvers import IterationInfo, SolverResult
+from lietraj.dynamics.lie.state import StateSpace, Trajectory
+from lietraj.optimal_control.solvers.solvers import IterationInfo, SolverResult
 
 SOLUTION_FORMAT = "lietraj.solution"
 SOLUTION_FORMAT_VERSION = 1

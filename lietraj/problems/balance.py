@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from lietraj.dynamics.center_of_mass import center_of_mass
-from lietraj.dynamics.equilibrium import quasi_static_torques
-from lietraj.dynamics.kinematics import frame_jacobian, frame_placement
-from lietraj.dynamics.state import State
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.costs import CostSum, ResidualCost
+from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
+from lietraj.dynamics.contacts.equilibrium import quasi_static_torques
+from lietraj.dynamics.kinematics.kinematics import frame_jacobian, frame_placement
+from lietraj.dynamics.lie.state import State
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.costs.costs import CostSum, ResidualCost
 from lietraj.optimal_control.problem import ActionModel, Problem
-from lietraj.optimal_control.residuals import FrameTranslationResidual
-from lietraj.optimal_control.solvers import SolverOptions, SolverResult
+from lietraj.optimal_control.costs.residuals import FrameTranslationResidual
+from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult
 from lietraj.problems.example_problem import ExampleProblem
 from lietraj.problems.support import FEET, at_rest_cost, contact_gains, robot_with_feet, standing_cost
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lietraj.dynamics.kinematics import frame_id, frame_placement
-from lietraj.dynamics.model import RobotModel
-from lietraj.dynamics.state import Trajectory
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.dynamics.kinematics.kinematics import frame_id, frame_placement
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.lie.state import Trajectory
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.problem import Problem, knots
-from lietraj.optimal_control.solvers import SolverOptions, SolverResult, solve_ddp, solve_fddp, solve_ilqr
+from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult, solve_ddp, solve_fddp, solve_ilqr
 
 SOLVERS = ("fddp", "ilqr", "ddp")
 

@@ -30,25 +30,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from lietraj.dynamics.center_of_mass import center_of_mass
-from lietraj.dynamics.contact_dynamics import Contact
-from lietraj.dynamics.equilibrium import quasi_static_torques
-from lietraj.dynamics.kinematics import frame_placement
-from lietraj.dynamics.model import RobotModel
-from lietraj.optimal_control.activations import WeightedQuadratic
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.costs import (
+from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
+from lietraj.dynamics.contacts.contact_dynamics import Contact
+from lietraj.dynamics.contacts.equilibrium import quasi_static_torques
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.optimal_control.costs.activations import WeightedQuadratic
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.costs.costs import (
     CostSum,
     ResidualCost,
     control_regularization,
     joint_limit_cost,
     torque_limit_cost,
 )
-from lietraj.optimal_control.discrete_dynamics import RobotDynamics
-from lietraj.optimal_control.impulse_robot_dynamics import ImpulseRobotDynamics
+from lietraj.optimal_control.dynamics.discrete_dynamics import RobotDynamics
+from lietraj.optimal_control.dynamics.impulse_robot_dynamics import ImpulseRobotDynamics
 from lietraj.optimal_control.problem import ActionModel, Problem
-from lietraj.optimal_control.residuals import CenterOfMassResidual, FrameTranslationResidual, StateResidual
-from lietraj.optimal_control.solvers import SolverOptions, SolverResult
+from lietraj.optimal_control.costs.residuals import CenterOfMassResidual, FrameTranslationResidual, StateResidual
+from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult
 from lietraj.problems.example_problem import ExampleProblem
 from lietraj.problems.support import QUADRUPEDS, Feet, add_wrench_cone_cost, contact_gains, robot_with_feet
 

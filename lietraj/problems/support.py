@@ -12,21 +12,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lietraj.dynamics.contact_dynamics import Contact
-from lietraj.dynamics.model import RobotModel
-from lietraj.dynamics.state import State
-from lietraj.dynamics.robots import load_robot
-from lietraj.optimal_control.activations import WeightedQuadratic
-from lietraj.optimal_control.contact_residuals import WrenchConeResidual, barrier_activation
-from lietraj.optimal_control.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.costs import (
+from lietraj.dynamics.contacts.contact_dynamics import Contact
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.lie.state import State
+from lietraj.dynamics.model.robots import load_robot
+from lietraj.optimal_control.costs.activations import WeightedQuadratic
+from lietraj.optimal_control.costs.contact_residuals import WrenchConeResidual, barrier_activation
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
+from lietraj.optimal_control.costs.costs import (
     CostSum,
     ResidualCost,
     control_regularization,
     joint_limit_cost,
     torque_limit_cost,
 )
-from lietraj.optimal_control.residuals import CenterOfMassResidual, StateResidual
+from lietraj.optimal_control.costs.residuals import CenterOfMassResidual, StateResidual
 
 
 @dataclass(frozen=True)

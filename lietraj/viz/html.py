@@ -31,8 +31,8 @@ import numpy as np
 import tornado.websocket
 import umsgpack
 
-from lietraj.dynamics.model import RobotModel
-from lietraj.dynamics.state import Trajectory
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.lie.state import Trajectory
 from lietraj.viz.meshcat_scene import VIEWER_DIST, RobotViewer, viewer_page
 
 REPLAY_SCRIPT = r"""

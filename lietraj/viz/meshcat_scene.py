@@ -58,10 +58,10 @@ from meshcat.animation import Animation, AnimationClip, AnimationTrack
 from meshcat.commands import Delete, SetAnimation, SetObject, SetTransform
 from meshcat.path import Path
 
-from lietraj.dynamics.center_of_mass import center_of_mass
-from lietraj.dynamics.kinematics import body_placements, frame_placements
-from lietraj.dynamics.model import RobotModel, Visual
-from lietraj.dynamics.state import State, Trajectory
+from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
+from lietraj.dynamics.kinematics.kinematics import body_placements, frame_placements
+from lietraj.dynamics.model.model import RobotModel, Visual
+from lietraj.dynamics.lie.state import State, Trajectory
 
 VIEWER_DIST = FilePath(meshcat.viewer_assets_path()) / "dist"
 MESH_FORMATS = {".stl": "stl", ".dae": "dae", ".obj": "obj"}

@@ -38,11 +38,11 @@ from matplotlib.patches import Polygon
 from matplotlib.ticker import PercentFormatter
 from scipy.spatial import ConvexHull
 
-from lietraj.dynamics.center_of_mass import center_of_mass
-from lietraj.dynamics.kinematics import frame_id, frame_placement
-from lietraj.dynamics.model import JOINT_PRISMATIC, RobotModel
-from lietraj.dynamics.state import Trajectory
-from lietraj.optimal_control.solvers import IterationInfo, SolverResult
+from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
+from lietraj.dynamics.kinematics.kinematics import frame_id, frame_placement
+from lietraj.dynamics.model.model import JOINT_PRISMATIC, RobotModel
+from lietraj.dynamics.lie.state import Trajectory
+from lietraj.optimal_control.solvers.solvers import IterationInfo, SolverResult
 from lietraj.problems.example_problem import ExampleProblem
 from lietraj.problems.support import FEET
 

@@ -1,0 +1,216 @@
+"""First-order derivatives of forward dynamics: da/dq, da/dv and da/dtau = M^{-1} (seed 001 eq. 5, FDSVA).
+
+Differentiating ``ID(q, v, FD(q, v, tau)) = tau`` gives, for u in {q, v} (seed 001 eq. 5, seed 000 eq. 50)::
+
+    dFD/du = -M^{-1} dID/du |_(q, v, a),   dFD/dtau = M^{-1},   a = FD(q, v, tau)
+
+with the inverse-dynamics derivatives evaluated at the consistent acceleration ``a`` (seed 001 pitfall 10:
+any other acceleration silently gives a wrong dFD/dq). The pipeline, in one compiled call: ABA for ``a``, IDSVA
+(``rnea_derivatives``) at ``a``, the recursive ``M^{-1}`` (IMMAmb, seed 000 Table 9; digest pitfall 18: never
+an explicit inverse of M), then the products. Those exploit the sparsity of ``dID``: the column of a dof of
+body ``b`` is non-zero only on the dofs of ``b``'s ancestors and subtree, so each column costs
+``(depth + subtree size)`` rows of ``M^{-1}`` instead of ``nv``.
+
+For a floating base and wrenches that move with their bodies, the base-pose columns need no product at all.
+The inverse dynamics depends on ``H`` only through gravity seen in the base frame, ``g_b = R^T (-g)``, which
+acts as a base acceleration: ``ID(H exp(z)) = ID_0(nu_dot + [g_b + g_b x z_w; 0])`` to first order, so
+``dFD/dz_H = -M^{-1} M[:, :6] G = -[G; 0]`` with ``G = [[0, [g_b]x], [0, 0]]``, the closed form of seed 000
+§4.2 (digest: ``D1 ID∘DL_H = M[:, :6] (a_0^r x)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from lietraj.dynamics._checks import (
+    BAD_N,
+    BAD_TAU,
+    check_dynamics_inputs,
+    OK,
+    SINGULAR,
+    as_fext,
+    as_fext_batch,
+    as_vector,
+    base_pose,
+    base_poses,
+    check_type,
+    raise_for_status,
+    result_arrays,
+)
+from lietraj.dynamics.algorithms.aba import _COLS as _ABA_COLS
+from lietraj.dynamics.algorithms.aba import _raise, aba_core
+from lietraj.dynamics.algorithms.inverse_mass_matrix import _PC as _MINV_PC
+from lietraj.dynamics.algorithms.inverse_mass_matrix import minv_core
+from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
+from lietraj.dynamics.algorithms.rnea import body_frame_wrenches
+from lietraj.dynamics.algorithms.rnea_derivatives import (
+    LOCAL_WRENCH,
+    dof_end,
+    fext_reference_code,
+    idsva_core,
+    work_arrays,
+)
+from lietraj.dynamics.lie.state import State, Trajectory
+
+
+@njit(cache=True)
+def _minus_minv_times(mi, dof_end, Minv, d, first, T, out):
+    """out[:, c] = -Minv d[:, c] for the columns c >= first, reading only the rows where column c can be
+    non-zero (the ancestors' and the subtree's dofs of the body owning dof c). T is an (nv, nv) scratch."""
+    nb, nv = mi.shape[0], Minv.shape[0]
+    for b in range(nb):
+        jt, c0 = mi[b, 1], mi[b, 2]
+        c1 = c0 + (6 if jt == JOINT_FREE else 1)
+        for c in range(max(c0, first), c1):
+            for r in range(nv):
+                T[c, r] = 0.0
+            for k in range(c0, dof_end[b]):
+                e = d[k, c]
+                for r in range(nv):
+                    T[c, r] -= e * Minv[k, r]
+            j = mi[b, 0]
+            while j >= 0:
+                k0 = mi[j, 2]
+                for k in range(k0, k0 + (6 if mi[j, 1] == JOINT_FREE else 1)):
+                    e = d[k, c]
+                    for r in range(nv):
+                        T[c, r] -= e * Minv[k, r]
+                j = mi[j, 0]
+    for r in range(nv):
+        for c in range(first, nv):
+            out[r, c] = T[c, r]
+
+
+@njit(cache=True)
+def minus_minv_dtau(mi, dof_end, g, H, Minv, dtau_dq, dtau_dv, body_fixed_wrenches, T, da_dq, da_dv):
+    """``da/dq = -M^-1 dtau/dq`` and ``da/dv = -M^-1 dtau/dv`` by the sparse products above. With a floating base
+    whose external wrenches (if any) are fixed in the body frames, turning the whole robot about its base only turns
+    gravity in the base frame, so the base-pose columns of ``da/dq`` are the closed form ``[-[g_b]x; 0]`` (the base
+    acceleration follows gravity, the joints do not) instead of a product."""
+    first = 0
+    if mi[0, 1] == JOINT_FREE and body_fixed_wrenches:
+        da_dq[:, :6] = 0.0
+        gb = (-(H[0, 0] * g[0] + H[1, 0] * g[1] + H[2, 0] * g[2]), -(H[0, 1] * g[0] + H[1, 1] * g[1] + H[2, 1] * g[2]),
+              -(H[0, 2] * g[0] + H[1, 2] * g[1] + H[2, 2] * g[2]))
+        da_dq[0, 4], da_dq[0, 5] = gb[2], -gb[1]  # -[g_b]x
+        da_dq[1, 3], da_dq[1, 5] = -gb[2], gb[0]
+        da_dq[2, 3], da_dq[2, 4] = gb[1], -gb[0]
+        first = 6
+    _minus_minv_times(mi, dof_end, Minv, dtau_dq, first, T, da_dq)
+    _minus_minv_times(mi, dof_end, Minv, dtau_dv, 0, T, da_dv)
+
+
+@njit(cache=True)
+def fd_derivatives_core(mi, mf, g, dof_end, H, s, v, tau, fext, fext_local, fext_ref, Wa, Wi, D, Wm, T, tau_id,
+                        dtau_dq, dtau_dv, M, a, da_dq, da_dv, Minv):
+    """a = FD(x, tau), da/dq, da/dv and M^{-1} for one state. Assumes checked inputs."""
+    status = aba_core(mi, mf, g, H, s, v, tau, fext_local, Wa, a)
+    if status != OK:
+        return status
+    idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, fext_ref, Wi, D, tau_id, dtau_dq, dtau_dv, M)
+    status = minv_core(mi, mf, s, Wm, Minv)
+    if status != OK:
+        return status
+    minus_minv_dtau(mi, dof_end, g, H, Minv, dtau_dq, dtau_dv, fext.shape[0] == 0 or fext_ref == LOCAL_WRENCH, T,
+                    da_dq, da_dv)
+    return OK
+
+
+@njit(cache=True)
+def fd_derivatives_kernel(mi, mf, g, dof_end, floating, n, H, s, v, tau, fext, fext_local, fext_ref, Wa, Wi, D, Wm,
+                          T, tau_id, dtau_dq, dtau_dv, M, a, da_dq, da_dv, Minv):
+    status = check_dynamics_inputs(mi, floating, n, a.shape[0], H, s, v, tau, BAD_TAU, fext)
+    if status == OK:
+        status = fd_derivatives_core(mi, mf, g, dof_end, H, s, v, tau, fext, fext_local, fext_ref, Wa, Wi, D, Wm, T,
+                                     tau_id, dtau_dq, dtau_dv, M, a, da_dq, da_dv, Minv)
+    return status
+
+
+@njit(cache=True)
+def fd_derivatives_batch_kernel(mi, mf, g, dof_end, floating, n, H, S, V, TAU, fext, fext_local, fext_ref, Wa, Wi,
+                                D, Wm, T, tau_id, dtau_dq, dtau_dv, M, A, DA_DQ, DA_DV, MINV):
+    """Forward-dynamics derivatives over N knots in one compiled call; returns (status, failing knot)."""
+    N = S.shape[0]
+    has_fext = fext.shape[1] > 0
+    if (V.shape[0] != N or TAU.shape[0] != N or A.shape[0] != N or (floating and H.shape[0] != N)
+            or (has_fext and fext.shape[0] != N)):
+        return BAD_N, 0
+    for k in range(N):
+        fk, fl = (fext[k], fext_local[k]) if has_fext else (fext[0], fext_local[0])
+        status = fd_derivatives_kernel(mi, mf, g, dof_end, floating, n, H[k] if floating else H[0], S[k], V[k],
+                                       TAU[k], fk, fl, fext_ref, Wa, Wi, D, Wm, T, tau_id, dtau_dq, dtau_dv, M,
+                                       A[k], DA_DQ[k], DA_DV[k], MINV[k])
+        if status != OK:
+            return status, k
+    return OK, 0
+
+
+@dataclass(eq=False)
+class ForwardDynamicsDerivatives:
+    """``a = aba(x, tau, fext)`` and its derivatives ``da_dq`` (configuration tangent, base columns in the
+    body-twist chart), ``da_dv`` and ``da_dtau = M^{-1}``. Shapes ``(nv,)`` and ``(nv, nv)``, with a leading
+    ``N`` for a trajectory."""
+
+    a: np.ndarray
+    da_dq: np.ndarray
+    da_dv: np.ndarray
+    da_dtau: np.ndarray
+
+
+def _build_work(model: RobotModel) -> tuple:
+    nv = model.nv
+    Wi, D = work_arrays(model)
+    return (model.scratch("aba", (model.nb, _ABA_COLS)), Wi, D, model.scratch("minv", (model.nb, _MINV_PC + 6 * nv)),
+            np.zeros((nv, nv)), np.zeros(nv), np.zeros((nv, nv)), np.zeros((nv, nv)), np.zeros((nv, nv)))
+
+
+def _work(model: RobotModel) -> tuple:
+    """Work arrays: those of ABA, IDSVA and M^-1, the product scratch, and IDSVA's outputs at the consistent a."""
+    return model.derived("fd_derivatives_work", _build_work)
+
+
+def _raise_fd(status: int, model: RobotModel, knot: int | None) -> None:
+    if status == SINGULAR:  # aba's own message speaks of articulated inertias; these derivatives factor M itself
+        raise_for_status(status, model, "aba_derivatives", knot)
+    _raise(status, model, knot)
+
+
+def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference: str = "local",
+                    out: ForwardDynamicsDerivatives | None = None) -> ForwardDynamicsDerivatives:
+    """Forward dynamics and its analytical first-order derivatives (seed 001 eq. 5 with IDSVA and IMMAmb).
+
+    Same inputs as ``aba``; ``fext`` (optional, ``(nb, 6)``) are wrenches in each body's frame
+    (``fext_reference="local"``) or in the world frame at the world origin (``"world"``), their dependence on
+    ``q`` included. ``x`` a Trajectory evaluates all knots in one compiled call. Equals Pinocchio's
+    ``computeABADerivatives`` (``ddq_dq, ddq_dv, ddq_dtau``). ``out``, a previous result of the same shapes, is
+    overwritten and returned instead of allocating new arrays.
+    """
+    ref = fext_reference_code(fext_reference, "aba_derivatives")
+    nv, args = model.nv, (model.mi, model.mf, model.gravity, dof_end(model), model.floating_base, model.n)
+    if type(x) is State:
+        fe = as_fext(fext, model, "aba_derivatives")
+        fl = body_frame_wrenches(model, x, fe) if ref != LOCAL_WRENCH and fe.shape[0] else fe
+        a, da_dq, da_dv, Minv = result_arrays(out, ForwardDynamicsDerivatives, ((nv,), (nv, nv), (nv, nv), (nv, nv)),
+                                              "aba_derivatives")
+        status = fd_derivatives_kernel(*args, base_pose(x), x.s, x.v, as_vector(tau), fe, fl, ref, *_work(model),
+                                       a, da_dq, da_dv, Minv)
+        if status != OK:
+            _raise_fd(status, model, None)
+        return ForwardDynamicsDerivatives(a, da_dq, da_dv, Minv) if out is None else out
+    check_type(x, "aba_derivatives")
+    T = np.asarray(tau, dtype=np.float64)
+    if T.ndim != 2:
+        raise ValueError(f"aba_derivatives({model.name}): for a trajectory, tau must be (N, nv)")
+    fe = as_fext_batch(fext, model, "aba_derivatives")
+    fl = body_frame_wrenches(model, x, fe) if ref != LOCAL_WRENCH and fe.shape[1] else fe
+    N = len(x)
+    A, DQ, DV, MINV = result_arrays(out, ForwardDynamicsDerivatives, ((N, nv), (N, nv, nv), (N, nv, nv), (N, nv, nv)),
+                                    "aba_derivatives")
+    status, k = fd_derivatives_batch_kernel(*args, base_poses(x), x.s, x.v, T, fe, fl, ref, *_work(model),
+                                            A, DQ, DV, MINV)
+    if status != OK:
+        _raise_fd(status, model, k)
+    return ForwardDynamicsDerivatives(A, DQ, DV, MINV) if out is None else out

@@ -1,0 +1,93 @@
+"""Second-order derivatives of forward dynamics, as tensors and as the contraction DDP needs (seed 003 digest §3).
+
+With ``u = FD(q, v, tau)`` defined by ``ID(q, v, u) = tau``, differentiating twice (``q_a`` first, then ``q_b``; the
+chain rule holds for Lie derivatives taken one after the other) gives, all inverse-dynamics quantities being
+evaluated at the consistent ``u`` and ``dM[i, k, a] = dM_ik/dq_a``::
+
+    u_q = -M^-1 ID_q,   u_v = -M^-1 ID_v,   u_tau = M^-1
+    u_qq[:, a, b]   = -M^-1 (ID_qq[:, a, b] + dM[:, :, a] u_q[:, b] + dM[:, :, b] u_q[:, a])
+    u_qv[:, a, b]   = -M^-1 (ID_qv[:, a, b] + dM[:, :, a] u_v[:, b])
+    u_vv            = -M^-1 ID_vv
+    u_qtau[:, a, b] = -M^-1 dM[:, :, a] M^-1[:, b],     u_vtau = u_tautau = 0
+
+DDP's backward pass only needs ``sum_i lambda_i d2u_i``: with ``mu = M^-1 lambda`` (one product) and
+``P[k, a] = sum_i mu_i dM[i, k, a]`` this is, without forming any third-order tensor::
+
+    C_qq = -(mu . ID_qq + P^T u_q + u_q^T P),   C_qv = -(mu . ID_qv + P^T u_v),   C_vv = -mu . ID_vv,
+    C_qtau = -P^T M^-1
+
+(``mu . T`` contracts the first index of a tensor T). The inverse-dynamics terms come from IDSVA SO
+(``rnea_second_order``: as tensors, or their contractions with ``mu`` accumulated during the pass), the
+first-order terms from ``aba_derivatives``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.algorithms.rnea_second_order import rnea_second_order_contraction, rnea_second_order_derivatives
+from lietraj.dynamics.lie.state import State, Trajectory
+
+
+@dataclass(eq=False)
+class ForwardDynamicsSecondOrder:
+    """Second-order derivatives of ``a = aba(x, tau)``, laid out ``[out, in1, in2]`` (in1 first): ``d2a_dq2``,
+    ``d2a_dqdv``, ``d2a_dv2``, ``d2a_dqdtau`` (each ``(nv, nv, nv)``), with the first-order result ``first``."""
+
+    d2a_dq2: np.ndarray
+    d2a_dqdv: np.ndarray
+    d2a_dv2: np.ndarray
+    d2a_dqdtau: np.ndarray
+    first: object
+
+
+@dataclass(eq=False)
+class ForwardDynamicsHessian:
+    """``sum_i lambda_i d2a_i`` in blocks (``(nv, nv)`` each; the ``v-tau`` and ``tau-tau`` blocks are zero):
+    ``qq``, ``qv`` (q first, then v; the ``vq`` block is its transpose), ``vv`` and ``qtau``."""
+
+    qq: np.ndarray
+    qv: np.ndarray
+    vv: np.ndarray
+    qtau: np.ndarray
+
+
+def aba_second_order_derivatives(model: RobotModel, x: State, tau) -> ForwardDynamicsSecondOrder:
+    """The full second-order tensors of forward dynamics at ``(x, tau)`` (one state; no external wrenches)."""
+    first = aba_derivatives(model, x, tau)
+    so = rnea_second_order_derivatives(model, x, first.a)
+    Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
+    dM_uq = np.einsum("ika,kb->iab", so.dM_dq, u_q)
+    u_qq = -np.einsum("ij,jab->iab", Minv, so.d2tau_dq2 + dM_uq + dM_uq.transpose(0, 2, 1))
+    u_qv = -np.einsum("ij,jab->iab", Minv, so.d2tau_dqdv + np.einsum("ika,kb->iab", so.dM_dq, u_v))
+    u_vv = -np.einsum("ij,jab->iab", Minv, so.d2tau_dv2)
+    u_qtau = -np.einsum("ij,jka,kb->iab", Minv, so.dM_dq, Minv)
+    return ForwardDynamicsSecondOrder(u_qq, u_qv, u_vv, u_qtau, first)
+
+
+def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam) -> ForwardDynamicsHessian:
+    """``sum_i lam_i d2FD_i / d(q, v, tau)^2`` at ``(x, tau)`` by one product with ``M^-1`` and the contraction of
+    the inverse-dynamics second-order terms with ``mu = M^-1 lam``, accumulated during the IDSVA SO pass
+    (``rnea_second_order_contraction``): no third-order tensor is formed (seed 003 digest §3).
+
+    ``x`` a Trajectory takes ``tau`` and ``lam`` as (N, nv) arrays and returns blocks with a leading N; the
+    first- and second-order passes then run once over all knots.
+    """
+    lam = np.asarray(lam, dtype=float)
+    single = type(x) is State
+    if lam.shape != ((model.nv,) if single else (len(x), model.nv)) or not np.all(np.isfinite(lam)):
+        shape = f"({model.nv},)" if single else f"({len(x)}, {model.nv})"
+        raise ValueError(f"aba_hessian_contraction({model.name}): lam must be a finite array of shape {shape}")
+    first = aba_derivatives(model, x, tau)
+    Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
+    mu = (Minv @ lam[..., None])[..., 0]
+    h = rnea_second_order_contraction(model, x, first.a, mu)
+    P = h.M_q  # P[k, a] = sum_i mu_i dM_ik/dq_a
+    Pt = np.swapaxes(P, -1, -2)
+    PtU = Pt @ u_q
+    qq = -(h.qq + PtU + np.swapaxes(PtU, -1, -2))
+    return ForwardDynamicsHessian(qq, -(h.qv + Pt @ u_v), -h.vv, -Pt @ Minv)

@@ -1,0 +1,215 @@
+"""Recursive Newton-Euler inverse dynamics: tau = M(q) a + h(q, v) - J^T f_ext, linear-first, body frames.
+
+For a floating base the acceleration ``a = [nu_dot; s_ddot]`` is taken as given, whether or not it is
+consistent with zero base wrench, and the first six entries of the result are the wrench the base would need
+(expressed in the base frame): this is the extended inverse dynamics ID-bar of seed 000 eqs. (39)-(41), the
+quantity its derivatives (Tables 5-8) differentiate. Pinocchio's ``rnea`` with a free-flyer computes the same.
+
+Recursion (Featherstone's RNEA, seed 002 Table 2 in linear-first form), gravity entering as a fictitious
+acceleration ``-g`` of the world:
+
+    forward  v_i = iX_l v_l + S_i sdot_i,   a_i = iX_l a_l + S_i sddot_i + v_i x S_i sdot_i,
+             f_i = I_i a_i + v_i x* I_i v_i - f_ext_i
+    backward tau_i = S_i^T f_i + armature_i sddot_i,   f_l += lX_i^* f_i
+
+External wrenches ``f_ext`` are given per body as ``[force; torque]``, in the body frame (Pinocchio's ``fext``
+in LOCAL), or with ``fext_reference="world"`` in the world frame at the world origin (WORLD), converted to the
+body frames first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from lietraj.dynamics._checks import (
+    check_dynamics_inputs,
+    BAD_A,
+    BAD_N,
+    OK,
+    as_fext,
+    as_fext_batch,
+    as_vector,
+    base_pose,
+    base_poses,
+    check_type,
+    raise_for_status,
+)
+from lietraj.dynamics._spatial import (
+    act_force,
+    act_inv_motion,
+    add,
+    base_placement,
+    cross_force,
+    cross_motion,
+    dot,
+    inertia_times,
+    joint_placement,
+    load3,
+    motion_subspace,
+    mtv,
+    scale,
+    store3,
+    store9,
+)
+from lietraj.dynamics.kinematics.kinematics import body_placements
+from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, RobotModel
+from lietraj.dynamics.lie.state import State, Trajectory
+
+# Work-array columns: placement R (9), p (3), velocity (6), acceleration (6), force (6).
+_R, _P, _V, _A, _F, _COLS = 0, 9, 12, 18, 24, 30
+_ZERO3 = (0.0, 0.0, 0.0)
+
+
+@njit(cache=True)
+def rnea_core(mi, mf, g, H, s, v, a, fext, W, tau):
+    """RNEA for one state; writes tau. Assumes checked inputs."""
+    nb = mi.shape[0]
+    has_fext = fext.shape[0] > 0
+    for i in range(nb):
+        parent, jt, iv, js = mi[i, 0], mi[i, 1], mi[i, 2], mi[i, 3]
+        if jt == JOINT_FREE:
+            R, p = base_placement(H)
+            vi, wi = (v[0], v[1], v[2]), (v[3], v[4], v[5])
+            ai = add((a[0], a[1], a[2]), mtv(R, (-g[0], -g[1], -g[2])))
+            bi = (a[3], a[4], a[5])
+        else:
+            R, p = joint_placement(mf, jt, i, s[js])
+            Sv, Sw = motion_subspace(mf, jt, i)
+            qd, qdd = v[iv], a[iv]
+            if parent >= 0:
+                vi, wi = act_inv_motion(R, p, load3(W, parent, _V), load3(W, parent, _V + 3))
+                ai, bi = act_inv_motion(R, p, load3(W, parent, _A), load3(W, parent, _A + 3))
+            else:
+                vi, wi = _ZERO3, _ZERO3
+                ai, bi = act_inv_motion(R, p, (-g[0], -g[1], -g[2]), _ZERO3)
+            vJ, wJ = scale(Sv, qd), scale(Sw, qd)
+            vi, wi = add(vi, vJ), add(wi, wJ)
+            cv, cw = cross_motion(vi, wi, vJ, wJ)
+            ai = add(add(ai, scale(Sv, qdd)), cv)
+            bi = add(add(bi, scale(Sw, qdd)), cw)
+        store9(W, i, _R, R)
+        store3(W, i, _P, p)
+        store3(W, i, _V, vi)
+        store3(W, i, _V + 3, wi)
+        store3(W, i, _A, ai)
+        store3(W, i, _A + 3, bi)
+        hv, hw = inertia_times(mf, i, vi, wi)
+        fa, na = inertia_times(mf, i, ai, bi)
+        fb, nbias = cross_force(vi, wi, hv, hw)
+        f, n = add(fa, fb), add(na, nbias)
+        if has_fext:
+            f = (f[0] - fext[i, 0], f[1] - fext[i, 1], f[2] - fext[i, 2])
+            n = (n[0] - fext[i, 3], n[1] - fext[i, 4], n[2] - fext[i, 5])
+        store3(W, i, _F, f)
+        store3(W, i, _F + 3, n)
+    for i in range(nb - 1, -1, -1):
+        parent, jt, iv = mi[i, 0], mi[i, 1], mi[i, 2]
+        f, n = load3(W, i, _F), load3(W, i, _F + 3)
+        if jt == JOINT_FREE:
+            tau[0], tau[1], tau[2], tau[3], tau[4], tau[5] = f[0], f[1], f[2], n[0], n[1], n[2]
+        else:
+            Sv, Sw = motion_subspace(mf, jt, i)
+            tau[iv] = dot(Sv, f) + dot(Sw, n) + mf[i, MF_ARMATURE] * a[iv]
+        if parent >= 0:
+            R = (W[i, 0], W[i, 1], W[i, 2], W[i, 3], W[i, 4], W[i, 5], W[i, 6], W[i, 7], W[i, 8])
+            fp, np_ = act_force(R, load3(W, i, _P), f, n)
+            for k in range(3):
+                W[parent, _F + k] += fp[k]
+                W[parent, _F + 3 + k] += np_[k]
+
+
+@njit(cache=True)
+def rnea_kernel(mi, mf, g, floating, n, H, s, v, a, fext, W, tau):
+    status = check_dynamics_inputs(mi, floating, n, tau.shape[0], H, s, v, a, BAD_A, fext)
+    if status == OK:
+        rnea_core(mi, mf, g, H, s, v, a, fext, W, tau)
+    return status
+
+
+@njit(cache=True)
+def rnea_batch_kernel(mi, mf, g, floating, n, H, S, V, A, fext, W, TAU):
+    """RNEA over N knots in one compiled call; returns (status, failing knot)."""
+    N = S.shape[0]
+    has_fext = fext.shape[1] > 0
+    if (V.shape[0] != N or A.shape[0] != N or TAU.shape[0] != N or (floating and H.shape[0] != N)
+            or (has_fext and fext.shape[0] != N)):
+        return BAD_N, 0
+    nv = TAU.shape[1]
+    for k in range(N):
+        Hk = H[k] if floating else H[0]
+        fk = fext[k] if has_fext else fext[0]
+        status = check_dynamics_inputs(mi, floating, n, nv, Hk, S[k], V[k], A[k], BAD_A, fk)
+        if status != OK:
+            return status, k
+        rnea_core(mi, mf, g, Hk, S[k], V[k], A[k], fk, W, TAU[k])
+    return OK, 0
+
+
+
+
+def body_frame_wrenches(model: RobotModel, x: State | Trajectory, fext) -> np.ndarray:
+    """Per-body wrenches ``[f; n]`` given in the world frame at the world origin, expressed in each body's frame:
+    ``(R^T f, R^T (n - p x f))`` with ``(R, p)`` the body's world pose. ``(nb, 6)``, or ``(N, nb, 6)``."""
+    P = body_placements(model, x)
+    R, p = P[..., :3, :3], P[..., :3, 3]
+    fe = np.asarray(fext, dtype=np.float64)
+    if fe.shape != p.shape[:-1] + (6,):
+        raise ValueError(f"{model.name}: world-frame fext must have shape {p.shape[:-1] + (6,)}, got {fe.shape}")
+    f, n = fe[..., :3], fe[..., 3:]
+    RT = np.swapaxes(R, -1, -2)
+    return np.concatenate([np.einsum("...ij,...j->...i", RT, f),
+                           np.einsum("...ij,...j->...i", RT, n - np.cross(p, f))], axis=-1)
+
+
+def local_wrenches(model: RobotModel, x: State | Trajectory, fext, fext_reference: str, what: str):
+    """``fext`` in the body frames: as given for ``fext_reference="local"``, converted for ``"world"``."""
+    if fext_reference not in ("local", "world"):
+        raise ValueError(f"{what}: fext_reference must be 'local' or 'world', got {fext_reference!r}")
+    if fext is None or fext_reference == "local":
+        return fext
+    return body_frame_wrenches(model, x, fext)
+
+
+def rnea(model: RobotModel, x: State | Trajectory, a, fext=None, fext_reference: str = "local") -> np.ndarray:
+    """Inverse dynamics tau = M a + h - sum_i J_i^T f_ext_i (for a floating base, ``tau[:6]`` is the base wrench).
+
+    ``x`` is a State (returns ``(nv,)``) or a Trajectory of N knots with ``a`` of shape ``(N, nv)``
+    (returns ``(N, nv)``, computed in one compiled call). ``fext`` is optional: ``(nb, 6)`` wrenches
+    ``[force; torque]`` per body, or ``(N, nb, 6)`` for a trajectory, in each body's frame
+    (``fext_reference="local"``) or in the world frame at the world origin (``"world"``).
+    """
+    W = model.scratch("rnea", (model.nb, _COLS))
+    fext = local_wrenches(model, x, fext, fext_reference, "rnea")
+    if type(x) is State:
+        fe = as_fext(fext, model, "rnea")
+        tau = np.empty(model.nv)
+        status = rnea_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
+                             base_pose(x), x.s, x.v, as_vector(a), fe, W, tau)
+        raise_for_status(status, model, "rnea")
+        return tau
+    check_type(x, "rnea")
+    A = np.asarray(a, dtype=np.float64)
+    fe = as_fext_batch(fext, model, "rnea")
+    if A.ndim != 2:
+        raise ValueError(f"rnea({model.name}): for a trajectory, a must be (N, nv)")
+    TAU = np.empty((len(x), model.nv))
+    status, k = rnea_batch_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
+                                  base_poses(x), x.s, x.v, A, fe, W, TAU)
+    raise_for_status(status, model, "rnea", k)
+    return TAU
+
+
+def nonlinear_effects(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+    """h(q, v) = C(q, v) v + g(q): the inverse dynamics at zero acceleration."""
+    if type(x) is State:
+        return rnea(model, x, np.zeros(model.nv))
+    return rnea(model, x, np.zeros((len(x), model.nv)))
+
+
+def generalized_gravity(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+    """g(q): the generalized gravity force (the inverse dynamics at zero velocity and acceleration)."""
+    if type(x) is State:
+        return rnea(model, State(x.H, x.s, np.zeros(model.nv)), np.zeros(model.nv))
+    zeros = np.zeros((len(x), model.nv))
+    return rnea(model, Trajectory(x.H, x.s, zeros), zeros)

@@ -1,0 +1,396 @@
+"""First-order derivatives of the contact-constrained forward dynamics (``contact_dynamics``) w.r.t. state and torque.
+
+At the solution ``(a, lambda)`` of ``contact_dynamics`` (module docstring there), with the contact rows taken in
+each contact frame's own axes (LOCAL), the two equations
+
+    F(x, a, lambda) = ID(x, a) - J^T lambda - tau = 0,        C(x, a) + damping lambda = 0,   C = J a + gamma
+
+hold identically in ``(x, tau)``. Differentiating them (Carpentier & Mansard 2018, "Analytical derivatives of
+rigid body dynamics algorithms", §contact dynamics; Crocoddyl's ``DifferentialActionModelContactFwdDynamics``)::
+
+    [[M, -J^T], [J, damping I]] [da; dlambda] = [dtau - dF/dx; -dC/dx]     (a, lambda held fixed on the right)
+
+- ``dF/dx``: IDSVA (``rnea_derivatives``) at ``a`` with ``fext`` the contact forces as wrenches on the contact
+  bodies in the body frames. ``rnea`` subtracts external wrenches, so this is ``ID - J^T lambda``; a LOCAL contact
+  force is fixed in the contact frame, hence in its body, which is exactly how IDSVA differentiates a body-frame
+  ``fext``.
+- ``dC/dx``: ``C(x, a)`` is the contact frame's acceleration at ``a`` in LOCAL (spatial for 6d, classical for 3d:
+  ``frame_acceleration_derivatives``) plus the Baumgarte terms ``Kv v_c`` (``frame_velocity_derivatives``) and
+  ``Kp e_c``: for 6d ``Jr(e)^-1 J`` (``frame_placement_error``); for 3d, ``e = R^T (p - p_target)`` moves under
+  a local frame twist ``(dv, dw)`` by ``dv + e x dw``, so ``de/dq = J_lin + [e]x J_ang``.
+
+The system is solved through the Schur complement ``S = J M^-1 J^T + damping I`` as in ``contact_dynamics``.
+With ``M^-1`` from the recursive IMMAmb (``inverse_mass_matrix``), ``Y_x = -M^-1 dF/dx`` (the unconstrained
+forward-dynamics derivatives with the contact forces held as body wrenches, computed as in ``aba_derivatives``:
+sparse products, and for a floating base the base-pose columns in closed form since body-fixed wrenches see
+``H`` only through gravity) and ``G = M^-1 J^T``::
+
+    dlambda/dx = S^-1 (-dC/dx - J Y_x),   dlambda/dtau = -S^-1 G^T,
+    da/dx = Y_x + G dlambda/dx,           da/dtau = M^-1 + G dlambda/dtau
+
+with ``S`` factored by Cholesky. For a contact with ``reference="local_world_aligned"`` the accelerations are
+the same and its force is the LOCAL one rotated into world axes, ``lambda_w = R lambda`` per block of three;
+``R`` turns with the frame's local angular velocity Jacobian ``J_ang``, so
+``dlambda_w/dq = R (dlambda/dq - [lambda]x J_ang)``.
+
+Columns are the state tangent ``[z_q (nv); z_v (nv)]`` (base columns: body-twist perturbations ``H exp(z)``),
+rows the accelerations ``(nv,)`` and the stacked forces ``(nc,)`` in contact order and in each contact's reference.
+Everything after ``contact_dynamics`` runs in one compiled call for a whole trajectory (``x`` a Trajectory).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Sequence
+
+import numpy as np
+from numba import njit
+
+from lietraj.dynamics._checks import (
+    BAD_A,
+    BAD_N,
+    NOT_FINITE,
+    OK,
+    base_pose,
+    base_poses,
+    check_dynamics_inputs,
+    check_type,
+    raise_for_status,
+    result_arrays,
+)
+from lietraj.dynamics._spatial import add, cross, load3, load9, mtv, mv, sub
+from lietraj.dynamics.algorithms.aba_derivatives import minus_minv_dtau
+from lietraj.dynamics.contacts.contact_dynamics import Contact, ContactDynamicsResult, contact_dynamics
+from lietraj.dynamics.algorithms.inverse_mass_matrix import _PC as _MINV_PC
+from lietraj.dynamics.algorithms.inverse_mass_matrix import minv_core
+from lietraj.dynamics.kinematics.kinematics import (
+    ACCELERATION,
+    LOCAL,
+    W_COLS,
+    forward_kinematics_core,
+    frame_id,
+    frame_pose,
+    model_tables,
+)
+from lietraj.dynamics.kinematics.kinematics_derivatives import motion_derivatives_core, placement_error_core
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.algorithms.rnea_derivatives import LOCAL_WRENCH, dof_end, idsva_core, work_arrays
+from lietraj.dynamics.lie.state import State, Trajectory
+
+# Status of a Schur complement that is not positive definite (redundant contacts without damping).
+SCHUR_SINGULAR = 110
+# Contact table columns: frame index, rows (3 or 6), first row, flags; flag bits below.
+_CK, _CDIM, _COFF, _CFLAGS = 0, 1, 2, 3
+_WORLD_ALIGNED, _POSITION = 1, 2
+
+
+@dataclass(frozen=True)
+class ContactDynamicsDerivatives:
+    """``a`` (nv,) and ``forces`` (nc,) of ``contact_dynamics`` (its ``lagrangian``) and their derivatives w.r.t.
+    q (tangent basis), v and tau: ``da_dq``, ``da_dv``, ``da_dtau`` (nv, nv); ``df_dq``, ``df_dv``, ``df_dtau``
+    (nc, nv). A leading axis N for a trajectory."""
+
+    a: np.ndarray
+    forces: np.ndarray
+    da_dq: np.ndarray
+    da_dv: np.ndarray
+    da_dtau: np.ndarray
+    df_dq: np.ndarray
+    df_dv: np.ndarray
+    df_dtau: np.ndarray
+
+
+@njit(cache=True)
+def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lam, Wk, MD, PE, r6, fext, lam_local,
+                  J, Jang, df_dq, df_dv):
+    """Forward kinematics at ``a``; then per contact its LOCAL rows of J (and J_ang), ``-dC/dq`` and ``-dC/dv``
+    into df_dq / df_dv, its force in LOCAL axes and as a wrench on its body (fext, body frame)."""
+    nv = J.shape[1]
+    forward_kinematics_core(mi, mf, H, s, v, a, ACCELERATION, a_last, Wk)
+    fext[:, :] = 0.0
+    for c in range(ci.shape[0]):
+        k, d, o, flags = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF], ci[c, _CFLAGS]
+        Kp, Kv = gains[c, 0], gains[c, 1]
+        oR, op = frame_pose(Wk, fb, ff, k)
+        for r in range(o, o + d, 3):
+            f = (lam[r], lam[r + 1], lam[r + 2])
+            if flags & _WORLD_ALIGNED:
+                f = mtv(oR, f)
+            lam_local[r], lam_local[r + 1], lam_local[r + 2] = f[0], f[1], f[2]
+        # MD = [dv_dq, da_dq, da_dv, da_da = J] of the frame in LOCAL; dv_dv is J as well.
+        motion_derivatives_core(mi, mf, fb, ff, k, ACCELERATION, LOCAL, d == 3, Wk, MD)
+        for r in range(d):
+            for col in range(nv):
+                J[o + r, col] = MD[3, r, col]
+                df_dq[o + r, col] = -MD[1, r, col] - Kv * MD[0, r, col]
+                df_dv[o + r, col] = -MD[2, r, col] - Kv * MD[3, r, col]
+        for r in range(3):
+            for col in range(nv):
+                Jang[c, r, col] = MD[3, 3 + r, col]
+        if flags & _POSITION:
+            if d == 6:
+                placement_error_core(mi, mf, fb, ff, k, targets[c], Wk, r6, PE)
+                for r in range(6):
+                    for col in range(nv):
+                        df_dq[o + r, col] -= Kp * PE[r, col]
+            else:
+                e = mtv(oR, sub(op, (targets[c, 0, 3], targets[c, 1, 3], targets[c, 2, 3])))
+                for col in range(nv):
+                    ex = cross(e, (MD[3, 3, col], MD[3, 4, col], MD[3, 5, col]))
+                    for r in range(3):
+                        df_dq[o + r, col] -= Kp * (MD[3, r, col] + ex[r])
+        # The force [f; torque] at the frame origin in frame axes, as a wrench on the body in body axes.
+        b = fb[k]
+        fR, fp = load9(ff, k, 0), load3(ff, k, 9)
+        force = mv(fR, (lam_local[o], lam_local[o + 1], lam_local[o + 2]))
+        torque = cross(fp, force)
+        if d == 6:
+            torque = add(torque, mv(fR, (lam_local[o + 3], lam_local[o + 4], lam_local[o + 5])))
+        for r in range(3):
+            fext[b, r] += force[r]
+            fext[b, 3 + r] += torque[r]
+
+
+@njit(cache=True)
+def _cholesky_solve(L, B):
+    """B <- L^-T L^-1 B for the lower Cholesky factor L (nc, nc) and B (nc, m)."""
+    n, m = L.shape[0], B.shape[1]
+    for r in range(n):
+        for k in range(r):
+            e = L[r, k]
+            for col in range(m):
+                B[r, col] -= e * B[k, col]
+        e = 1.0 / L[r, r]
+        for col in range(m):
+            B[r, col] *= e
+    for r in range(n - 1, -1, -1):
+        e = 1.0 / L[r, r]
+        for col in range(m):
+            B[r, col] *= e
+        for k in range(r):
+            e = L[r, k]
+            for col in range(m):
+                B[k, col] -= e * B[r, col]
+
+
+@njit(cache=True)
+def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_last, damping, H, s, v, a, lam,
+                             work, da_dq, da_dv, da_dtau, df_dq, df_dv, df_dtau):
+    """The six derivative blocks at one state for the solution (a, lam) of the contact dynamics (module
+    docstring). Assumes checked inputs; returns OK, SINGULAR (M) or SCHUR_SINGULAR."""
+    Wk, Wi, D, Wm, T, MD, PE, r6, fext, lam_local, tau_id, dtau_dq, dtau_dv, M, Minv, J, Jang, Gt, S = work
+    nv, nc = da_dq.shape[0], J.shape[0]
+    _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lam, Wk, MD, PE, r6, fext, lam_local, J,
+                  Jang, df_dq, df_dv)
+    idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, LOCAL_WRENCH, Wi, D, tau_id, dtau_dq, dtau_dv, M)
+    status = minv_core(mi, mf, s, Wm, Minv)
+    if status != OK:
+        return status
+    # Y_x = -M^-1 dF/dx into da_dq, da_dv; the contact wrenches are fixed in the body frames.
+    minus_minv_dtau(mi, dof_end, g, H, Minv, dtau_dq, dtau_dv, True, T, da_dq, da_dv)
+    # G^T = J M^-1 and the right-hand sides -dC/dx - J Y_x (df_dq, df_dv already hold -dC/dx); J is sparse (the
+    # contact frames' ancestors' columns only).
+    for c in range(nc):
+        for col in range(nv):
+            Gt[c, col] = 0.0
+        for k in range(nv):
+            e = J[c, k]
+            if e != 0.0:
+                for col in range(nv):
+                    Gt[c, col] += e * Minv[k, col]
+                    df_dq[c, col] -= e * da_dq[k, col]
+                    df_dv[c, col] -= e * da_dv[k, col]
+        for col in range(nv):
+            df_dtau[c, col] = -Gt[c, col]
+    # S = G^T J^T + damping I, factored in place (lower triangle).
+    for r in range(nc):
+        for c in range(r + 1):
+            acc = damping if r == c else 0.0
+            for k in range(nv):
+                acc += Gt[r, k] * J[c, k]
+            S[r, c] = acc
+    for r in range(nc):
+        for c in range(r + 1):
+            acc = S[r, c]
+            for k in range(c):
+                acc -= S[r, k] * S[c, k]
+            if r == c:
+                if not acc > 0.0:
+                    return SCHUR_SINGULAR
+                S[r, r] = math.sqrt(acc)
+            else:
+                S[r, c] = acc / S[c, c]
+    _cholesky_solve(S, df_dq)
+    _cholesky_solve(S, df_dv)
+    _cholesky_solve(S, df_dtau)
+    # da = Y + G dlambda; da/dtau = M^-1 + G dlambda/dtau.
+    for r in range(nv):
+        for col in range(nv):
+            da_dtau[r, col] = Minv[r, col]
+        for c in range(nc):
+            e = Gt[c, r]
+            for col in range(nv):
+                da_dq[r, col] += e * df_dq[c, col]
+                da_dv[r, col] += e * df_dv[c, col]
+                da_dtau[r, col] += e * df_dtau[c, col]
+    # World-aligned contacts: dlambda_w = R (dlambda - [lambda]x J_ang dq).
+    for c in range(ci.shape[0]):
+        if not ci[c, _CFLAGS] & _WORLD_ALIGNED:
+            continue
+        k, d, o = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF]
+        oR, _ = frame_pose(Wk, fb, ff, k)
+        for r in range(o, o + d, 3):
+            f = (lam_local[r], lam_local[r + 1], lam_local[r + 2])
+            for col in range(nv):
+                x = sub((df_dq[r, col], df_dq[r + 1, col], df_dq[r + 2, col]),
+                        cross(f, (Jang[c, 0, col], Jang[c, 1, col], Jang[c, 2, col])))
+                df_dq[r, col], df_dq[r + 1, col], df_dq[r + 2, col] = mv(oR, x)
+                x = mv(oR, (df_dv[r, col], df_dv[r + 1, col], df_dv[r + 2, col]))
+                df_dv[r, col], df_dv[r + 1, col], df_dv[r + 2, col] = x
+                x = mv(oR, (df_dtau[r, col], df_dtau[r + 1, col], df_dtau[r + 2, col]))
+                df_dtau[r, col], df_dtau[r + 1, col], df_dtau[r + 2, col] = x
+    return OK
+
+
+@njit(cache=True)
+def contact_derivatives_batch_kernel(mi, mf, g, dof_end, floating, n, fb, ff, ci, gains, targets, a_last, damping,
+                                     H, S, V, A, LAM, work, DA_DQ, DA_DV, DA_DTAU, DF_DQ, DF_DV, DF_DTAU):
+    """The derivative blocks at N knots in one compiled call; returns (status, failing knot)."""
+    N, nc = S.shape[0], DF_DQ.shape[1]
+    if (V.shape[0] != N or A.shape[0] != N or LAM.shape[0] != N or DA_DQ.shape[0] != N or (floating and H.shape[0] != N)
+            or LAM.shape[1] != nc):
+        return BAD_N, 0
+    no_fext = work[8][:0]  # an empty fext: only the state and a are checked
+    for t in range(N):
+        Ht = H[t] if floating else H[0]
+        status = check_dynamics_inputs(mi, floating, n, DA_DQ.shape[1], Ht, S[t], V[t], A[t], BAD_A, no_fext)
+        if status == OK:
+            for r in range(nc):
+                if not math.isfinite(LAM[t, r]):
+                    status = NOT_FINITE
+        if status == OK:
+            status = contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_last, damping, Ht,
+                                              S[t], V[t], A[t], LAM[t], work, DA_DQ[t], DA_DV[t], DA_DTAU[t],
+                                              DF_DQ[t], DF_DV[t], DF_DTAU[t])
+        if status != OK:
+            return status, t
+    return OK, 0
+
+
+def _frame_ids(model: RobotModel, contacts: tuple[Contact, ...]) -> list[int]:
+    ids = []
+    for c in contacts:
+        if not isinstance(c, Contact):
+            raise TypeError(f"contact_dynamics_derivatives({model.name}): contacts must be Contact objects, got "
+                            f"{type(c).__name__}")
+        try:
+            ids.append(frame_id(model, c.frame))
+        except (KeyError, IndexError, TypeError) as e:
+            raise ValueError(f"contact_dynamics_derivatives({model.name}): unknown contact frame {c.frame!r} "
+                             f"({e})") from None
+    return ids
+
+
+class _Plan(NamedTuple):
+    """What the kernel needs about one contact set: the model and contact tables (the kernel's leading
+    arguments), the work arrays and the number of rows."""
+
+    args: tuple
+    work: tuple
+    nc: int
+
+
+def _build_plan(model: RobotModel, contacts: tuple[Contact, ...]) -> _Plan:
+    ids = _frame_ids(model, contacts)
+    m, nb, nv = len(contacts), model.nb, model.nv
+    ci, gains, targets = np.zeros((m, 4), dtype=np.int64), np.zeros((m, 2)), np.zeros((m, 4, 4))
+    o = 0
+    for c, (contact, k) in enumerate(zip(contacts, ids)):
+        Kp, Kv = contact.baumgarte
+        position = Kp != 0.0 and contact.target is not None
+        ci[c] = k, contact.dim, o, (_WORLD_ALIGNED if contact.reference == "local_world_aligned" else 0) | (
+            _POSITION if position else 0)
+        gains[c] = Kp, Kv
+        targets[c] = contact.target if position else np.eye(4)
+        o += contact.dim
+    nc = o
+    tables = model_tables(model)
+    a_last = max((int(tables.body[k]) for k in ids), default=-1)
+    args = (model.mi, model.mf, model.gravity, dof_end(model), model.floating_base, model.n, tables.body, tables.pose,
+            ci, gains, targets, a_last)
+    Wi, D = work_arrays(model)
+    work = (np.zeros((nb, W_COLS)), Wi, D, model.scratch("minv", (nb, _MINV_PC + 6 * nv)), np.zeros((nv, nv)),
+            np.zeros((4, 6, nv)), np.zeros((6, nv)), np.zeros(6), np.zeros((nb, 6)), np.zeros(nc), np.zeros(nv),
+            np.zeros((nv, nv)), np.zeros((nv, nv)), np.zeros((nv, nv)), np.zeros((nv, nv)), np.zeros((nc, nv)),
+            np.zeros((m, 3, nv)), np.zeros((nc, nv)), np.zeros((nc, nc)))
+    return _Plan(args, work, nc)
+
+
+_PLANS_KEPT = 32
+
+
+def _plan(model: RobotModel, contacts: tuple[Contact, ...]) -> _Plan:
+    """The plan of a contact set, kept with the model per tuple of Contact objects (they are immutable) so that
+    repeated calls (a solver's iterations) skip building the tables."""
+    plans = model.derived("contact_derivatives_plans", lambda _: {})
+    key = tuple(map(id, contacts))
+    hit = plans.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], contacts)):
+        return hit[1]
+    plan = _build_plan(model, contacts)
+    if len(plans) >= _PLANS_KEPT:
+        plans.clear()
+    plans[key] = (contacts, plan)  # holding the contacts keeps their ids from being reused
+    return plan
+
+
+def _raise(status: int, model: RobotModel, knot: int | None) -> None:
+    what = f"contact_dynamics_derivatives({model.name})" + ("" if knot is None else f" at knot {knot}")
+    if status == SCHUR_SINGULAR:
+        raise ValueError(f"{what}: the contact Jacobian is rank deficient (redundant contacts); remove contacts or "
+                         "pass damping > 0")
+    raise_for_status(status, model, "contact_dynamics_derivatives", knot)
+
+
+def contact_dynamics_derivatives(model: RobotModel, x: State | Trajectory, tau, contacts: Sequence[Contact],
+                                 damping: float = 0.0, out: ContactDynamicsDerivatives | None = None,
+                                 dynamics: ContactDynamicsResult | None = None) -> ContactDynamicsDerivatives:
+    """``contact_dynamics(model, x, tau, contacts, damping)`` (accelerations and stacked contact forces) and their
+    analytical derivatives w.r.t. the state (tangent columns ``[z_q; z_v]``) and ``tau`` (module docstring).
+
+    ``x`` a Trajectory with ``tau`` (N, nv) gives every result a leading axis N (one compiled call for all knots).
+    ``out``, a previous result of the same shapes, is overwritten and returned instead of allocating new arrays.
+    ``dynamics``, the result of that very ``contact_dynamics`` call if the caller already has it, saves solving it
+    again (``tau`` is then not read). Raises ValueError as ``contact_dynamics`` does (shapes, NaN, unknown frames,
+    redundant contacts without damping).
+    """
+    what = "contact_dynamics_derivatives"
+    contacts = tuple(contacts)
+    single = type(x) is State
+    if not single:
+        check_type(x, what)
+    if dynamics is None:
+        dynamics = contact_dynamics(model, x, tau, contacts, damping)  # also validates the inputs, with clear messages
+    elif not (np.isfinite(damping) and damping >= 0.0):
+        raise ValueError(f"{what}({model.name}): damping must be finite and >= 0, got {damping!r}")
+    plan = _plan(model, contacts)
+    nv, nc, lead = model.nv, plan.nc, () if single else (len(x),)
+    A, LAM = np.asarray(dynamics.a, dtype=np.float64), np.asarray(dynamics.lagrangian, dtype=np.float64)
+    if A.shape != lead + (nv,) or LAM.shape != lead + (nc,):
+        raise ValueError(f"{what}({model.name}): dynamics must hold a {lead + (nv,)} and lagrangian {lead + (nc,)}, "
+                         f"got {A.shape} and {LAM.shape}")
+    arrays = result_arrays(out, ContactDynamicsDerivatives, tuple(lead + s for s in (
+        (nv,), (nc,), (nv, nv), (nv, nv), (nv, nv), (nc, nv), (nc, nv), (nc, nv))), what)
+    arrays[0][...] = A
+    arrays[1][...] = LAM
+    if single:
+        H, S, V, A, LAM = base_pose(x)[None], x.s[None], x.v[None], A[None], LAM[None]
+        blocks = tuple(b[None] for b in arrays[2:])
+    else:
+        H, S, V, blocks = base_poses(x), x.s, x.v, arrays[2:]
+    status, k = contact_derivatives_batch_kernel(*plan.args, float(damping), H, S, V, np.ascontiguousarray(A),
+                                                 np.ascontiguousarray(LAM), plan.work, *blocks)
+    if status != OK:
+        _raise(status, model, None if single else k)
+    return ContactDynamicsDerivatives(*arrays) if out is None else out

@@ -1,0 +1,269 @@
+"""Impulse dynamics at touchdown: the velocity jump of a rigid impact on closing contacts, and its derivatives.
+
+When contacts close (a foot lands), the contact frames stop (or bounce back with restitution ``e``) within an
+instant: the configuration does not move, the velocity jumps from ``v`` to ``v⁺`` under the contact impulses
+``Λ`` (Pinocchio's ``impulseDynamics``; Crocoddyl's ``ActionModelImpulseFwdDynamics``)::
+
+    M (v⁺ - v) = Jᵀ Λ,    J v⁺ + e J v + damping Λ = 0
+    Λ = -(1 + e) (J M⁻¹ Jᵀ + damping I)⁻¹ J v,    v⁺ = v + M⁻¹ Jᵀ Λ
+
+with ``J`` (nc, nv) the stacked contact rows of ``contact_dynamics`` (``Contact``): per contact the frame's LOCAL
+twist Jacobian, all six rows for ``kind="6d"``, the three linear rows (the velocity of the frame origin) for
+``"3d"``. ``M⁻¹`` is the recursive inverse mass matrix (O(n²)). A contact's Baumgarte gains and target play no
+part: an impulse has no drift to stabilize, so the same ``Contact`` objects serve the impact and the stance that
+follows. With ``reference="local_world_aligned"`` a contact's rows and impulse are in world axes at the frame
+origin (``Λ_w = R Λ`` per block of three, ``R`` the frame's orientation); ``v⁺`` does not depend on it.
+``damping`` > 0 regularizes redundant contacts (least squares) as in ``contact_dynamics``.
+
+Derivatives (Carpentier & Mansard 2018, applied to the impact equations; Pinocchio's
+``computeImpulseDynamicsDerivatives``), with LOCAL rows and ``Δv = v⁺ - v``. The two equations::
+
+    F = M(q) Δv - J(q)ᵀ Λ = 0,        C = J(q) v⁺ + e J(q) v + damping Λ = 0
+
+hold identically in ``(q, v)``, so::
+
+    [[M, -Jᵀ], [J, damping I]] [dv⁺; dΛ] = [-∂F/∂q, M;  -∂C/∂q, -e J]      (columns q | v)
+
+- ``∂F/∂q`` at fixed ``Δv, Λ``: the inverse dynamics of a gravity-free copy of the model at zero velocity and
+  acceleration ``Δv`` with the impulses as body-frame external wrenches is exactly ``M Δv - Jᵀ Λ``; its IDSVA
+  q-derivative (``rnea_derivatives``) is ``∂F/∂q`` (a LOCAL impulse is fixed in its body, as IDSVA differentiates
+  a body-frame wrench).
+- ``∂C/∂q`` at fixed ``v⁺, v``: ``∂(J v⁺)/∂q + e ∂(J v)/∂q``, the q-derivatives of the LOCAL frame twist at the
+  states ``(q, v⁺)`` and ``(q, v)`` (``frame_velocity_derivatives``, whose v-derivative is ``J`` itself).
+
+Through the Schur complement ``S = J M⁻¹ Jᵀ + damping I``::
+
+    dΛ/dq = S⁻¹ (J M⁻¹ ∂F/∂q - ∂C/∂q),   dv⁺/dq = M⁻¹ (Jᵀ dΛ/dq - ∂F/∂q)
+    dΛ/dv = -(1 + e) S⁻¹ J,              dv⁺/dv = I + M⁻¹ Jᵀ dΛ/dv
+
+and for a world-aligned contact ``dΛ_w/dq = R (dΛ/dq - [Λ]x J_ang)``, ``dΛ_w/dv = R dΛ/dv`` (``R`` turns with
+the frame's local angular Jacobian ``J_ang``, as in ``contact_dynamics_derivatives``). Columns are the state
+tangent ``[z_q (nv); z_v (nv)]`` (base columns: body-twist perturbations ``H exp(z)``).
+
+Everything is batched over a ``Trajectory``: each building block (inverse mass matrix, Jacobians, IDSVA, frame
+velocity derivatives) is one compiled call over all knots, the small dense solves one batched numpy call.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from lietraj.dynamics._checks import check_type
+from lietraj.dynamics.contacts.contact_dynamics import RANK_TOLERANCE, Contact
+from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix
+from lietraj.dynamics.kinematics.kinematics import frame_id, frame_jacobian, frame_placement
+from lietraj.dynamics.kinematics.kinematics_derivatives import frame_velocity_derivatives
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.algorithms.rnea_derivatives import rnea_derivatives
+from lietraj.dynamics.lie.state import State, Trajectory
+
+
+@dataclass(frozen=True)
+class ImpulseDynamicsResult:
+    """Solution of the impact (leading knot axis N for a trajectory).
+
+    ``v_plus`` (nv,): the velocity after the impact. ``impulses``: one array per contact, (6,) ``[f; torque]``
+    or (3,) ``f`` (N s, N m s), the impulse the ground gives the robot at the frame origin, in the contact's
+    reference. ``lagrangian`` (nc,): the impulses stacked in contact order. ``jacobian`` (nc, nv): the stacked
+    contact rows ``J`` (in each contact's reference), so that ``J v_plus = -e J v``.
+    """
+
+    v_plus: np.ndarray
+    impulses: tuple[np.ndarray, ...]
+    lagrangian: np.ndarray
+    jacobian: np.ndarray
+
+
+@dataclass(frozen=True)
+class ImpulseDynamicsDerivatives:
+    """``v_plus`` (nv,) and the stacked ``impulses`` (nc,) of ``impulse_dynamics`` and their derivatives w.r.t. q
+    (tangent basis) and v: ``dvplus_dq``, ``dvplus_dv`` (nv, nv); ``dimpulse_dq``, ``dimpulse_dv`` (nc, nv). A
+    leading axis N for a trajectory."""
+
+    v_plus: np.ndarray
+    impulses: np.ndarray
+    dvplus_dq: np.ndarray
+    dvplus_dv: np.ndarray
+    dimpulse_dq: np.ndarray
+    dimpulse_dv: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Impact:
+    """The LOCAL-row solution and what its derivatives reuse."""
+
+    ids: list[int]
+    poses: list[np.ndarray | None]  # frame poses (..., 4, 4) of world-aligned contacts, None for LOCAL ones
+    Minv: np.ndarray
+    J: np.ndarray  # LOCAL rows (..., nc, nv)
+    MinvJt: np.ndarray
+    S: np.ndarray  # J M^-1 J^T + damping I
+    lam: np.ndarray  # LOCAL impulses (..., nc)
+    v_plus: np.ndarray
+
+
+def _check_inputs(model: RobotModel, x, contacts, restitution, damping, name: str) -> list[int]:
+    check_type(x, name)
+    for value, what, upper in ((restitution, "restitution", 1.0), (damping, "damping", math.inf)):
+        if not (isinstance(value, (int, float, np.floating)) and 0.0 <= value <= upper and math.isfinite(value)):
+            bounds = "in [0, 1]" if upper == 1.0 else ">= 0"
+            raise ValueError(f"{name}({model.name}): {what} must be finite and {bounds}, got {value!r}")
+    ids = []
+    for c in contacts:
+        if not isinstance(c, Contact):
+            raise TypeError(f"{name}({model.name}): contacts must be Contact objects, got {type(c).__name__}")
+        try:
+            ids.append(frame_id(model, c.frame))
+        except (KeyError, IndexError, TypeError) as e:
+            raise ValueError(f"{name}({model.name}): unknown contact frame {c.frame!r} ({e})") from None
+    return ids
+
+
+def _impact(model: RobotModel, x: State | Trajectory, contacts: tuple[Contact, ...], restitution: float,
+            damping: float, name: str) -> _Impact:
+    ids = _check_inputs(model, x, contacts, restitution, damping, name)
+    Minv = inverse_mass_matrix(model, x)  # also checks the state (shapes, NaN, a valid base pose)
+    v = x.v
+    if not contacts:
+        J = np.zeros(v.shape[:-1] + (0, model.nv))
+        return _Impact(ids, [], Minv, J, np.swapaxes(J, -1, -2), J[..., :0], J[..., 0], v.copy())
+    J = np.concatenate([frame_jacobian(model, x, k, "local")[..., :c.dim, :] for k, c in zip(ids, contacts)], axis=-2)
+    MinvJt = Minv @ np.swapaxes(J, -1, -2)
+    S = J @ MinvJt  # the inverse contact-space inertia; LOCAL or world-aligned rows give the same rank
+    if damping == 0.0:
+        w = np.linalg.eigvalsh(S)
+        bad = w[..., 0] <= RANK_TOLERANCE * w[..., -1]
+        if np.any(bad):
+            where = "" if type(x) is State else f" at knot {int(np.argmax(bad))}"
+            raise ValueError(f"{name}({model.name}){where}: the contact Jacobian is rank deficient (redundant "
+                             "contacts, e.g. two 6d contacts on one body, or more point contacts than the limbs can "
+                             "hold); remove contacts or pass damping > 0")
+    S = S + damping * np.eye(J.shape[-2])
+    lam = -(1.0 + restitution) * np.linalg.solve(S, (J @ v[..., None]))[..., 0]
+    v_plus = v + (MinvJt @ lam[..., None])[..., 0]
+    if not (np.all(np.isfinite(v_plus)) and np.all(np.isfinite(lam))):
+        raise ValueError(f"{name}({model.name}): the solution is not finite (ill-conditioned contacts)")
+    poses = [frame_placement(model, x, k) if c.reference == "local_world_aligned" else None
+             for k, c in zip(ids, contacts)]
+    return _Impact(ids, poses, Minv, J, MinvJt, S, lam, v_plus)
+
+
+def _in_references(contacts: Sequence[Contact], poses, X: np.ndarray) -> np.ndarray:
+    """Rows (..., nc, k) given in LOCAL axes, with each world-aligned contact's blocks rotated into world axes."""
+    if all(P is None for P in poses):
+        return X
+    out = X.copy()
+    o = 0
+    for c, P in zip(contacts, poses):
+        if P is not None:
+            for r in range(o, o + c.dim, 3):
+                out[..., r:r + 3, :] = P[..., :3, :3] @ X[..., r:r + 3, :]
+        o += c.dim
+    return out
+
+
+def impulse_dynamics(model: RobotModel, x: State | Trajectory, contacts: Sequence[Contact], restitution: float = 0.0,
+                     damping: float = 0.0) -> ImpulseDynamicsResult:
+    """The velocity after a rigid impact on ``contacts`` and the contact impulses (module docstring).
+
+    ``restitution`` ``e`` in [0, 1]: 0 (default) is an inelastic impact, the contact frames stop; 1 reverses
+    their velocity. ``damping`` >= 0 as in ``contact_dynamics``: with 0 redundant contacts raise a ValueError.
+    ``x`` a Trajectory gives every result a leading axis N (one impact per knot).
+    """
+    contacts = tuple(contacts)
+    s = _impact(model, x, contacts, restitution, damping, "impulse_dynamics")
+    lam = _in_references(contacts, s.poses, s.lam[..., None])[..., 0]
+    impulses, o = [], 0
+    for c in contacts:
+        impulses.append(lam[..., o:o + c.dim])
+        o += c.dim
+    return ImpulseDynamicsResult(s.v_plus, tuple(impulses), lam, _in_references(contacts, s.poses, s.J))
+
+
+def _body_wrenches(model: RobotModel, contacts: Sequence[Contact], ids: list[int], lam: np.ndarray) -> np.ndarray:
+    """The LOCAL impulses (..., nc) as wrenches on the contact bodies in the body frames (..., nb, 6): a frame at
+    ``(R, p)`` in its body moves ``[f; n]`` to ``[R f; R n + p x R f]``."""
+    fext = np.zeros(lam.shape[:-1] + (model.nb, 6))
+    o = 0
+    for c, k in zip(contacts, ids):
+        fr = model.frames[k]
+        f = lam[..., o:o + 3]
+        fext[..., fr.body, :3] += f @ fr.R.T
+        fext[..., fr.body, 3:] += f @ (_hat(fr.p) @ fr.R).T
+        if c.dim == 6:
+            fext[..., fr.body, 3:] += lam[..., o + 3:o + 6] @ fr.R.T
+        o += c.dim
+    return fext
+
+
+def _hat(w: np.ndarray) -> np.ndarray:
+    """Skew matrices (..., 3, 3) of vectors (..., 3): ``_hat(w) u = w x u``."""
+    H = np.zeros(w.shape[:-1] + (3, 3))
+    H[..., 0, 1], H[..., 0, 2], H[..., 1, 2] = -w[..., 2], w[..., 1], -w[..., 0]
+    H[..., 1, 0], H[..., 2, 0], H[..., 2, 1] = w[..., 2], -w[..., 1], w[..., 0]
+    return H
+
+
+def _with_velocity(x: State | Trajectory, v: np.ndarray) -> State | Trajectory:
+    return (State if type(x) is State else Trajectory)(x.H, x.s, v)
+
+
+def _no_gravity(model: RobotModel) -> RobotModel:
+    return model.replace(gravity=np.zeros(3))
+
+
+def impulse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, contacts: Sequence[Contact],
+                                 restitution: float = 0.0, damping: float = 0.0) -> ImpulseDynamicsDerivatives:
+    """``impulse_dynamics(model, x, contacts, restitution, damping)`` (``v_plus`` and the stacked impulses) and
+    their analytical derivatives w.r.t. the state, q in the tangent basis and v (module docstring).
+
+    ``x`` a Trajectory gives every result a leading axis N. Raises ValueError as ``impulse_dynamics`` does.
+    """
+    contacts = tuple(contacts)
+    s = _impact(model, x, contacts, restitution, damping, "impulse_dynamics_derivatives")
+    nv, lead = model.nv, x.v.shape[:-1]
+    eye = np.broadcast_to(np.eye(nv), lead + (nv, nv))
+    if not contacts:
+        e = np.zeros(lead + (0, nv))
+        return ImpulseDynamicsDerivatives(s.v_plus, s.lam, np.zeros(lead + (nv, nv)), eye.copy(), e, e.copy())
+
+    # dF/dq: M(q) dv - J(q)^T lam is the inverse dynamics without gravity, at zero velocity and acceleration dv.
+    free = model.derived("impulse_dynamics.no_gravity", _no_gravity)
+    dF_dq = rnea_derivatives(free, _with_velocity(x, np.zeros_like(x.v)), s.v_plus - x.v,
+                             _body_wrenches(model, contacts, s.ids, s.lam), "local").dtau_dq
+
+    nc = s.J.shape[-2]
+    dC_dq = np.empty(lead + (nc, nv))
+    J_ang = []  # each contact's LOCAL angular Jacobian, for the world-aligned impulse rotation
+    x_plus = _with_velocity(x, s.v_plus)
+    o = 0
+    for c, k in zip(contacts, s.ids):
+        d = c.dim
+        dv_dq, J = frame_velocity_derivatives(model, x_plus, k, "local")
+        dC_dq[..., o:o + d, :] = dv_dq[..., :d, :]
+        if restitution != 0.0:
+            dC_dq[..., o:o + d, :] += restitution * frame_velocity_derivatives(model, x, k, "local")[0][..., :d, :]
+        J_ang.append(J[..., 3:, :])
+        o += d
+
+    MinvJt = s.MinvJt
+    # One solve for both column blocks: S^-1 [J M^-1 dF/dq - dC/dq, -(1 + e) J].
+    rhs = np.concatenate([np.swapaxes(MinvJt, -1, -2) @ dF_dq - dC_dq, -(1.0 + restitution) * s.J], axis=-1)
+    dlam = np.linalg.solve(s.S, rhs)
+    dv = MinvJt @ dlam
+    dv[..., :nv] -= s.Minv @ dF_dq
+    dv[..., nv:] += eye
+
+    o = 0
+    for c, P, Ja in zip(contacts, s.poses, J_ang):
+        if P is not None:
+            for r in range(o, o + c.dim, 3):
+                dlam[..., r:r + 3, :nv] -= _hat(s.lam[..., r:r + 3]) @ Ja  # d(R lam) = R (dlam - [lam]x J_ang dq)
+        o += c.dim
+    dlam = _in_references(contacts, s.poses, dlam)
+    lam = _in_references(contacts, s.poses, s.lam[..., None])[..., 0]
+    return ImpulseDynamicsDerivatives(s.v_plus, lam, dv[..., :nv], dv[..., nv:], dlam[..., :nv], dlam[..., nv:])

@@ -1,0 +1,426 @@
+"""Forward kinematics: world poses, twists and accelerations of bodies and frames, and frame Jacobians.
+
+Standard recursive forward kinematics (Featherstone, *Rigid Body Dynamics Algorithms*, 2008, §3-4; the forward
+pass of seed 002 Table 2), linear first, with Pinocchio's reference-frame conventions. Per body ``i`` with
+parent ``l`` and joint placement ``(lR_i, lp_i)(s_i)``::
+
+    oM_i = oM_l lM_i,    v_i = iX_l v_l + S_i sdot_i,    a_i = iX_l a_l + S_i sddot_i + v_i x S_i sdot_i
+
+``v_i`` and ``a_i`` are the body twist and spatial acceleration in body coordinates (Pinocchio's ``data.v``,
+``data.a``, without gravity). A frame ``f`` rigidly attached to body ``i`` at ``iM_f`` has the twist
+``fX_i v_i``, reported in one of three references (Pinocchio's ``ReferenceFrame``):
+
+- ``"local"``: in the frame's axes, at its origin (LOCAL);
+- ``"local_world_aligned"``: in world axes, at the frame's origin (LOCAL_WORLD_ALIGNED);
+- ``"world"``: in world axes, at the world origin (WORLD).
+
+The frame Jacobian's columns are the world-coordinate motion subspaces ``oX_j S_j`` of the frame's ancestor
+joints ``j`` (walking ``parent``), changed to the requested reference; other columns are zero.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from lietraj.dynamics._checks import (
+    BAD_A,
+    BAD_N,
+    OK,
+    as_vector,
+    base_pose,
+    base_poses,
+    check_state,
+    check_type,
+    check_vector,
+    raise_for_status,
+)
+from lietraj.dynamics._spatial import (
+    base_placement,
+    act_inv_motion,
+    add,
+    cross,
+    cross_motion,
+    joint_placement,
+    load3,
+    load9,
+    mm,
+    motion_subspace,
+    mv,
+    scale,
+    store3,
+    store9,
+    sub,
+)
+from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
+from lietraj.dynamics.lie.state import State, Trajectory
+
+inline = njit(cache=True, inline="always")
+
+# Work-array columns: world pose R (9), p (3); body twist (6) and spatial acceleration (6) in body coordinates;
+# subtree mass (1) and its first moment in world coordinates (3), for the centre-of-mass Jacobian.
+W_R, W_P, W_V, W_A, W_MASS, W_MC, W_COLS = 0, 9, 12, 18, 24, 25, 28
+# What forward_kinematics_core computes beyond the poses.
+PLACEMENT, VELOCITY, ACCELERATION = 0, 1, 2
+LOCAL, LOCAL_WORLD_ALIGNED, WORLD = 0, 1, 2
+REFERENCES = {"local": LOCAL, "local_world_aligned": LOCAL_WORLD_ALIGNED, "world": WORLD}
+_ZERO3 = (0.0, 0.0, 0.0)
+
+
+@njit(cache=True)
+def forward_kinematics_core(mi, mf, H, s, v, a, level, last, W):
+    """World poses of bodies 0..last into W (all ancestors of ``last``, bodies being in topological order);
+    from ``level`` VELOCITY on their twists, at ACCELERATION their accelerations. Assumes checked inputs
+    (``a`` is read only at level ACCELERATION)."""
+    for i in range(last + 1):
+        parent, jt, iv, js = mi[i, 0], mi[i, 1], mi[i, 2], mi[i, 3]
+        if jt == JOINT_FREE:
+            R, p = base_placement(H)
+        else:
+            R, p = joint_placement(mf, jt, i, s[js])
+        if parent >= 0:
+            oR = load9(W, parent, W_R)
+            store9(W, i, W_R, mm(oR, R))
+            store3(W, i, W_P, add(load3(W, parent, W_P), mv(oR, p)))
+        else:
+            store9(W, i, W_R, R)
+            store3(W, i, W_P, p)
+        if level == PLACEMENT:
+            continue
+        if jt == JOINT_FREE:
+            store3(W, i, W_V, (v[0], v[1], v[2]))
+            store3(W, i, W_V + 3, (v[3], v[4], v[5]))
+            if level == ACCELERATION:
+                store3(W, i, W_A, (a[0], a[1], a[2]))
+                store3(W, i, W_A + 3, (a[3], a[4], a[5]))
+            continue
+        Sv, Sw = motion_subspace(mf, jt, i)
+        vJ, wJ = scale(Sv, v[iv]), scale(Sw, v[iv])
+        vi, wi = vJ, wJ
+        if parent >= 0:
+            vl, wl = act_inv_motion(R, p, load3(W, parent, W_V), load3(W, parent, W_V + 3))
+            vi, wi = add(vl, vJ), add(wl, wJ)
+        store3(W, i, W_V, vi)
+        store3(W, i, W_V + 3, wi)
+        if level == ACCELERATION:
+            cv, cw = cross_motion(vi, wi, vJ, wJ)
+            ai, bi = add(scale(Sv, a[iv]), cv), add(scale(Sw, a[iv]), cw)
+            if parent >= 0:
+                al, bl = act_inv_motion(R, p, load3(W, parent, W_A), load3(W, parent, W_A + 3))
+                ai, bi = add(ai, al), add(bi, bl)
+            store3(W, i, W_A, ai)
+            store3(W, i, W_A + 3, bi)
+
+
+@inline
+def act_motion(R, p, v, w):
+    """Motion (v, w) given in a child frame, expressed in the parent frame."""
+    Rw = mv(R, w)
+    return add(mv(R, v), cross(p, Rw)), Rw
+
+
+@inline
+def world_motion_subspace(mi, mf, W, j, c):
+    """Column ``c`` of joint j's motion subspace in world coordinates at the world origin, ``oX_j S_j e_c``."""
+    jt = mi[j, 1]
+    if jt == JOINT_FREE:
+        r = c % 3
+        e = (1.0 if r == 0 else 0.0, 1.0 if r == 1 else 0.0, 1.0 if r == 2 else 0.0)
+        Sv, Sw = (e, _ZERO3) if c < 3 else (_ZERO3, e)
+    else:
+        Sv, Sw = motion_subspace(mf, jt, j)
+    return act_motion(load9(W, j, W_R), load3(W, j, W_P), Sv, Sw)
+
+
+@inline
+def frame_pose(W, fb, ff, k):
+    """World pose of frame k (``fb[k]``: its body, -1 for the world; ``ff[k]``: R (9), p (3) in that body)."""
+    R, p, i = load9(ff, k, 0), load3(ff, k, 9), fb[k]
+    if i < 0:
+        return R, p
+    oR = load9(W, i, W_R)
+    return mm(oR, R), add(load3(W, i, W_P), mv(oR, p))
+
+
+@inline
+def _from_local(reference, R, p, v, w):
+    """A motion given in the axes of the frame at world pose (R, p), in the requested reference."""
+    if reference == LOCAL:
+        return v, w
+    if reference == LOCAL_WORLD_ALIGNED:
+        return mv(R, v), mv(R, w)
+    return act_motion(R, p, v, w)
+
+
+@inline
+def from_world(reference, R, p, v, w):
+    """A motion given in world coordinates at the world origin, in the reference of the frame at pose (R, p)."""
+    if reference == WORLD:
+        return v, w
+    if reference == LOCAL_WORLD_ALIGNED:
+        return sub(v, cross(p, w)), w
+    return act_inv_motion(R, p, v, w)
+
+
+@inline
+def _store_pose(out, R, p):
+    for r in range(3):
+        out[r, 0], out[r, 1], out[r, 2], out[r, 3] = R[3 * r], R[3 * r + 1], R[3 * r + 2], p[r]
+    out[3, 0], out[3, 1], out[3, 2], out[3, 3] = 0.0, 0.0, 0.0, 1.0
+
+
+@inline
+def _store_motion(out, v, w):
+    for r in range(3):
+        out[r], out[3 + r] = v[r], w[r]
+
+
+@njit(cache=True)
+def frame_motion_core(fb, ff, k, level, reference, classical, W, out):
+    """Twist (level VELOCITY) or acceleration (level ACCELERATION) of frame k from a filled W, into out (6,)."""
+    i = fb[k]
+    if i < 0:
+        out[:] = 0.0
+        return
+    fR, fp = load9(ff, k, 0), load3(ff, k, 9)
+    oR, op = frame_pose(W, fb, ff, k)
+    v, w = act_inv_motion(fR, fp, load3(W, i, W_V), load3(W, i, W_V + 3))
+    v, w = _from_local(reference, oR, op, v, w)
+    if level == ACCELERATION:
+        av, aw = act_inv_motion(fR, fp, load3(W, i, W_A), load3(W, i, W_A + 3))
+        av, aw = _from_local(reference, oR, op, av, aw)
+        if classical:
+            # Pinocchio's getFrameClassicalAcceleration: spatial acceleration + w x v, in the same reference.
+            av = add(av, cross(w, v))
+        v, w = av, aw
+    _store_motion(out, v, w)
+
+
+@njit(cache=True)
+def frame_jacobian_core(mi, mf, fb, ff, k, reference, W, J):
+    """Jacobian (6, nv) of frame k from the poses in W: one column per dof of each ancestor joint."""
+    J[:, :] = 0.0
+    oR, op = frame_pose(W, fb, ff, k)
+    j = fb[k]
+    while j >= 0:
+        iv = mi[j, 2]
+        for c in range(6 if mi[j, 1] == JOINT_FREE else 1):
+            v, w = world_motion_subspace(mi, mf, W, j, c)
+            v, w = from_world(reference, oR, op, v, w)
+            _store_motion(J[:, iv + c], v, w)
+        j = mi[j, 0]
+
+
+@njit(cache=True)
+def check_inputs(floating, n, H, s, v, a, level):
+    """Status of a state, and of the acceleration ``a`` when ``level`` is ACCELERATION."""
+    nv = n + 6 if floating else n
+    status = check_state(floating, n, nv, H, s, v)
+    if status == OK and level == ACCELERATION:
+        status = check_vector(a, nv, BAD_A)
+    return status
+
+
+@njit(cache=True)
+def batch_size(floating, H, S, V, A, level, OUT):
+    """Knot count N, or -1 when the trajectory arrays disagree."""
+    N = S.shape[0]
+    if V.shape[0] != N or OUT.shape[0] != N or (floating and H.shape[0] != N) or (level == ACCELERATION
+                                                                               and A.shape[0] != N):
+        return -1
+    return N
+
+
+@njit(cache=True)
+def placements_kernel(mi, mf, floating, n, H, s, v, fb, ff, k0, W, out):
+    """World poses of frames k0 .. k0 + len(out) - 1 into out (m, 4, 4)."""
+    status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
+    if status == OK:
+        last = -1
+        for m in range(out.shape[0]):
+            last = max(last, fb[k0 + m])
+        forward_kinematics_core(mi, mf, H, s, v, v, PLACEMENT, last, W)
+        for m in range(out.shape[0]):
+            R, p = frame_pose(W, fb, ff, k0 + m)
+            _store_pose(out[m], R, p)
+    return status
+
+
+@njit(cache=True)
+def placements_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k0, W, OUT):
+    N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
+    if N < 0:
+        return BAD_N, 0
+    for t in range(N):
+        status = placements_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t], fb, ff, k0, W, OUT[t])
+        if status != OK:
+            return status, t
+    return OK, 0
+
+
+@njit(cache=True)
+def frame_motion_kernel(mi, mf, floating, n, H, s, v, a, level, fb, ff, k, reference, classical, W, out):
+    status = check_inputs(floating, n, H, s, v, a, level)
+    if status == OK:
+        forward_kinematics_core(mi, mf, H, s, v, a, level, fb[k], W)
+        frame_motion_core(fb, ff, k, level, reference, classical, W, out)
+    return status
+
+
+@njit(cache=True)
+def frame_motion_batch_kernel(mi, mf, floating, n, H, S, V, A, level, fb, ff, k, reference, classical, W, OUT):
+    N = batch_size(floating, H, S, V, A, level, OUT)
+    if N < 0:
+        return BAD_N, 0
+    for t in range(N):
+        status = frame_motion_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t],
+                                     A[t] if level == ACCELERATION else A[0], level, fb, ff, k, reference,
+                                     classical, W, OUT[t])
+        if status != OK:
+            return status, t
+    return OK, 0
+
+
+@njit(cache=True)
+def frame_jacobian_kernel(mi, mf, floating, n, H, s, v, fb, ff, k, reference, W, J):
+    status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
+    if status == OK:
+        forward_kinematics_core(mi, mf, H, s, v, v, PLACEMENT, fb[k], W)
+        frame_jacobian_core(mi, mf, fb, ff, k, reference, W, J)
+    return status
+
+
+@njit(cache=True)
+def frame_jacobian_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k, reference, W, OUT):
+    N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
+    if N < 0:
+        return BAD_N, 0
+    for t in range(N):
+        status = frame_jacobian_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t], fb, ff, k,
+                                       reference, W, OUT[t])
+        if status != OK:
+            return status, t
+    return OK, 0
+
+
+class ModelTables(NamedTuple):
+    """Per-model data computed once: packed frame tables for the kernels, body (nf,) int64 and pose (nf, 12)
+    [R row major, p]; the same for the bodies themselves (identity poses); frame name -> index; total mass."""
+
+    body: np.ndarray
+    pose: np.ndarray
+    bodies: tuple[np.ndarray, np.ndarray]
+    index: dict
+    total_mass: float
+
+
+def _build_tables(model: RobotModel) -> ModelTables:
+    body = np.array([f.body for f in model.frames], dtype=np.int64)
+    pose = np.array([np.concatenate([np.ravel(f.R), f.p]) for f in model.frames], dtype=float).reshape(-1, 12)
+    index = {f.name: model.frame_index(f.name) for f in model.frames}
+    identity = np.tile(np.concatenate([np.eye(3).ravel(), np.zeros(3)]), (model.nb, 1))
+    return ModelTables(body, pose, (np.arange(model.nb, dtype=np.int64), identity), index, model.total_mass)
+
+
+def model_tables(model: RobotModel) -> ModelTables:
+    return model.derived("kinematics_tables", _build_tables)
+
+
+def frame_id(model: RobotModel, frame: int | str) -> int:
+    """Index in ``model.frames`` of a frame given by name or index (KeyError / IndexError / TypeError if invalid)."""
+    if isinstance(frame, str):
+        k = model_tables(model).index.get(frame)
+        return model.frame_index(frame) if k is None else k  # frame_index raises the KeyError
+    try:
+        k = operator.index(frame)
+    except TypeError:
+        raise TypeError(f"a frame is a name or an index, got {type(frame).__name__}") from None
+    if not 0 <= k < len(model.frames):
+        raise IndexError(f"model {model.name!r} has {len(model.frames)} frames: frame index {k} is out of range")
+    return k
+
+
+def reference_code(reference: str, what: str) -> int:
+    try:
+        return REFERENCES[reference]
+    except (KeyError, TypeError):
+        raise ValueError(f"{what}: reference must be one of {', '.join(map(repr, REFERENCES))}, "
+                         f"got {reference!r}") from None
+
+
+def run(model: RobotModel, x: State | Trajectory, what: str, kernels, shape: tuple[int, ...], *args) -> np.ndarray:
+    """Call ``kernel(mi, mf, floating, n, H, s, v, *args, W, out)`` for a State, or its batch form for a
+    Trajectory (output ``(N,) + shape``), and raise the ValueError of a failing status."""
+    W = model.scratch("kinematics", (model.nb, W_COLS))
+    kernel, batch_kernel = kernels
+    if type(x) is State:
+        out = np.empty(shape)
+        status = kernel(model.mi, model.mf, model.floating_base, model.n, base_pose(x), x.s, x.v, *args, W, out)
+        raise_for_status(status, model, what)
+        return out
+    check_type(x, what)
+    out = np.empty((len(x),) + shape)
+    status, t = batch_kernel(model.mi, model.mf, model.floating_base, model.n, base_poses(x), x.s, x.v, *args, W, out)
+    raise_for_status(status, model, what, t)
+    return out
+
+
+_PLACEMENTS = (placements_kernel, placements_batch_kernel)
+_MOTION = (frame_motion_kernel, frame_motion_batch_kernel)
+_JACOBIAN = (frame_jacobian_kernel, frame_jacobian_batch_kernel)
+_NO_A, _NO_A_BATCH = np.zeros(0), np.zeros((1, 0))
+
+
+def body_placements(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+    """World poses (nb, 4, 4) of all bodies (the joint frames: Pinocchio's ``data.oMi[1:]``); (N, nb, 4, 4)
+    for a trajectory."""
+    fb, ff = model_tables(model).bodies
+    return run(model, x, "body_placements", _PLACEMENTS, (model.nb, 4, 4), fb, ff, 0)
+
+
+def frame_placements(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+    """World poses (nframes, 4, 4) of all frames, in the order of ``model.frames`` (Pinocchio's ``data.oMf``);
+    (N, nframes, 4, 4) for a trajectory."""
+    f = model_tables(model)
+    return run(model, x, "frame_placements", _PLACEMENTS, (len(model.frames), 4, 4), f.body, f.pose, 0)
+
+
+def frame_placement(model: RobotModel, x: State | Trajectory, frame: int | str) -> np.ndarray:
+    """World pose (4, 4) of one frame, given by name or index; (N, 4, 4) for a trajectory."""
+    f = model_tables(model)
+    out = run(model, x, "frame_placement", _PLACEMENTS, (1, 4, 4), f.body, f.pose, frame_id(model, frame))
+    return out[..., 0, :, :]
+
+
+def frame_velocity(model: RobotModel, x: State | Trajectory, frame: int | str, reference: str = "local") -> np.ndarray:
+    """Twist ``[v; w]`` (6,) of a frame in ``reference`` ("local", "local_world_aligned" or "world");
+    (N, 6) for a trajectory. Pinocchio's ``getFrameVelocity``."""
+    f, ref = model_tables(model), reference_code(reference, "frame_velocity")
+    a = _NO_A if type(x) is State else _NO_A_BATCH
+    return run(model, x, "frame_velocity", _MOTION, (6,), a, VELOCITY, f.body, f.pose, frame_id(model, frame),
+               ref, False)
+
+
+def frame_acceleration(model: RobotModel, x: State | Trajectory, a, frame: int | str, reference: str = "local",
+                       classical: bool = False) -> np.ndarray:
+    """Spatial acceleration (6,) of a frame for the generalized acceleration ``a``, in ``reference``
+    (Pinocchio's ``getFrameAcceleration``); with ``classical=True``, that plus ``w x v`` in the same reference,
+    which for "local" and "local_world_aligned" is the classical acceleration of the frame origin
+    (``getFrameClassicalAcceleration``). For a trajectory ``a`` is (N, nv) and the result (N, 6)."""
+    f, ref = model_tables(model), reference_code(reference, "frame_acceleration")
+    A = as_vector(a) if type(x) is State else np.asarray(a, dtype=np.float64)
+    if A.ndim != (1 if type(x) is State else 2):
+        raise ValueError(f"frame_acceleration({model.name}): a must have shape ({model.nv},), or (N, {model.nv}) "
+                         "for a trajectory")
+    return run(model, x, "frame_acceleration", _MOTION, (6,), A, ACCELERATION, f.body, f.pose,
+               frame_id(model, frame), ref, bool(classical))
+
+
+def frame_jacobian(model: RobotModel, x: State | Trajectory, frame: int | str, reference: str = "local") -> np.ndarray:
+    """Jacobian (6, nv) mapping ``v`` to the frame's twist in ``reference`` (Pinocchio's ``computeFrameJacobian``);
+    (N, 6, nv) for a trajectory. Only the columns of the frame's ancestor joints are non-zero."""
+    f, ref = model_tables(model), reference_code(reference, "frame_jacobian")
+    return run(model, x, "frame_jacobian", _JACOBIAN, (6, model.nv), f.body, f.pose, frame_id(model, frame), ref)

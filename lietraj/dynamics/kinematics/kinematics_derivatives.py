@@ -1,0 +1,464 @@
+"""First-order derivatives of frame kinematics and of the centre of mass, for costs and contact constraints.
+
+Everything is differentiated with respect to the configuration in the tangent basis of the state group
+(DESIGN.md): the base columns are the body-twist chart ``H exp(z_H)``, then ``s``; this is what Pinocchio's
+derivative functions return and what ``numerical_jacobian(...)[:, :nv]`` measures. Spatial vectors are linear
+first; references "local", "local_world_aligned" and "world" are Pinocchio's LOCAL, LOCAL_WORLD_ALIGNED, WORLD
+(see ``kinematics.py``).
+
+Ground-frame identities (seed 001 §2.1, Appendix C: J1, (52), J6, J7, J8, J9, permuted to linear first). A frame
+is rigidly attached to body ``i``; for each dof column of each ancestor joint ``j`` of ``i`` (walking ``parent``),
+``s = oX_j S_j e`` is the column's motion subspace in world coordinates at the world origin, ``v_l``, ``a_l`` are
+world-coordinate twists and spatial accelerations (``a_l`` without gravity) and ``l = λ(j)`` is j's parent
+(zero twist and acceleration for the world)::
+
+    ∂v_i/∂q = (v_l - v_i) x s                          ∂v_i/∂v = s
+    ∂a_i/∂q = (a_l - a_i) x s + (v_l - v_i) x (v_l x s)
+    ∂a_i/∂v = (v_l - v_i + v_j) x s                    ∂a_i/∂a = s
+
+(for a 1-dof joint ``v_j x s = v_l x s``; for the free joint ``v_j`` is the base twist). A configuration change
+along ``s`` also moves the frame by the world twist ``s``. Writing ``δX = ∂X_i/∂q + X_i x s`` (the change seen
+in axes moving with the frame: ``δv = v_l x s``, ``δa = a_l x s + (v_l - v_i) x (v_l x s)``) and ``Y`` for the
+quantity in the requested reference, the ``q``-columns are::
+
+    local:                fX_o δX
+    local_world_aligned:  (δX_lin - p x δX_ang, δX_ang) + (s_ang x Y_lin, s_ang x Y_ang)   (p: frame origin)
+    world:                δX + s x Y
+
+and the ``v``/``a``-columns are the world columns changed to the reference as the frame Jacobian's are. LOCAL and
+WORLD equal Pinocchio's ``getFrame{Velocity,Acceleration}Derivatives``. For LOCAL_WORLD_ALIGNED these are the
+derivatives of ``frame_velocity`` / ``frame_acceleration`` in that reference (the reference point moves with the
+frame origin ``p``); Pinocchio 4.0.0 returns the world derivative shifted to ``p`` instead, which lacks
+``(Y_ang x ∂p/∂q, 0)`` with ``∂p/∂q`` the linear rows of the LOCAL_WORLD_ALIGNED Jacobian (its issue #2702). The
+classical acceleration ``Y_a,lin + Y_w x Y_v,lin`` (``frame_acceleration(..., classical=True)``) adds
+``∂Y_a,lin + ∂Y_w x Y_v,lin + Y_w x ∂Y_v,lin`` to the linear rows. Each column costs O(1), a frame O(depth).
+
+Frame placement error (the SE(3) error of frame-placement costs, Pinocchio's ``log6`` / ``Jlog6``)::
+
+    r = log(T^-1 oM_f(q)) = (Jl3(w)^-1 p_e, w),        ∂r/∂q = Jr(r)^-1 J_local,
+    Jr(r)^-1 = [[A, C A], [0, A]],  A = I + W/2 + D W²,  D(θ) = (1 - (θ/2) cot(θ/2)) / θ²,
+    C = ((D'/θ)(w·p_e) w - (θ² D'/θ + 2D) p_e) wᵀ + D w p_eᵀ + D (w·p_e) I + [p_e]x / 2
+
+with ``(R_e, p_e) = T^-1 oM_f``, ``w = log R_e``, ``θ = |w|``, ``W = [w]x`` (Pinocchio's ``Jlog6``, checked
+against ``se3.right_jacobian_inverse``); ``D`` and ``D'/θ`` are summed as series below θ = 0.25.
+
+Centre of mass (world): with subtree sums over ``k ⪰ j`` of mass ``m*``, first moment ``mc*`` and linear
+momentum ``L* = Σ m_k v_k,lin + w_k x mc_k`` (world coordinates), total mass ``M`` and ``u = v_l x s``::
+
+    ∂c/∂q = ∂cdot/∂v = (m* s_lin + s_ang x mc*) / M,    ∂cdot/∂q = (s_ang x L* + m* u_lin + u_ang x mc*) / M
+
+(the linear rows of seed 001 J5, ``∂(I_k v_k)/∂q = (I_k v_k) x̄* s + I_k (v_l x s)``, summed over the subtree).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from lietraj.dynamics.lie import se3
+from lietraj.dynamics._checks import BAD_N, OK, as_vector, check_type
+from lietraj.dynamics._spatial import (
+    skew_polynomial,
+    add,
+    base_placement,
+    cross,
+    cross_motion,
+    dot,
+    load3,
+    load9,
+    mm,
+    mtv,
+    mv,
+    scale,
+    store3,
+    sub,
+    transpose,
+)
+from lietraj.dynamics.kinematics.center_of_mass import check_mass, subtree_mass_moments
+from lietraj.dynamics.kinematics.kinematics import (
+    ACCELERATION,
+    LOCAL,
+    LOCAL_WORLD_ALIGNED,
+    PLACEMENT,
+    VELOCITY,
+    W_A,
+    W_MASS,
+    W_MC,
+    W_P,
+    W_R,
+    W_V,
+    frame_pose,
+    from_world,
+    act_motion,
+    batch_size,
+    check_inputs,
+    forward_kinematics_core,
+    frame_id,
+    model_tables,
+    reference_code,
+    run,
+    world_motion_subspace,
+)
+from lietraj.dynamics.model.model import JOINT_FREE, MF_H, MF_MASS, RobotModel
+from lietraj.dynamics.lie.state import State, Trajectory
+
+inline = njit(cache=True, inline="always")
+
+_ZERO3 = (0.0, 0.0, 0.0)
+# The centre-of-mass kernel runs forward kinematics at VELOCITY level only, so the acceleration columns of the
+# work array are free: they hold the subtree linear momentum.
+_W_L = W_A
+# Below this angle D(θ) and D'(θ)/θ are summed as series (truncation < 1e-17), above it in closed form
+# (cancellation < 1e-13 relative on D'/θ, which multiplies terms of size θ²).
+_JLOG_SERIES_BELOW = 0.25
+
+
+@inline
+def _world_motion(W, i, o):
+    """Twist (o = W_V) or acceleration (o = W_A) of body i in world coordinates at the world origin; zero for
+    the world (i < 0)."""
+    if i < 0:
+        return _ZERO3, _ZERO3
+    return act_motion(load9(W, i, W_R), load3(W, i, W_P), load3(W, i, o), load3(W, i, o + 3))
+
+
+@inline
+def _q_column(reference, R, p, s_lin, s_ang, d_lin, d_ang, y_lin, y_ang):
+    """A q-column in the reference of the frame at world pose (R, p), from the change ``d`` seen in axes moving
+    with the frame, the column's world twist ``s`` and the frame quantity ``y`` in that reference."""
+    if reference == LOCAL:
+        return from_world(LOCAL, R, p, d_lin, d_ang)
+    if reference == LOCAL_WORLD_ALIGNED:
+        c_lin, c_ang = from_world(LOCAL_WORLD_ALIGNED, R, p, d_lin, d_ang)
+        return add(c_lin, cross(s_ang, y_lin)), add(c_ang, cross(s_ang, y_ang))
+    c_lin, c_ang = cross_motion(s_lin, s_ang, y_lin, y_ang)
+    return add(d_lin, c_lin), add(d_ang, c_ang)
+
+
+@inline
+def _store_column(out, m, col, v, w):
+    for r in range(3):
+        out[m, r, col] = v[r]
+        out[m, 3 + r, col] = w[r]
+
+
+@njit(cache=True)
+def motion_derivatives_core(mi, mf, fb, ff, k, level, reference, classical, W, out):
+    """Derivatives of frame k's twist (level VELOCITY: out = [dv_dq, dv_dv]) or acceleration (level
+    ACCELERATION: out = [dv_dq, da_dq, da_dv, da_da]) from a filled W, each (6, nv)."""
+    out[:, :, :] = 0.0
+    i = fb[k]
+    if i < 0:
+        return
+    accel = level == ACCELERATION
+    oR, op = frame_pose(W, fb, ff, k)
+    vi, wi = _world_motion(W, i, W_V)
+    ai, bi = _world_motion(W, i, W_A) if accel else (_ZERO3, _ZERO3)
+    yv, yw = from_world(reference, oR, op, vi, wi)
+    ya, yb = from_world(reference, oR, op, ai, bi)
+    vj, wj = vi, wi
+    j = i
+    while j >= 0:
+        parent = mi[j, 0]
+        vl, wl = _world_motion(W, parent, W_V)
+        al, bl = _world_motion(W, parent, W_A) if accel else (_ZERO3, _ZERO3)
+        ev, ew = sub(vl, vi), sub(wl, wi)
+        iv = mi[j, 2]
+        for c in range(6 if mi[j, 1] == JOINT_FREE else 1):
+            sv, sw = world_motion_subspace(mi, mf, W, j, c)
+            uv, uw = cross_motion(vl, wl, sv, sw)
+            dv, dw = _q_column(reference, oR, op, sv, sw, uv, uw, yv, yw)
+            jv, jw = from_world(reference, oR, op, sv, sw)
+            if not accel:
+                _store_column(out, 0, iv + c, dv, dw)
+                _store_column(out, 1, iv + c, jv, jw)
+                continue
+            tv, tw = cross_motion(al, bl, sv, sw)
+            nv_, nw = cross_motion(ev, ew, uv, uw)
+            dav, daw = _q_column(reference, oR, op, sv, sw, add(tv, nv_), add(tw, nw), ya, yb)
+            gv, gw = cross_motion(add(ev, vj), add(ew, wj), sv, sw)
+            gv, gw = from_world(reference, oR, op, gv, gw)
+            if classical:
+                dav = add(dav, add(cross(dw, yv), cross(yw, dv)))
+                gv = add(gv, add(cross(jw, yv), cross(yw, jv)))
+            _store_column(out, 0, iv + c, dv, dw)
+            _store_column(out, 1, iv + c, dav, daw)
+            _store_column(out, 2, iv + c, gv, gw)
+            _store_column(out, 3, iv + c, jv, jw)
+        vj, wj = vl, wl
+        j = parent
+
+
+@njit(cache=True)
+def motion_derivatives_kernel(mi, mf, floating, n, H, s, v, a, level, fb, ff, k, reference, classical, W, out):
+    status = check_inputs(floating, n, H, s, v, a, level)
+    if status == OK:
+        forward_kinematics_core(mi, mf, H, s, v, a, level, fb[k], W)
+        motion_derivatives_core(mi, mf, fb, ff, k, level, reference, classical, W, out)
+    return status
+
+
+@njit(cache=True)
+def motion_derivatives_batch_kernel(mi, mf, floating, n, H, S, V, A, level, fb, ff, k, reference, classical, W,
+                                    OUT):
+    N = batch_size(floating, H, S, V, A, level, OUT)
+    if N < 0:
+        return BAD_N, 0
+    for t in range(N):
+        status = motion_derivatives_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t],
+                                           A[t] if level == ACCELERATION else A[0], level, fb, ff, k, reference,
+                                           classical, W, OUT[t])
+        if status != OK:
+            return status, t
+    return OK, 0
+
+
+# ---------------------------------------------------------------- frame placement error
+
+
+@inline
+def log3(R):
+    """Rotation vector w with exp(w) = R, |w| <= pi (so3.log's branches: the axis from the symmetric part past
+    pi/2, where sin(theta) loses it)."""
+    a, b, c, d, e, f, g, h, i = R
+    s = (0.5 * (h - f), 0.5 * (c - g), 0.5 * (d - b))
+    sin_t = math.sqrt(dot(s, s))
+    cos_t = 0.5 * (a + e + i - 1.0)
+    theta = math.atan2(sin_t, cos_t)
+    if cos_t >= 0.0:
+        return scale(s, 1.0 + sin_t * sin_t / 6.0 if sin_t < 1e-6 else theta / sin_t)
+    b00, b11, b22 = a - cos_t, e - cos_t, i - cos_t
+    if b00 >= b11 and b00 >= b22:
+        row, bkk = (b00, 0.5 * (b + d), 0.5 * (c + g)), b00
+    elif b11 >= b22:
+        row, bkk = (0.5 * (b + d), b11, 0.5 * (f + h)), b11
+    else:
+        row, bkk = (0.5 * (c + g), 0.5 * (f + h), b22), b22
+    k = theta / math.sqrt(bkk * (1.0 - cos_t))
+    return scale(row, -k if dot(row, s) < 0.0 else k)
+
+
+@inline
+def jlog_coefficients(theta):
+    """D(θ) = (1 - (θ/2) cot(θ/2)) / θ² and D'(θ)/θ."""
+    t2 = theta * theta
+    if theta < _JLOG_SERIES_BELOW:
+        # (x/2) cot(x/2) = 1 - sum_n |B_2n| x^2n / (2n)!
+        D = 1.0 / 12.0 + t2 * (1.0 / 720.0 + t2 * (1.0 / 30240.0 + t2 * (1.0 / 1209600.0 + t2 * (
+            1.0 / 47900160.0 + t2 * (691.0 / 1307674368000.0)))))
+        Dd = 1.0 / 360.0 + t2 * (1.0 / 7560.0 + t2 * (1.0 / 201600.0 + t2 * (1.0 / 5987520.0 + t2 * (
+            6910.0 / 1307674368000.0))))
+        return D, Dd
+    half = 0.5 * theta
+    sh = math.sin(half)
+    D = (1.0 - half * math.cos(half) / sh) / t2
+    Dd = (-2.0 / t2 + (1.0 + math.sin(theta) / theta) / (4.0 * sh * sh)) / t2
+    return D, Dd
+
+
+@inline
+def jlog6_blocks(w, p, theta, D, Dd):
+    """The blocks of ``Jlog6(e) = Jr(e)⁻¹ = [[A, C A], [0, A]]`` at ``e = (u, w)`` with ``p = V(w) u`` (the
+    translation of ``exp(e)``), ``θ = |w|`` and ``D, Dd = jlog_coefficients(θ)``: ``A = Jlog3(w)`` and ``C``."""
+    A = skew_polynomial(w, 0.5, D)
+    wp = dot(w, p)
+    t = sub(scale(w, Dd * wp), scale(p, theta * theta * Dd + 2.0 * D))
+    C = (t[0] * w[0] + D * (w[0] * p[0] + wp), t[0] * w[1] + D * w[0] * p[1] - 0.5 * p[2],
+         t[0] * w[2] + D * w[0] * p[2] + 0.5 * p[1],
+         t[1] * w[0] + D * w[1] * p[0] + 0.5 * p[2], t[1] * w[1] + D * (w[1] * p[1] + wp),
+         t[1] * w[2] + D * w[1] * p[2] - 0.5 * p[0],
+         t[2] * w[0] + D * w[2] * p[0] - 0.5 * p[1], t[2] * w[1] + D * w[2] * p[1] + 0.5 * p[0],
+         t[2] * w[2] + D * (w[2] * p[2] + wp))
+    return A, C
+
+
+@njit(cache=True)
+def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
+    """r = log(T^-1 oM_f) (linear first) and J = Jr(r)^-1 J_local (6, nv) for frame k, from the poses in W."""
+    J[:, :] = 0.0
+    oR, op = frame_pose(W, fb, ff, k)
+    TR, Tp = base_placement(T)
+    p = mtv(TR, sub(op, Tp))
+    w = log3(mm(transpose(TR), oR))
+    theta = math.sqrt(dot(w, w))
+    D, Dd = jlog_coefficients(theta)
+    u = mv(skew_polynomial(w, -0.5, D), p)
+    r[0], r[1], r[2], r[3], r[4], r[5] = u[0], u[1], u[2], w[0], w[1], w[2]
+    A, C = jlog6_blocks(w, p, theta, D, Dd)
+    j = fb[k]
+    while j >= 0:
+        iv = mi[j, 2]
+        for c in range(6 if mi[j, 1] == JOINT_FREE else 1):
+            sv, sw = world_motion_subspace(mi, mf, W, j, c)
+            lv, lw = from_world(LOCAL, oR, op, sv, sw)
+            y = mv(A, lw)
+            x = add(mv(A, lv), mv(C, y))
+            for m in range(3):
+                J[m, iv + c] = x[m]
+                J[3 + m, iv + c] = y[m]
+        j = mi[j, 0]
+
+
+@njit(cache=True)
+def placement_error_kernel(mi, mf, floating, n, H, s, v, fb, ff, k, T, r, W, J):
+    status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
+    if status == OK:
+        forward_kinematics_core(mi, mf, H, s, v, v, PLACEMENT, fb[k], W)
+        placement_error_core(mi, mf, fb, ff, k, T, W, r, J)
+    return status
+
+
+@njit(cache=True)
+def placement_error_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k, T, R, W, OUT):
+    N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
+    if N < 0 or R.shape[0] != N:
+        return BAD_N, 0
+    for t in range(N):
+        status = placement_error_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t], fb, ff, k, T,
+                                        R[t], W, OUT[t])
+        if status != OK:
+            return status, t
+    return OK, 0
+
+
+# ---------------------------------------------------------------- centre of mass
+
+
+@njit(cache=True)
+def com_derivatives_kernel(mi, mf, floating, n, H, s, v, W, out):
+    """out = [dc_dq, dcdot_dq, dcdot_dv], each (3, nv)."""
+    status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
+    if status != OK:
+        return status
+    nb = mi.shape[0]
+    forward_kinematics_core(mi, mf, H, s, v, v, VELOCITY, nb - 1, W)
+    total = subtree_mass_moments(mi, mf, W)
+    for i in range(nb):
+        m, h, oR = mf[i, MF_MASS], load3(mf, i, MF_H), load9(W, i, W_R)
+        store3(W, i, _W_L, mv(oR, add(scale(load3(W, i, W_V), m), cross(load3(W, i, W_V + 3), h))))
+    for i in range(nb - 1, 0, -1):
+        parent = mi[i, 0]
+        if parent >= 0:
+            store3(W, parent, _W_L, add(load3(W, parent, _W_L), load3(W, i, _W_L)))
+    for j in range(nb):
+        m, mc, L, iv = W[j, W_MASS] / total, scale(load3(W, j, W_MC), 1.0 / total), load3(W, j, _W_L), mi[j, 2]
+        L = scale(L, 1.0 / total)
+        vl, wl = _world_motion(W, mi[j, 0], W_V)
+        for c in range(6 if mi[j, 1] == JOINT_FREE else 1):
+            sv, sw = world_motion_subspace(mi, mf, W, j, c)
+            uv, uw = cross_motion(vl, wl, sv, sw)
+            col = add(scale(sv, m), cross(sw, mc))
+            dcol = add(add(cross(sw, L), scale(uv, m)), cross(uw, mc))
+            for r in range(3):
+                out[0, r, iv + c] = col[r]
+                out[1, r, iv + c] = dcol[r]
+                out[2, r, iv + c] = col[r]
+    return OK
+
+
+@njit(cache=True)
+def com_derivatives_batch_kernel(mi, mf, floating, n, H, S, V, W, OUT):
+    N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
+    if N < 0:
+        return BAD_N, 0
+    for t in range(N):
+        status = com_derivatives_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t], W, OUT[t])
+        if status != OK:
+            return status, t
+    return OK, 0
+
+
+# ---------------------------------------------------------------- Python API
+
+
+@dataclass
+class FrameAccelerationDerivatives:
+    """Derivatives (6, nv) each, or (N, 6, nv) for a trajectory, of a frame's acceleration in one reference:
+    its twist w.r.t. q (``dv_dq``), its acceleration w.r.t. q, v and a (Pinocchio's
+    ``getFrameAccelerationDerivatives`` order)."""
+
+    dv_dq: np.ndarray
+    da_dq: np.ndarray
+    da_dv: np.ndarray
+    da_da: np.ndarray
+
+
+@dataclass
+class FramePlacementError:
+    """``residual = log(target^-1 oM_f)`` (6,) linear first, and its Jacobian (6, nv) w.r.t. q; (N, 6) and
+    (N, 6, nv) for a trajectory."""
+
+    residual: np.ndarray
+    jacobian: np.ndarray
+
+
+@dataclass
+class CenterOfMassDerivatives:
+    """World centre-of-mass derivatives, (3, nv) each or (N, 3, nv): position w.r.t. q (the CoM Jacobian),
+    velocity w.r.t. q and w.r.t. v (the CoM Jacobian again)."""
+
+    dc_dq: np.ndarray
+    dcdot_dq: np.ndarray
+    dcdot_dv: np.ndarray
+
+
+_MOTION = (motion_derivatives_kernel, motion_derivatives_batch_kernel)
+_PLACEMENT_ERROR = (placement_error_kernel, placement_error_batch_kernel)
+_COM = (com_derivatives_kernel, com_derivatives_batch_kernel)
+_NO_A, _NO_A_BATCH = np.zeros(0), np.zeros((1, 0))
+
+
+def frame_velocity_derivatives(model: RobotModel, x: State | Trajectory, frame: int | str,
+                               reference: str = "local") -> tuple[np.ndarray, np.ndarray]:
+    """``(dv_dq, dv_dv)``, (6, nv) each ((N, 6, nv) for a trajectory): derivatives of the frame's twist in
+    ``reference`` (``frame_velocity``) w.r.t. q (tangent basis) and v. Pinocchio's ``getFrameVelocityDerivatives``
+    (for "local_world_aligned", see the module docstring)."""
+    what = "frame_velocity_derivatives"
+    f, ref = model_tables(model), reference_code(reference, what)
+    a = _NO_A if type(x) is State else _NO_A_BATCH
+    out = run(model, x, what, _MOTION, (2, 6, model.nv), a, VELOCITY, f.body, f.pose, frame_id(model, frame), ref,
+              False)
+    return out[..., 0, :, :], out[..., 1, :, :]
+
+
+def frame_acceleration_derivatives(model: RobotModel, x: State | Trajectory, a, frame: int | str,
+                                   reference: str = "local", classical: bool = False) -> FrameAccelerationDerivatives:
+    """Derivatives of ``frame_acceleration(model, x, a, frame, reference, classical)`` w.r.t. q (tangent basis),
+    v and a, and of the frame twist w.r.t. q (Pinocchio's ``getFrameAccelerationDerivatives`` for the spatial
+    acceleration). For a trajectory ``a`` is (N, nv) and every output (N, 6, nv)."""
+    what = "frame_acceleration_derivatives"
+    f, ref = model_tables(model), reference_code(reference, what)
+    A = as_vector(a) if type(x) is State else np.asarray(a, dtype=np.float64)
+    if A.ndim != (1 if type(x) is State else 2):
+        raise ValueError(f"{what}({model.name}): a must have shape ({model.nv},), or (N, {model.nv}) for a "
+                         "trajectory")
+    out = run(model, x, what, _MOTION, (4, 6, model.nv), A, ACCELERATION, f.body, f.pose, frame_id(model, frame),
+              ref, bool(classical))
+    return FrameAccelerationDerivatives(out[..., 0, :, :], out[..., 1, :, :], out[..., 2, :, :], out[..., 3, :, :])
+
+
+def frame_placement_error(model: RobotModel, x: State | Trajectory, frame: int | str, target) -> FramePlacementError:
+    """SE(3) error ``r = log(target^-1 oM_f(q))`` (linear first, ``se3.log``) of a frame w.r.t. a 4x4 rigid
+    ``target`` (the same for every knot of a trajectory), and ``dr/dq = Jr(r)^-1 J_local`` (Pinocchio's
+    ``log6`` and ``Jlog6 @ getFrameJacobian(LOCAL)``)."""
+    what = "frame_placement_error"
+    T = se3.check_transform(target, "target")
+    f, k = model_tables(model), frame_id(model, frame)
+    if type(x) is not State:
+        check_type(x, what)
+    r = np.empty(6) if type(x) is State else np.empty((len(x), 6))
+    J = run(model, x, what, _PLACEMENT_ERROR, (6, model.nv), f.body, f.pose, k, T, r)
+    return FramePlacementError(r, J)
+
+
+def center_of_mass_derivatives(model: RobotModel, x: State | Trajectory) -> CenterOfMassDerivatives:
+    """Derivatives of the world centre of mass and of its velocity (``center_of_mass``,
+    ``center_of_mass_velocity``) w.r.t. q (tangent basis) and v; Pinocchio's ``jacobianCenterOfMass`` and
+    ``getCenterOfMassVelocityDerivatives``."""
+    what = "center_of_mass_derivatives"
+    check_mass(model, what)
+    out = run(model, x, what, _COM, (3, 3, model.nv))
+    return CenterOfMassDerivatives(out[..., 0, :, :], out[..., 1, :, :], out[..., 2, :, :])

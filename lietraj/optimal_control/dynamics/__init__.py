@@ -1,0 +1,1 @@
+"""Discrete dynamics ``x⁺ = f(x, u)`` on the state group, their Jacobians and DDP's second-order term."""

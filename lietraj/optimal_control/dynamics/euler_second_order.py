@@ -1,0 +1,212 @@
+"""Second-order term of the semi-implicit Euler step on the state group, contracted as DDP's backward pass needs,
+and the two node terms every integrator's second-order term is made of (``rk4_second_order`` reuses them).
+
+DDP expands the next value function in the chart of the nominal next state ``x̄' = f(x̄, ū)``; with
+``g(δ) = log(x̄'⁻¹ f(x̄ exp δx, ū + δu))`` (the ``⊖`` chart, δ in exponential coordinates at ``x̄``), the backward
+pass needs ``F = Dg(0)`` (``RobotDynamics.derivatives``) and the symmetric Hessian of ``λᵀ g`` at 0 for the
+gradient ``λ = V'_x``, at every knot.
+
+A step is a graph of two kinds of nodes, each group-valued node ``Y`` expanded in exponential coordinates at its
+nominal value (``Y = Ȳ exp(η)``), each vector node additively. Then ``D²(λᵀ g)`` is the sum over nodes of the
+node's output covector (the adjoint, from ``λ`` by the transposed first-order maps) applied to the node's own
+second derivative, evaluated on the first-order sensitivities ``dη / dδ`` of its inputs:
+
+- field ``F = dt [v; FD(Y, u)]``: ``μᵀ ∂²FD`` with ``μ = dt λ_{F,v}``, from ``aba_second_order``; its configuration
+  block is symmetrised because ``Y exp(ζ)`` is expanded in exponential coordinates ``ζ`` (the tensors take the
+  directions one after the other, which adds an antisymmetric bracket term, seed 003 digest §1.5);
+- compose ``Y = X exp(ξ)``: on the SE(3) rows, with ``c = ξ̄_H``, ``a = η_X,H``, ``b = δξ_H``, by BCH
+  ``η_H = Ad_{exp(-c)} a + Jr(c) b + ½ [Ad_{exp(-c)} a, Jr(c) b] + ½ DJr(c)[b] b + ...``, whose Hessian has the
+  blocks ``H_ab = ½ Ad_{exp(-c)}ᵀ M_λ Jr(c)`` (``M_λ[i, j] = λ_Hᵀ ad(e_i) e_j``) and ``H_bb = sym(K)``,
+  ``K[i, j] = λ_Hᵀ DJr(c)[e_i] e_j``; the other rows are additive. ``DJr`` is summed from the series
+  ``Jr(c) = Σ_k (-1)^k ad_c^k / (k+1)!``, contracted with λ first (vector-matrix products only). The final ``⊖``
+  chart is the exponential coordinates of the last compose node, so it needs no node of its own.
+
+The Euler step of DESIGN.md (``ν' = ν + dt a_b``, ``ṡ' = ṡ + dt a_j``, ``H' = H exp(dt ν')``, ``s' = s + dt ṡ'``,
+``a = FD(x, u)``) is ``x' = x exp(ξ)`` with ``ξ = dt [v + dt a; a]``: one field and one compose node. Its covector on
+``a`` is ``μ = dt [λ_ν + dt Jr(c)ᵀ λ_H; λ_ṡ + dt λ_s]`` (``c = dt ν̄'``), and ``b = dt (δν + dt δa_b)``.
+
+Nothing in the step depends on how ``a`` is computed: ``euler_step_hessian`` takes the field's first-order
+derivatives and its contraction ``μ ↦ μᵀ ∂²a``, by default ABA's (``aba_second_order``); ``ContactRobotDynamics``
+passes the contact-constrained dynamics' (``contact_dynamics_second_order``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from lietraj.dynamics.lie import se3
+from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives
+from lietraj.dynamics.algorithms.aba_second_order import aba_hessian_contraction
+from lietraj.dynamics.algorithms.linearization import generalized_force
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.lie.state import State, Trajectory
+
+_AD_BASIS = np.stack([se3.ad(e) for e in np.eye(6)])  # ad(e_i)
+# μ (N, nv) -> (qq, qv, vv, qtau) of μᵀ ∂²a for an acceleration field a(q, v, τ).
+FieldContraction = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+# Knots per block of the assembly: its (knots, m, m) temporaries stay small enough to be reused, not freshly mapped
+# (first touches of fresh pages cost more than the products).
+_BLOCK_ENTRIES = 32768
+
+
+class FieldDerivatives(Protocol):
+    """First-order derivatives of an acceleration field (``ForwardDynamicsDerivatives``,
+    ``ContactDynamicsDerivatives``)."""
+
+    da_dq: np.ndarray
+    da_dv: np.ndarray
+    da_dtau: np.ndarray
+
+
+@dataclass(eq=False)
+class StepHessian:
+    """Symmetric blocks of the Hessian of ``λᵀ g`` in (δx, δu): ``xx`` (ndx, ndx), ``xu`` (ndx, nu), ``uu`` (nu, nu),
+    with a leading knot axis ``N`` for a trajectory."""
+
+    xx: np.ndarray
+    xu: np.ndarray
+    uu: np.ndarray
+
+
+def _right_jacobian_derivative_contraction(c: np.ndarray, lam: np.ndarray, tol: float = 1e-18) -> np.ndarray:
+    """K[..., i, j] = λᵀ DJr(c)[e_i] e_j for c, λ of shape (..., 6), by the series of Jr:
+    DJr[d] = Σ_k a_k Σ_m ad_c^m ad_d ad_c^(k-1-m)."""
+    ad_c = np.einsum("...k,kij->...ij", c, _AD_BASIS)
+    K = np.zeros(c.shape + (6,))
+    # rows of λᵀ Q_k(d) for the six directions d = e_i, and λᵀ ad_c^k
+    q = np.zeros_like(K)
+    p = np.array(lam, dtype=float)
+    coefficient = 1.0
+    for k in range(1, 60):
+        q = q @ ad_c + np.einsum("...j,ijl->...il", p, _AD_BASIS)  # λᵀQ_k(e_i) = λᵀQ_{k-1}(e_i) ad_c + λᵀ ad_c^(k-1) ad(e_i)
+        p = np.einsum("...j,...jl->...l", p, ad_c)
+        coefficient *= -1.0 / (k + 1)
+        K += coefficient * q
+        term = abs(coefficient) * (np.abs(q).max(initial=0.0) + np.abs(p).max(initial=0.0))
+        if term < tol * max(1.0, np.abs(K).max(initial=0.0)):
+            break
+    return K
+
+
+def _tr(A: np.ndarray) -> np.ndarray:
+    return A.swapaxes(-1, -2)
+
+
+def compose_blocks(c: np.ndarray, PHI: np.ndarray, JR: np.ndarray, lam_H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(H_ab, H_bb)`` (N, 6, 6) of ``λ_Hᵀ log(exp(-c) exp(a) exp(c + b))`` at knots with ``c`` (N, 6),
+    ``PHI = Ad_{exp(-c)}``, ``JR = Jr(c)`` and the output covector ``lam_H`` (N, 6) (module docstring)."""
+    M = np.einsum("nk,ikj->nij", lam_H, _AD_BASIS)
+    K = _right_jacobian_derivative_contraction(c, lam_H)
+    return 0.5 * _tr(PHI) @ M @ JR, 0.5 * (K + _tr(K))
+
+
+def compose_term(Sa: np.ndarray, Sb: np.ndarray, H_ab: np.ndarray, H_bb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Factors ``(L, R)`` with ``Lᵀ R + Rᵀ L = Saᵀ H_ab Sb + Sbᵀ H_abᵀ Sa + Sbᵀ H_bb Sb`` for the sensitivities ``Sa``,
+    ``Sb`` (N, 6, m) of ``a``, ``b`` of a compose node."""
+    return np.concatenate((Sa, Sb), axis=1), np.concatenate((H_ab @ Sb, 0.5 * H_bb @ Sb), axis=1)
+
+
+def field_term(dY: np.ndarray | None, C: tuple[np.ndarray, ...], n: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """Factors ``(L, R)`` with ``Lᵀ R + Rᵀ L = Sᵀ D S`` for a field node: ``D`` the symmetric (q, v, u) Hessian of
+    ``μᵀ FD`` from ``C = (qq, qv, vv, qtau)`` (N, nv, nv) each, ``S = [dY; 0 I]`` with ``dY`` (N, ndx, ndx + n) the
+    sensitivity of the node's state, ``u`` the last ``n`` generalized forces. ``dY`` None stands for ``[I 0]`` (the
+    step's own input) and gives ``L`` None."""
+    qq, qv, vv, qtau = C
+    N, nv = qq.shape[:2]
+    ndx = 2 * nv
+    R = np.zeros((N, ndx, ndx + n))
+    if dY is None:
+        R[:, :nv, :nv] = 0.5 * qq
+        R[:, :nv, nv:ndx] = qv
+        R[:, nv:, nv:ndx] = 0.5 * vv
+    else:
+        Sq, Sv = dY[:, :nv], dY[:, nv:]
+        R[:, :nv] = 0.5 * qq @ Sq + qv @ Sv
+        R[:, nv:] = 0.5 * vv @ Sv
+    R[:, :nv, ndx:] += qtau[:, :, nv - n:]
+    return dY, R
+
+
+def assemble(H: np.ndarray, terms: list[tuple[np.ndarray | None, np.ndarray]]) -> None:
+    """Overwrite ``H`` (N, m, m) with ``Σ Lᵀ R + Rᵀ L`` over the node terms (an ``L`` None is ``[I 0]``), by one
+    product of the stacked factors per block of knots."""
+    N, m = H.shape[:2]
+    block = max(1, _BLOCK_ENTRIES // (m * m))
+    for k0 in range(0, N, block):
+        sl = slice(k0, k0 + block)
+        products = [(L[sl], R[sl]) for L, R in terms if L is not None]
+        if products:
+            L = np.concatenate([L for L, _ in products], axis=1)
+            T = np.ascontiguousarray(_tr(L)) @ np.concatenate([R for _, R in products], axis=1)
+        else:
+            T = np.zeros(H[sl].shape)
+        for L, R in terms:
+            if L is None:
+                T[:, :R.shape[1]] += R[sl]
+        np.add(T, _tr(T), out=H[sl])
+
+
+def _fd_contraction(model: RobotModel, Y: Trajectory, tau: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``lam[k]ᵀ ∂²FD`` at every knot of ``Y`` as ``(qq, qv, vv, qtau)``, each (N, nv, nv) (``aba_second_order``)."""
+    C = aba_hessian_contraction(model, Y, tau, lam)
+    return C.qq, C.qv, C.vv, C.qtau
+
+
+def hessian_blocks(H: np.ndarray, ndx: int) -> StepHessian:
+    """The blocks of the full (N, ndx + nu, ndx + nu) Hessian."""
+    return StepHessian(H[:, :ndx, :ndx], H[:, :ndx, ndx:], H[:, ndx:, ndx:])
+
+
+def euler_step_hessian(model: RobotModel, dt: float, X: Trajectory, tau: np.ndarray, fd: FieldDerivatives,
+                       XI: np.ndarray, PHI: np.ndarray | None, JR: np.ndarray | None, LAM: np.ndarray,
+                       field_contraction: FieldContraction | None = None) -> StepHessian:
+    """The Hessians at every knot of ``X`` from checked inputs: generalized forces ``tau`` (N, nv), ``fd`` the
+    first-order derivatives of the acceleration field (``da_dq``, ``da_dv``, ``da_dtau``: ``aba_derivatives(model,
+    X, tau)``, or ``contact_dynamics_derivatives`` for contacts), ``XI = dt ν̄'`` (N, 6) with
+    ``PHI = Ad_{exp(-XI)}``, ``JR = Jr(XI)`` (None for a fixed base), covectors ``LAM`` (N, ndx).
+
+    ``field_contraction`` maps the field's covectors ``μ`` (N, nv) to ``(qq, qv, vv, qtau)`` of ``μᵀ ∂²a``
+    (``aba_second_order``'s blocks); default: ABA's. The step is the same for any field ``a(q, v, τ)``."""
+    N, nv, n = len(X), model.nv, model.n
+    ndx = 2 * nv
+    lam_xi = LAM.copy()
+    if PHI is not None:
+        lam_xi[:, :6] = np.einsum("nij,ni->nj", JR, LAM[:, :6])
+    mu = dt * (lam_xi[:, nv:] + dt * lam_xi[:, :nv])
+    C = _fd_contraction(model, X, tau, mu) if field_contraction is None else field_contraction(mu)
+    terms = [field_term(None, C, n)]
+    if PHI is not None:
+        Sa = np.zeros((N, 6, ndx + n))
+        Sa[:, :, :6] = np.eye(6)
+        Sb = np.concatenate((fd.da_dq[:, :6], fd.da_dv[:, :6], fd.da_dtau[:, :6, nv - n:]), axis=2) * (dt * dt)
+        Sb[:, :, nv:nv + 6] += dt * np.eye(6)
+        terms.append(compose_term(Sa, Sb, *compose_blocks(XI, PHI, JR, LAM[:, :6])))
+    H = np.empty((N, ndx + n, ndx + n))
+    assemble(H, terms)
+    return hessian_blocks(H, ndx)
+
+
+def euler_hessian_contraction(model: RobotModel, dt: float, x: State, u, lam) -> StepHessian:
+    """The symmetric Hessian of ``λᵀ log(x̄'⁻¹ f(x̄ exp δx, ū + δu))`` at δ = 0 for the semi-implicit Euler step, at
+    one state (``RobotDynamics(model, dt).hessian_contraction`` is the same; its trajectory form is batched).
+
+    ``lam`` is a covector on the tangent of the next state (``(ndx,)``, order ``[z_H; z_s; z_ν; z_ṡ]``); ``u`` the
+    joint torques. No external wrenches.
+    """
+    nv = model.nv
+    lam = np.asarray(lam, dtype=float)
+    if lam.shape != (2 * nv,) or not np.all(np.isfinite(lam)):
+        raise ValueError(f"euler_hessian_contraction({model.name}): lam must be a finite vector of shape ({2 * nv},)")
+    tau = generalized_force(model, np.asarray(u, dtype=float), "euler_hessian_contraction")[None]
+    X = Trajectory(None if x.H is None else x.H[None], x.s[None], x.v[None])
+    fd = aba_derivatives(model, X, tau)
+    XI, PHI, JR = np.zeros((1, 0)), None, None
+    if model.floating_base:
+        XI = dt * (x.v[None, :6] + dt * fd.a[:, :6])
+        PHI, JR = se3.Ad(se3.exp(-XI[0]))[None], se3.right_jacobian(XI[0])[None]
+    H = euler_step_hessian(model, dt, X, tau, fd, XI, PHI, JR, lam[None])
+    return StepHessian(H.xx[0], H.xu[0], H.uu[0])

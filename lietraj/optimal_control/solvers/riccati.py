@@ -1,0 +1,385 @@
+"""The Riccati backward pass in the Lie algebra: from the local model of a problem to feedback gains.
+
+Shared by iLQR, DDP, FDDP (and TVLQR). The value function ``V_k`` is a quadratic in the tangent deviation
+``δx = x ⊖ x̄_k`` at the nominal state, ``V_k(δx) = V_xᵀ δx + ½ δxᵀ V_xx δx``. Along a guess whose dynamics are
+linearized as ``δx_{k+1} = F_x δx_k + F_u δu_k + f̄_{k+1}`` (``f̄`` the gaps, zero on a rollout) the action-value
+function at knot ``k`` has the blocks (V' the next knot's, ``λ = V'_x + V'_xx f̄_{k+1}`` its gradient at the gap)::
+
+    Q_x  = l_x  + F_xᵀ λ            Q_xx = l_xx + F_xᵀ V'_xx F_x (+ H_xx)
+    Q_u  = l_u  + F_uᵀ λ            Q_xu = l_xu + F_xᵀ V'_xx F_u (+ H_xu)
+                                    Q_uu = l_uu + F_uᵀ V'_xx F_u (+ H_uu) + μ I
+
+with ``H`` the second-order dynamics term of DDP (the Hessian of ``λᵀ f``; absent for iLQR, Gauss–Newton) and
+``μ`` the Levenberg–Marquardt regularization. The policy ``δu = k + K δx`` minimises ``Q``: without control
+bounds ``k = -Q_uu⁻¹ Q_u``, ``K = -Q_uu⁻¹ Q_ux`` (one Cholesky factorization); with bounds ``ū + δu ∈ [u_lb, u_ub]``
+``k`` solves the box QP by projected Newton (Bertsekas 1982, as Crocoddyl's BoxQP; ``box_qp``) and ``K`` is the
+Newton gain of the free controls, zero for the clamped ones. For any such policy the value function is exactly::
+
+    V_x  = Q_x + Kᵀ Q_u + c,   c = (Q_xu + Kᵀ Q_uu) k            (c = 0 without clamped controls)
+    V_xx = Q_xx + Kᵀ Q_uu K + Q_xu K + Kᵀ Q_ux  (+ μ I when the state regularization is on, as Crocoddyl)
+
+The expected improvement of a step of length α (Crocoddyl's FDDP model, here with the terms of clamped
+controls, so that it is exact on LQ problems for every α; see ``BackwardPass.expected_improvement``)::
+
+    ΔJ(α) = α Σ (Q_uᵀ k + λ_kᵀ f̄_k) + ½ α² Σ (kᵀ Q_uu k - f̄_kᵀ V_xx f̄_k) - (1 - α) Σ δx_kᵀ (c_k + V_xx f̄_k)
+
+where ``δx_k`` are the deviations of the trial rollout from the nominal states and ``λ_T = V_x,T + V_xx,T f̄_T``.
+The sweep is one compiled call (numba): the ``ndx``-sized products go to BLAS through ``np.dot`` into
+preallocated buffers, the ``nu``-sized Cholesky factorizations, solves and box QPs are loops.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
+from lietraj.optimal_control.problem import ProblemDerivatives
+
+
+@njit(cache=True)
+def _cholesky(A, idx, m, L):
+    """Lower Cholesky factor L (m x m) of A[idx[:m]][:, idx[:m]]; False if not positive definite."""
+    for i in range(m):
+        for j in range(i + 1):
+            acc = A[idx[i], idx[j]]
+            for p in range(j):
+                acc -= L[i, p] * L[j, p]
+            if i == j:
+                if not acc > 0.0:  # also catches NaN
+                    return False
+                L[i, i] = math.sqrt(acc)
+            else:
+                L[i, j] = acc / L[j, j]
+    return True
+
+
+@njit(cache=True)
+def _cholesky_solve(L, m, b):
+    """b[:m] <- (L Lᵀ)⁻¹ b[:m]."""
+    for i in range(m):
+        acc = b[i]
+        for p in range(i):
+            acc -= L[i, p] * b[p]
+        b[i] = acc / L[i, i]
+    for i in range(m - 1, -1, -1):
+        acc = b[i]
+        for p in range(i + 1, m):
+            acc -= L[p, i] * b[p]
+        b[i] = acc / L[i, i]
+
+
+@njit(cache=True)
+def _quadratic(H, q, x):
+    acc = 0.0
+    for i in range(x.shape[0]):
+        hx = 0.0
+        for j in range(x.shape[0]):
+            hx += H[i, j] * x[j]
+        acc += x[i] * (0.5 * hx + q[i])
+    return acc
+
+
+@njit(cache=True)
+def _box_qp(H, q, lb, ub, x, free, idx, L, g, dx, x_new, b, max_iter, tol, armijo):
+    """Projected Newton (``box_qp``) in place: x (warm start in, solution out), free, idx[:m] the free indices and
+    L their Cholesky factor. Returns (m, iterations, ok)."""
+    n = q.shape[0]
+    scale = 1.0
+    for i in range(n):
+        x[i] = min(max(x[i], lb[i]), ub[i])
+        scale = max(scale, 1.0 + abs(q[i]))
+    scale *= tol
+    m = 0
+    for it in range(max_iter + 1):
+        m = 0
+        for i in range(n):
+            acc = q[i]
+            for j in range(n):
+                acc += H[i, j] * x[j]
+            g[i] = acc
+            free[i] = not ((x[i] <= lb[i] and acc > 0.0) or (x[i] >= ub[i] and acc < 0.0))
+            if free[i]:
+                idx[m] = i
+                m += 1
+        if m == 0:
+            return m, it, True
+        if not _cholesky(H, idx, m, L):
+            return m, it, False
+        largest = 0.0
+        for i in range(m):
+            largest = max(largest, abs(g[idx[i]]))
+        if largest <= scale or it == max_iter:
+            return m, it, True
+        for i in range(m):
+            b[i] = g[idx[i]]
+        _cholesky_solve(L, m, b)
+        for i in range(n):
+            dx[i] = 0.0
+        for i in range(m):
+            dx[idx[i]] = -b[i]
+        f_old = _quadratic(H, q, x)
+        alpha, accepted = 1.0, False
+        for _ in range(30):
+            decrease_model = 0.0
+            for i in range(n):
+                x_new[i] = min(max(x[i] + alpha * dx[i], lb[i]), ub[i])
+                decrease_model += g[i] * (x[i] - x_new[i])
+            if f_old - _quadratic(H, q, x_new) >= armijo * decrease_model:
+                accepted = True
+                break
+            alpha *= 0.5
+        if not accepted:
+            return m, it, True  # no decrease left: x is optimal to rounding
+        for i in range(n):
+            x[i] = x_new[i]
+    return m, max_iter, True
+
+
+@dataclass(eq=False)
+class BoxQPResult:
+    """Solution of ``min ½ xᵀHx + qᵀx, lb <= x <= ub``: ``x``, the ``free`` mask (False for variables clamped at a
+    bound with the gradient pointing out), the number of Newton ``iterations``, and ``ok`` (False: ``H`` restricted
+    to the free set is not positive definite)."""
+
+    x: np.ndarray
+    free: np.ndarray
+    iterations: int
+    ok: bool
+
+
+def box_qp(H, q, lb, ub, x0=None, max_iter: int = 100, tol: float = 1e-12, armijo: float = 0.1) -> BoxQPResult:
+    """Projected Newton on a box QP (Bertsekas 1982, as Crocoddyl's BoxQP): clamp the variables at a bound whose
+    gradient points out, take a Newton step on the free set, project it on the box with a backtracking (Armijo)
+    line search; stop when the free gradient is below ``tol (1 + |q|∞)``."""
+    H, q = np.ascontiguousarray(H, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64)
+    n = q.shape[0]
+    if H.shape != (n, n) or np.shape(lb) != (n,) or np.shape(ub) != (n,) or (x0 is not None and np.shape(x0) != (n,)):
+        raise ValueError(f"box_qp: H must be ({n}, {n}) and lb, ub, x0 of shape ({n},)")
+    x = np.zeros(n) if x0 is None else np.array(x0, dtype=np.float64)
+    free, idx, L = np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int64), np.empty((n, n))
+    work = np.empty((4, n))
+    _, it, ok = _box_qp(H, q, np.asarray(lb, dtype=np.float64), np.asarray(ub, dtype=np.float64), x, free, idx, L,
+                        work[0], work[1], work[2], work[3], max_iter, tol, armijo)
+    return BoxQPResult(x, free, it, ok)
+
+
+@dataclass(eq=False)
+class BackwardPass:
+    """Result of one Riccati sweep over ``T`` knots (module docstring for the symbols).
+
+    ``k`` (T, nu), ``K`` (T, nu, ndx): the policy ``δu = k + K δx``; ``V_x`` (T+1, ndx), ``V_xx`` (T+1, ndx, ndx):
+    the value function at the nominal states; ``lam`` (T+1, ndx): its gradient at the gaps, ``V_x + V_xx f̄``;
+    ``Q_u`` (T, nu) and ``Q_uu`` (T, nu, nu, regularized); ``c`` (T, ndx); ``free`` (T, nu) bool; ``gaps``
+    (T+1, ndx) or None. ``failed_at`` is -1, or the knot where ``Q_uu`` was not positive definite or the value
+    function became non-finite (then the arrays are only filled for the knots after it).
+    """
+
+    k: np.ndarray
+    K: np.ndarray
+    V_x: np.ndarray
+    V_xx: np.ndarray
+    lam: np.ndarray
+    Q_u: np.ndarray
+    Q_uu: np.ndarray
+    c: np.ndarray
+    free: np.ndarray
+    gaps: np.ndarray | None
+    mu: float
+    failed_at: int = -1
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.failed_at < 0
+
+    def stationarity(self) -> float:
+        """Crocoddyl's stopping measure ``Σ_k |Q_u|²`` over the free controls (the gradient of the cost in the
+        controls along a feasible trajectory; clamped controls at a KKT point do not count)."""
+        return float(np.sum(np.where(self.free, self.Q_u, 0.0) ** 2))
+
+    def improvement_terms(self) -> tuple[float, float]:
+        """``(g1, g2)``: ``ΔJ(α) = α g1 + ½ α² g2 + ...`` (module docstring)."""
+        g1 = float(np.einsum("ti,ti->", self.Q_u, self.k))
+        g2 = float(np.einsum("ti,tij,tj->", self.k, self.Q_uu, self.k))
+        if self.gaps is not None:
+            g1 += float(np.einsum("ti,ti->", self.lam, self.gaps))
+            g2 -= float(np.einsum("ti,tij,tj->", self.gaps, self.V_xx, self.gaps))
+        return g1, g2
+
+    def expected_improvement(self, alpha: float, DX: np.ndarray | None = None,
+                             terms: tuple[float, float] | None = None) -> float:
+        """The decrease ``-ΔJ(α)`` of the cost predicted by the local model for a step of length ``alpha``; ``DX``
+        (T+1, ndx) are the deviations ``x_try ⊖ x̄`` of the trial (needed for ``alpha < 1`` with gaps or clamped
+        controls; None drops that term)."""
+        g1, g2 = self.improvement_terms() if terms is None else terms
+        dJ = alpha * g1 + 0.5 * alpha * alpha * g2
+        if DX is not None and alpha != 1.0:
+            W = np.zeros_like(DX)
+            W[:-1] = -self.c
+            if self.gaps is not None:
+                W -= np.einsum("tij,tj->ti", self.V_xx, self.gaps)
+            dJ += (1.0 - alpha) * float(np.einsum("ti,ti->", DX, W))
+        return -dJ
+
+
+@njit(cache=True)
+def _sweep(F_x, F_u, l_x, l_u, l_xx, l_xu, l_uu, H_xx, H_xu, H_uu, has_H, gaps, has_gaps, du_lb, du_ub, boxed,
+           mu, regularize_vxx, box_tol, box_max_iter, k, K, V_x, V_xx, lam, Q_u, Q_uu, c, free, W_xx, W_ux, Q_xx, Q_xu,
+           M, Q_x, L, idx, vec, Kcol):
+    """The Riccati recursion (module docstring) from knot T-1 down to 0, given V_x[T], V_xx[T], lam[T]. Returns
+    (-1, 0) or (knot, why) with why 1: non-finite Q-function, 2: Q_uu not positive definite, 3: non-finite V."""
+    T, ndx, nu = F_u.shape
+    for t in range(T - 1, -1, -1):
+        P = V_xx[t + 1]
+        np.dot(F_x[t].T, P, W_xx)
+        np.dot(W_xx, F_x[t], Q_xx)
+        np.dot(W_xx, F_u[t], Q_xu)
+        np.dot(F_u[t].T, P, W_ux)
+        Quu = Q_uu[t]
+        np.dot(W_ux, F_u[t], Quu)
+        for i in range(ndx):
+            acc = l_x[t, i]
+            for j in range(ndx):
+                acc += F_x[t, j, i] * lam[t + 1, j]
+                Q_xx[i, j] += l_xx[t, i, j] + (H_xx[t, i, j] if has_H else 0.0)
+            Q_x[i] = acc
+            for j in range(nu):
+                Q_xu[i, j] += l_xu[t, i, j] + (H_xu[t, i, j] if has_H else 0.0)
+        finite = True
+        for i in range(nu):
+            acc = l_u[t, i]
+            for j in range(ndx):
+                acc += F_u[t, j, i] * lam[t + 1, j]
+            Q_u[t, i] = acc
+            for j in range(nu):
+                Quu[i, j] += l_uu[t, i, j] + (H_uu[t, i, j] if has_H else 0.0)
+            Quu[i, i] += mu
+        for i in range(nu):
+            finite = finite and math.isfinite(Q_u[t, i])
+            for j in range(nu):
+                finite = finite and math.isfinite(Quu[i, j])
+            for j in range(ndx):
+                finite = finite and math.isfinite(Q_xu[j, i])
+        if not finite:
+            return t, 1
+        # gains: k on the box (or free), K = -Q_uu⁻¹ Q_ux on the free controls, zero rows for the clamped ones
+        if boxed:
+            m, _, ok = _box_qp(Quu, Q_u[t], du_lb[t], du_ub[t], k[t], free[t], idx, L, vec[0], vec[1], vec[2], vec[3],
+                               box_max_iter, box_tol, 0.1)
+            if not ok:
+                return t, 2
+        else:
+            m = nu
+            for i in range(nu):
+                idx[i] = i
+            if not _cholesky(Quu, idx, m, L):
+                return t, 2
+            for i in range(nu):
+                vec[0, i] = Q_u[t, i]
+            _cholesky_solve(L, m, vec[0])
+            for i in range(nu):
+                k[t, i] = -vec[0, i]
+        for i in range(nu):
+            for j in range(ndx):
+                K[t, i, j] = 0.0
+        for j in range(ndx):
+            for i in range(m):
+                Kcol[i] = Q_xu[j, idx[i]]
+            _cholesky_solve(L, m, Kcol)
+            for i in range(m):
+                K[t, idx[i], j] = -Kcol[i]
+        # V_x = Q_x + Kᵀ Q_u + c,  c = Q_xu k + Kᵀ Q_uu k;  V_xx = Q_xx + Kᵀ (Q_uu K + Q_ux) + Q_xu K
+        for i in range(nu):
+            acc = 0.0
+            for j in range(nu):
+                acc += Quu[i, j] * k[t, j]
+            vec[1, i] = acc
+        for i in range(ndx):
+            acc = 0.0
+            for j in range(nu):
+                acc += Q_xu[i, j] * k[t, j] + K[t, j, i] * vec[1, j]
+            c[t, i] = acc
+            acc2 = Q_x[i] + acc
+            for j in range(nu):
+                acc2 += K[t, j, i] * Q_u[t, j]
+            V_x[t, i] = acc2
+        np.dot(Quu, K[t], M)
+        for i in range(nu):
+            for j in range(ndx):
+                M[i, j] += Q_xu[j, i]
+        Vxx = V_xx[t]
+        np.dot(K[t].T, M, Vxx)
+        np.dot(Q_xu, K[t], W_xx)
+        for i in range(ndx):
+            for j in range(i + 1):
+                v = 0.5 * (Vxx[i, j] + Vxx[j, i] + W_xx[i, j] + W_xx[j, i] + Q_xx[i, j] + Q_xx[j, i])
+                Vxx[i, j] = v
+                Vxx[j, i] = v
+            if regularize_vxx:
+                Vxx[i, i] += mu
+        finite = True
+        for i in range(ndx):
+            acc = V_x[t, i]
+            if has_gaps:
+                for j in range(ndx):
+                    acc += Vxx[i, j] * gaps[t, j]
+            lam[t, i] = acc
+            finite = finite and math.isfinite(acc)
+            for j in range(ndx):
+                finite = finite and math.isfinite(Vxx[i, j])
+        if not finite:
+            return t, 3
+    return -1, 0
+
+
+_EMPTY3 = np.zeros((1, 1, 1))
+_EMPTY2 = np.zeros((1, 1))
+_WHY = {1: "non-finite Q-function", 2: "Q_uu not positive definite", 3: "non-finite value function"}
+
+
+def backward_pass(d: ProblemDerivatives, mu: float = 0.0, gaps: np.ndarray | None = None,
+                  hessian: StepHessian | None = None, du_lb: np.ndarray | None = None, du_ub: np.ndarray | None = None,
+                  regularize_vxx: bool = True, k_guess: np.ndarray | None = None, box_tol: float = 1e-12,
+                  box_max_iter: int = 100) -> BackwardPass:
+    """One Riccati sweep from the terminal knot back to knot 0 (module docstring), in one compiled call.
+
+    ``d``: the local model (``Problem.derivatives``); ``mu``: the regularization added to ``Q_uu`` (and to
+    ``V_xx`` with ``regularize_vxx``); ``gaps``: (T+1, ndx) or None (a rollout); ``hessian``: DDP's second-order
+    dynamics term per knot or None (iLQR); ``du_lb, du_ub``: (T, nu) bounds on ``δu`` (``u_lb - ū``, ``u_ub - ū``),
+    or None for no bounds; ``k_guess``: (T, nu) warm start of the box QPs. Never raises on numerical failure: see
+    ``BackwardPass.failed_at``.
+    """
+    F_x, F_u = d.dynamics.F_x, d.dynamics.F_u
+    r = d.running
+    T, ndx, nu = F_u.shape
+    boxed = du_lb is not None
+    k = np.zeros((T, nu)) if k_guess is None or not boxed else np.array(k_guess, dtype=np.float64)
+    K = np.zeros((T, nu, ndx))
+    V_x, V_xx, lam = np.zeros((T + 1, ndx)), np.zeros((T + 1, ndx, ndx)), np.zeros((T + 1, ndx))
+    Q_u, Q_uu, c = np.zeros((T, nu)), np.zeros((T, nu, nu)), np.zeros((T, ndx))
+    free = np.ones((T, nu), dtype=np.bool_)
+    out = BackwardPass(k, K, V_x, V_xx, lam, Q_u, Q_uu, c, free, gaps, float(mu))
+    V_x[T] = d.terminal.l_x[0]
+    V_xx[T] = d.terminal.l_xx[0]
+    if regularize_vxx and mu:
+        V_xx[T].flat[::ndx + 1] += mu
+    lam[T] = V_x[T] if gaps is None else V_x[T] + V_xx[T] @ gaps[T]
+    if not (np.isfinite(lam[T]).all() and np.isfinite(V_xx[T]).all()):
+        out.failed_at, out.reason = T, "non-finite terminal cost derivatives"
+        return out
+    H = hessian
+    t, why = _sweep(F_x, F_u, r.l_x, r.l_u, r.l_xx, r.l_xu, r.l_uu,
+                    _EMPTY3 if H is None else H.xx, _EMPTY3 if H is None else H.xu, _EMPTY3 if H is None else H.uu,
+                    H is not None, _EMPTY2 if gaps is None else gaps, gaps is not None,
+                    _EMPTY2 if du_lb is None else du_lb, _EMPTY2 if du_ub is None else du_ub, boxed, float(mu),
+                    bool(regularize_vxx), float(box_tol), int(box_max_iter), k, K, V_x, V_xx, lam, Q_u, Q_uu, c, free,
+                    np.empty((ndx, ndx)), np.empty((nu, ndx)), np.empty((ndx, ndx)), np.empty((ndx, nu)),
+                    np.empty((nu, ndx)), np.empty(ndx), np.empty((nu, nu)), np.empty(nu, dtype=np.int64),
+                    np.empty((4, nu)), np.empty(nu))
+    if t >= 0:
+        out.failed_at, out.reason = t, f"{_WHY[why]} at knot {t}"
+    return out
