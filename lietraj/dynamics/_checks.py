@@ -10,8 +10,8 @@ import math
 from dataclasses import fields
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper
 from lietraj.dynamics.lie.state import State, Trajectory
 
 OK, BAD_S, BAD_V, BAD_A, BAD_FEXT, NOT_FINITE, BAD_ROTATION, BAD_H, BAD_TAU, BAD_N, SINGULAR = range(11)
@@ -33,7 +33,7 @@ IDENTITY4 = np.eye(4)
 IDENTITY4_STACK = np.eye(4)[None]
 
 
-@njit(cache=True, inline="always")
+@helper
 def finite(x):
     for k in range(x.size):
         if not math.isfinite(x.flat[k]):
@@ -41,7 +41,7 @@ def finite(x):
     return True
 
 
-@njit(cache=True, inline="always")
+@helper
 def check_state(floating, n, nv, H, s, v):
     """Status of a state (H, s, v): shapes, finiteness and, for a floating base, a proper rigid transform."""
     if s.shape[0] != n:
@@ -69,7 +69,7 @@ def check_state(floating, n, nv, H, s, v):
     return OK
 
 
-@njit(cache=True, inline="always")
+@helper
 def check_vector(x, size, code):
     if x.shape[0] != size:
         return code
@@ -78,7 +78,7 @@ def check_vector(x, size, code):
     return OK
 
 
-@njit(cache=True, inline="always")
+@helper
 def check_fext(nb, fext):
     """Status of optional per-body wrenches: an empty array means none."""
     if fext.shape[0] == 0:
@@ -88,7 +88,7 @@ def check_fext(nb, fext):
     return OK if finite(fext) else NOT_FINITE
 
 
-@njit(cache=True)
+@helper
 def check_dynamics_inputs(mi, floating, n, nv, H, s, v, u, code, fext):
     """Status of the inputs of inverse or forward dynamics: the state, the nv-vector ``u`` (an acceleration or a
     torque, reported as ``code``) and the optional per-body wrenches."""

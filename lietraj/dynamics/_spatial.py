@@ -10,8 +10,8 @@ parent ones, ``act_inv`` the reverse (Pinocchio's ``SE3::act`` / ``actInv``).
 
 import math
 
-from numba import njit
 
+from lietraj._jit import helper
 from lietraj.dynamics.model.model import (
     JOINT_PRISMATIC,
     JOINT_REVOLUTE,
@@ -23,35 +23,34 @@ from lietraj.dynamics.model.model import (
     MF_R,
 )
 
-inline = njit(cache=True, inline="always")
 
 
-@inline
+@helper
 def cross(a, b):
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
-@inline
+@helper
 def add(a, b):
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
 
 
-@inline
+@helper
 def sub(a, b):
     return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
 
 
-@inline
+@helper
 def scale(a, k):
     return (a[0] * k, a[1] * k, a[2] * k)
 
 
-@inline
+@helper
 def dot(a, b):
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 
 
-@inline
+@helper
 def mv(R, x):
     """R x."""
     return (
@@ -61,7 +60,7 @@ def mv(R, x):
     )
 
 
-@inline
+@helper
 def mtv(R, x):
     """R^T x."""
     return (
@@ -71,7 +70,7 @@ def mtv(R, x):
     )
 
 
-@inline
+@helper
 def mm(A, B):
     """A B for row-major 3x3 tuples."""
     return (
@@ -81,7 +80,7 @@ def mm(A, B):
     )
 
 
-@inline
+@helper
 def rodrigues(a, q):
     """Rotation by angle q about the unit axis a."""
     c, s = math.cos(q), math.sin(q)
@@ -94,28 +93,28 @@ def rodrigues(a, q):
     )
 
 
-@inline
+@helper
 def load3(W, i, o):
     return (W[i, o], W[i, o + 1], W[i, o + 2])
 
 
-@inline
+@helper
 def store3(W, i, o, x):
     W[i, o], W[i, o + 1], W[i, o + 2] = x[0], x[1], x[2]
 
 
-@inline
+@helper
 def load9(W, i, o):
     return (W[i, o], W[i, o + 1], W[i, o + 2], W[i, o + 3], W[i, o + 4], W[i, o + 5], W[i, o + 6], W[i, o + 7], W[i, o + 8])
 
 
-@inline
+@helper
 def store9(W, i, o, R):
     for k in range(9):
         W[i, o + k] = R[k]
 
 
-@inline
+@helper
 def joint_placement(mf, jtype, i, q):
     """Pose (R, p) of body i in its parent for joint position q: placement * joint motion."""
     R0 = load9(mf, i, MF_R)
@@ -126,13 +125,13 @@ def joint_placement(mf, jtype, i, q):
     return R0, add(p0, scale(mv(R0, a), q))
 
 
-@inline
+@helper
 def base_placement(H):
     """(R, p) of a 4x4 homogeneous pose."""
     return (H[0, 0], H[0, 1], H[0, 2], H[1, 0], H[1, 1], H[1, 2], H[2, 0], H[2, 1], H[2, 2]), (H[0, 3], H[1, 3], H[2, 3])
 
 
-@inline
+@helper
 def motion_subspace(mf, jtype, i):
     """S of a 1-DoF joint in the body frame, as (linear, angular)."""
     a = load3(mf, i, MF_AXIS)
@@ -141,32 +140,32 @@ def motion_subspace(mf, jtype, i):
     return (0.0, 0.0, 0.0), a
 
 
-@inline
+@helper
 def act_inv_motion(R, p, v, w):
     """Motion (v, w) given in the parent frame, expressed in the child frame."""
     return mtv(R, sub(v, cross(p, w))), mtv(R, w)
 
 
-@inline
+@helper
 def act_force(R, p, f, n):
     """Force (f, n) given in the child frame, expressed in the parent frame."""
     fp = mv(R, f)
     return fp, add(mv(R, n), cross(p, fp))
 
 
-@inline
+@helper
 def cross_motion(v, w, mv_, mw):
     """(v, w) x (mv_, mw): the spatial motion cross product."""
     return add(cross(w, mv_), cross(v, mw)), cross(w, mw)
 
 
-@inline
+@helper
 def cross_force(v, w, f, n):
     """(v, w) x* (f, n): the spatial force cross product."""
     return cross(w, f), add(cross(w, n), cross(v, f))
 
 
-@inline
+@helper
 def inertia_times(mf, i, v, w):
     """Spatial inertia of body i (about its origin) times the motion (v, w)."""
     m = mf[i, MF_MASS]
@@ -181,34 +180,34 @@ def inertia_times(mf, i, v, w):
 # force = A v + B w, moment = B^T v + C w for a motion (v, w).
 
 
-@inline
+@helper
 def transpose(A):
     return (A[0], A[3], A[6], A[1], A[4], A[7], A[2], A[5], A[8])
 
 
-@inline
+@helper
 def madd(A, B):
     return (A[0] + B[0], A[1] + B[1], A[2] + B[2], A[3] + B[3], A[4] + B[4], A[5] + B[5], A[6] + B[6], A[7] + B[7], A[8] + B[8])
 
 
-@inline
+@helper
 def msub(A, B):
     return (A[0] - B[0], A[1] - B[1], A[2] - B[2], A[3] - B[3], A[4] - B[4], A[5] - B[5], A[6] - B[6], A[7] - B[7], A[8] - B[8])
 
 
-@inline
+@helper
 def outer(a, b, k):
     """k a b^T."""
     return (k * a[0] * b[0], k * a[0] * b[1], k * a[0] * b[2], k * a[1] * b[0], k * a[1] * b[1], k * a[1] * b[2],
             k * a[2] * b[0], k * a[2] * b[1], k * a[2] * b[2])
 
 
-@inline
+@helper
 def skew(p):
     return (0.0, -p[2], p[1], p[2], 0.0, -p[0], -p[1], p[0], 0.0)
 
 
-@inline
+@helper
 def skew_polynomial(w, c1, c2):
     """I + c1 [w]x + c2 [w]x^2 as a row-major 9-tuple ([w]x^2 = w w^T - |w|^2 I): the form of exp, Jl, Jr on SO(3)."""
     x, y, z = w
@@ -218,7 +217,7 @@ def skew_polynomial(w, c1, c2):
             c2 * x * z - c1 * y, c2 * y * z + c1 * x, d + c2 * z * z)
 
 
-@inline
+@helper
 def inv3(A):
     """Inverse of a 3x3 matrix by its adjugate (used on symmetric positive-definite blocks)."""
     c0 = A[4] * A[8] - A[5] * A[7]
@@ -230,7 +229,7 @@ def inv3(A):
             c2 * d, (A[1] * A[6] - A[0] * A[7]) * d, (A[0] * A[4] - A[1] * A[3]) * d)
 
 
-@inline
+@helper
 def body_inertia_blocks(mf, i):
     """Blocks of body i's spatial inertia about its origin: A = m I, B = -[h]x, C = I_o."""
     m = mf[i, MF_MASS]
@@ -240,13 +239,13 @@ def body_inertia_blocks(mf, i):
     return ((m, 0.0, 0.0, 0.0, m, 0.0, 0.0, 0.0, m), skew(scale(h, -1.0)), (xx, xy, xz, xy, yy, yz, xz, yz, zz))
 
 
-@inline
+@helper
 def inertia_blocks_times(A, B, C, v, w):
     """[[A, B], [B^T, C]] (v, w)."""
     return add(mv(A, v), mv(B, w)), add(mtv(B, v), mv(C, w))
 
 
-@inline
+@helper
 def inertia_to_parent(R, p, A, B, C):
     """Blocks of X^* I X: an inertia given in a child frame, expressed in the parent frame (notes rule 5)."""
     Ar, Br, Cr = mm(mm(R, A), transpose(R)), mm(mm(R, B), transpose(R)), mm(mm(R, C), transpose(R))
@@ -255,7 +254,7 @@ def inertia_to_parent(R, p, A, B, C):
     return Ar, msub(Br, mm(Ar, P)), madd(msub(Cr, mm(mm(P, Ar), P)), madd(PB, transpose(PB)))
 
 
-@inline
+@helper
 def load_inertia_blocks(W, i, o):
     """Blocks A (sym, 6 values), B (9) and C (sym, 6) stored at W[i, o:o+21]."""
     A = (W[i, o], W[i, o + 3], W[i, o + 4], W[i, o + 3], W[i, o + 1], W[i, o + 5], W[i, o + 4], W[i, o + 5], W[i, o + 2])
@@ -265,7 +264,7 @@ def load_inertia_blocks(W, i, o):
     return A, B, C
 
 
-@inline
+@helper
 def store_inertia_blocks(W, i, o, A, B, C):
     W[i, o], W[i, o + 1], W[i, o + 2], W[i, o + 3], W[i, o + 4], W[i, o + 5] = A[0], A[4], A[8], A[1], A[2], A[5]
     store9(W, i, o + 6, B)
@@ -273,13 +272,13 @@ def store_inertia_blocks(W, i, o, A, B, C):
     W[i, o + 18], W[i, o + 19], W[i, o + 20] = C[1], C[2], C[5]
 
 
-@inline
+@helper
 def add_inertia_blocks(W, i, o, A, B, C):
     A0, B0, C0 = load_inertia_blocks(W, i, o)
     store_inertia_blocks(W, i, o, madd(A0, A), madd(B0, B), madd(C0, C))
 
 
-@inline
+@helper
 def solve_inertia(A, B, C, f, n):
     """[[A, B], [B^T, C]]^{-1} (f, n) by the Schur complement of A (symmetric positive definite)."""
     Ai = inv3(A)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import kernel
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel
 from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, chart_difference, \
@@ -41,7 +41,7 @@ def knots(X: Trajectory, start: int, stop: int) -> Trajectory:
     return Trajectory(None if X.H is None else X.H[start:stop], X.s[start:stop], X.v[start:stop])
 
 
-@njit(cache=True)
+@kernel
 def _difference_batch(H0, S0, V0, H1, S1, V1, floating, out):
     """out[k] = log(X0[k]⁻¹ X1[k]) for every knot."""
     for k in range(S0.shape[0]):
@@ -49,7 +49,7 @@ def _difference_batch(H0, S0, V0, H1, S1, V1, floating, out):
         chart_difference(H0[h], S0[k], V0[k], H1[h], S1[k], V1[k], floating, out[k])
 
 
-@njit(cache=True)
+@kernel
 def _integrate_batch(H, S, V, Z, floating, H_out, S_out, V_out, E):
     """X_out[k] = X[k] exp(Z[k]) for every knot; X_out may be X."""
     for k in range(S.shape[0]):

@@ -15,8 +15,8 @@ to the base (zero for a free-floating robot) and the base acceleration solves ``
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import (
     check_dynamics_inputs,
     BAD_N,
@@ -70,7 +70,7 @@ _R, _P, _V, _C, _IA, _PA, _U, _DINV, _UU, _A, _COLS = WORK_LAYOUT
 _ZERO3 = (0.0, 0.0, 0.0)
 
 
-@njit(cache=True)
+@helper
 def articulated_forward_pass(mi, mf, H, s, v, fext, W):
     """First ABA pass: placements, velocities v_i, bias accelerations c_i, I^A_i = I_i and p^A_i into W."""
     nb = mi.shape[0]
@@ -108,7 +108,7 @@ def articulated_forward_pass(mi, mf, H, s, v, fext, W):
         store3(W, i, _PA + 3, n)
 
 
-@njit(cache=True)
+@helper
 def aba_core(mi, mf, g, H, s, v, tau, fext, W, ddq):
     """ABA for one state; writes ddq and returns OK, or SINGULAR if an articulated inertia is not positive."""
     nb = mi.shape[0]
@@ -170,7 +170,7 @@ def aba_core(mi, mf, g, H, s, v, tau, fext, W, ddq):
     return OK
 
 
-@njit(cache=True)
+@kernel
 def aba_kernel(mi, mf, g, floating, n, H, s, v, tau, fext, W, ddq):
     status = check_dynamics_inputs(mi, floating, n, ddq.shape[0], H, s, v, tau, BAD_TAU, fext)
     if status == OK:
@@ -178,7 +178,7 @@ def aba_kernel(mi, mf, g, floating, n, H, s, v, tau, fext, W, ddq):
     return status
 
 
-@njit(cache=True)
+@kernel
 def aba_batch_kernel(mi, mf, g, floating, n, H, S, V, TAU, fext, W, DDQ):
     """ABA over N knots in one compiled call; returns (status, failing knot)."""
     N = S.shape[0]

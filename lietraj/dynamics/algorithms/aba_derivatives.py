@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import (
     BAD_N,
     BAD_TAU,
@@ -56,7 +56,7 @@ from lietraj.dynamics.algorithms.rnea_derivatives import (
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
-@njit(cache=True)
+@helper
 def _minus_minv_times(mi, dof_end, Minv, d, first, T, out):
     """out[:, c] = -Minv d[:, c] for the columns c >= first, reading only the rows where column c can be
     non-zero (the ancestors' and the subtree's dofs of the body owning dof c). T is an (nv, nv) scratch."""
@@ -84,7 +84,7 @@ def _minus_minv_times(mi, dof_end, Minv, d, first, T, out):
             out[r, c] = T[c, r]
 
 
-@njit(cache=True)
+@helper
 def minus_minv_dtau(mi, dof_end, g, H, Minv, dtau_dq, dtau_dv, body_fixed_wrenches, T, da_dq, da_dv):
     """``da/dq = -M^-1 dtau/dq`` and ``da/dv = -M^-1 dtau/dv`` by the sparse products above. With a floating base
     whose external wrenches (if any) are fixed in the body frames, turning the whole robot about its base only turns
@@ -103,7 +103,7 @@ def minus_minv_dtau(mi, dof_end, g, H, Minv, dtau_dq, dtau_dv, body_fixed_wrench
     _minus_minv_times(mi, dof_end, Minv, dtau_dv, 0, T, da_dv)
 
 
-@njit(cache=True)
+@helper
 def fd_derivatives_core(mi, mf, g, dof_end, H, s, v, tau, fext, fext_local, fext_ref, Wa, Wi, D, Wm, T, tau_id,
                         dtau_dq, dtau_dv, M, a, da_dq, da_dv, Minv):
     """a = FD(x, tau), da/dq, da/dv and M^{-1} for one state. Assumes checked inputs."""
@@ -119,7 +119,7 @@ def fd_derivatives_core(mi, mf, g, dof_end, H, s, v, tau, fext, fext_local, fext
     return OK
 
 
-@njit(cache=True)
+@kernel
 def fd_derivatives_kernel(mi, mf, g, dof_end, floating, n, H, s, v, tau, fext, fext_local, fext_ref, Wa, Wi, D, Wm,
                           T, tau_id, dtau_dq, dtau_dv, M, a, da_dq, da_dv, Minv):
     status = check_dynamics_inputs(mi, floating, n, a.shape[0], H, s, v, tau, BAD_TAU, fext)
@@ -129,7 +129,7 @@ def fd_derivatives_kernel(mi, mf, g, dof_end, floating, n, H, s, v, tau, fext, f
     return status
 
 
-@njit(cache=True)
+@kernel
 def fd_derivatives_batch_kernel(mi, mf, g, dof_end, floating, n, H, S, V, TAU, fext, fext_local, fext_ref, Wa, Wi,
                                 D, Wm, T, tau_id, dtau_dq, dtau_dv, M, A, DA_DQ, DA_DV, MINV):
     """Forward-dynamics derivatives over N knots in one compiled call; returns (status, failing knot)."""

@@ -19,14 +19,13 @@ triangle only).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import BAD_N, OK, base_pose, base_poses, check_state, check_type, raise_for_status
 from lietraj.dynamics._spatial import (
     add,
     cross,
     dot,
-    inline,
     joint_placement,
     load3,
     load9,
@@ -45,7 +44,7 @@ _R, _M, _H, _I, _S, _COLS = 0, 12, 13, 16, 22, 28
 _ZERO3 = (0.0, 0.0, 0.0)
 
 
-@inline
+@helper
 def rotate_symmetric(R, I):
     """R I R^T for a symmetric 3x3 ``I`` given as (xx, yy, zz, xy, xz, yz); same layout out."""
     xx, yy, zz, xy, xz, yz = I
@@ -58,7 +57,7 @@ def rotate_symmetric(R, I):
             T[3] * R[6] + T[4] * R[7] + T[5] * R[8])
 
 
-@inline
+@helper
 def transform_rigid_inertia(R, p, m, h, I):
     """A rigid-body inertia (m, h = m c, I about the origin) of a frame posed at (R, p), in the outer frame.
 
@@ -75,7 +74,7 @@ def transform_rigid_inertia(R, p, m, h, I):
                                   Ir[5] - hr[1] * p[2] - p[1] * hr[2] - m * p[1] * p[2])
 
 
-@inline
+@helper
 def rigid_inertia_times(m, h, I, v, w):
     """[[m E, -[h]x], [[h]x, I]] (v, w) for I = (xx, yy, zz, xy, xz, yz)."""
     Iw = (I[0] * w[0] + I[3] * w[1] + I[4] * w[2], I[3] * w[0] + I[1] * w[1] + I[5] * w[2],
@@ -83,7 +82,7 @@ def rigid_inertia_times(m, h, I, v, w):
     return add(scale(v, m), cross(w, h)), add(Iw, cross(h, v))
 
 
-@inline
+@helper
 def body_in_base_frame(mi, mf, i, s, W, o):
     """Pose (R, p) of body i in the base frame (the world for a fixed base), stored at W[i, o:o+12] for its
     children; its inertia (h, I) and motion subspace (Sv, Sw) expressed in that frame. Parents come first."""
@@ -107,7 +106,7 @@ def body_in_base_frame(mi, mf, i, s, W, o):
     return h, I, a, _ZERO3
 
 
-@njit(cache=True)
+@helper
 def crba_core(mi, mf, s, W, M):
     """Mass matrix for joint positions s; writes the full symmetric M. Assumes checked inputs."""
     nb = mi.shape[0]
@@ -153,14 +152,14 @@ def crba_core(mi, mf, s, W, M):
                 W[parent, _I + k] += I[k]
 
 
-@njit(cache=True)
+@helper
 def check_positions(mi, H, s, v, nv):
     """check_state for a model given by its packed arrays (floating base iff body 0 has the free joint)."""
     floating = mi[0, 1] == JOINT_FREE
     return check_state(floating, mi.shape[0] - 1 if floating else mi.shape[0], nv, H, s, v)
 
 
-@njit(cache=True)
+@kernel
 def crba_kernel(mi, mf, H, s, v, W, M):
     status = check_positions(mi, H, s, v, M.shape[0])
     if status == OK:
@@ -168,7 +167,7 @@ def crba_kernel(mi, mf, H, s, v, W, M):
     return status
 
 
-@njit(cache=True)
+@kernel
 def crba_batch_kernel(mi, mf, H, S, V, W, MM):
     """Mass matrices at N knots in one compiled call; returns (status, failing knot)."""
     N = S.shape[0]

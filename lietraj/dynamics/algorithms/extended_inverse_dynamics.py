@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import (
     BAD_A,
     BAD_N,
@@ -52,7 +52,6 @@ from lietraj.dynamics._spatial import (
     cross_motion,
     dot,
     inertia_times,
-    inline,
     inv3,
     joint_placement,
     load3,
@@ -78,7 +77,7 @@ _R, _P, _V, _AR, _AVP, _MC, _BC, _BVP, _R0, _P0, _A0, _COLS = 0, 9, 12, 18, 24, 
 _ZERO3 = (0.0, 0.0, 0.0)
 
 
-@inline
+@helper
 def rigid_times(W, i, v, w):
     """The rigid-body inertia (m, h, I_o) stored in row i of W, times the motion (v, w)."""
     m, h = W[i, _MC], load3(W, i, _MC + 1)
@@ -87,7 +86,7 @@ def rigid_times(W, i, v, w):
     return sub(scale(v, m), cross(h, w)), add(Iw, cross(h, v))
 
 
-@inline
+@helper
 def add_rigid_to_parent(W, i, parent, R, p):
     """Add the rigid-body inertia of row i, at placement (R, p) in its parent, to the parent's row.
 
@@ -106,7 +105,7 @@ def add_rigid_to_parent(W, i, parent, R, p):
     W[parent, _MC + 9] += I[5] - m * p[1] * p[2] - p[1] * h[2] - h[1] * p[2]
 
 
-@njit(cache=True)
+@helper
 def eid_core(mi, mf, g, consistent, H, s, v, a, W, tau, a_used, M11, M12, h1):
     """EIDAmb for one floating-base state; writes tau, a_used, M11, M12, h1. Assumes checked inputs."""
     nb = mi.shape[0]
@@ -220,7 +219,7 @@ def eid_core(mi, mf, g, consistent, H, s, v, a, W, tau, a_used, M11, M12, h1):
     M11[4, 5] = M11[5, 4] = yz
 
 
-@njit(cache=True)
+@helper
 def _check(n, nv, H, s, v, a):
     status = check_state(True, n, nv, H, s, v)
     if status == OK:
@@ -228,7 +227,7 @@ def _check(n, nv, H, s, v, a):
     return status
 
 
-@njit(cache=True)
+@kernel
 def eid_kernel(mi, mf, g, consistent, n, H, s, v, a, W, tau, a_used, M11, M12, h1):
     status = _check(n, tau.shape[0], H, s, v, a)
     if status == OK:
@@ -236,7 +235,7 @@ def eid_kernel(mi, mf, g, consistent, n, H, s, v, a, W, tau, a_used, M11, M12, h
     return status
 
 
-@njit(cache=True)
+@kernel
 def eid_batch_kernel(mi, mf, g, consistent, n, H, S, V, A, W, TAU, A_used, M11, M12, H1):
     """EIDAmb over N knots in one compiled call; returns (status, failing knot)."""
     N = S.shape[0]

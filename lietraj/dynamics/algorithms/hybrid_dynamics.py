@@ -30,8 +30,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import (
     BAD_A,
     BAD_FEXT,
@@ -80,7 +80,7 @@ _ZERO3 = (0.0, 0.0, 0.0)
 BAD_MASK, MIXED_BASE = 100, 101
 
 
-@njit(cache=True)
+@helper
 def hybrid_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, a_out, tau_out):
     """Hybrid dynamics for one state; writes a_out and tau_out. Assumes checked inputs."""
     nb = mi.shape[0]
@@ -158,7 +158,7 @@ def hybrid_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, a_out, tau_out
         store3(W, i, _A + 3, bi)
 
 
-@njit(cache=True)
+@helper
 def check_hybrid_inputs(mi, floating, n, nv, H, s, v, known, a_in, tau_in, fext):
     status = check_state(floating, n, nv, H, s, v)
     if status != OK:
@@ -184,7 +184,7 @@ def check_hybrid_inputs(mi, floating, n, nv, H, s, v, known, a_in, tau_in, fext)
     return OK
 
 
-@njit(cache=True)
+@kernel
 def hybrid_kernel(mi, mf, g, floating, n, H, s, v, known, a_in, tau_in, fext, W, a_out, tau_out):
     status = check_hybrid_inputs(mi, floating, n, a_out.shape[0], H, s, v, known, a_in, tau_in, fext)
     if status == OK:
@@ -192,7 +192,7 @@ def hybrid_kernel(mi, mf, g, floating, n, H, s, v, known, a_in, tau_in, fext, W,
     return status
 
 
-@njit(cache=True)
+@kernel
 def hybrid_batch_kernel(mi, mf, g, floating, n, H, S, V, known, A_in, TAU_in, fext, W, A_out, TAU_out):
     """Hybrid dynamics over N knots in one compiled call (one mask for all knots); returns (status, failing knot)."""
     N = S.shape[0]

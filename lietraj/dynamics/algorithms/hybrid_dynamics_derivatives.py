@@ -51,8 +51,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import (
     BAD_N,
     OK,
@@ -111,12 +111,12 @@ _Z9 = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 _Q, _VEL, _U_IN = 0, 1, 2  # direction kinds: configuration, velocity, given input
 
 
-@njit(cache=True, inline="always")
+@helper
 def _scale9(A, k):
     return (A[0] * k, A[1] * k, A[2] * k, A[3] * k, A[4] * k, A[5] * k, A[6] * k, A[7] * k, A[8] * k)
 
 
-@njit(cache=True, inline="always")
+@helper
 def _cross_congruence(A, B, C, dv, dw):
     """Blocks of Pi (dh x) + (Pi (dh x))^T for the symmetric Pi = [[A, B], [B^T, C]] and dh = (dv, dw)."""
     Wx, Vx = skew(dw), skew(dv)
@@ -126,7 +126,7 @@ def _cross_congruence(A, B, C, dv, dw):
             madd(madd(BtV, transpose(BtV)), madd(CW, transpose(CW))))
 
 
-@njit(cache=True, inline="always")
+@helper
 def _rank_one_rate(Uv, Uw, dUv, dUw, Dinv, dD):
     """Blocks of (dU U^T + U dU^T) / D - U U^T dD / D^2: the rate of the projection U U^T / D."""
     k = dD * Dinv * Dinv
@@ -135,18 +135,18 @@ def _rank_one_rate(Uv, Uw, dUv, dUw, Dinv, dD):
             msub(madd(outer(dUw, Uw, Dinv), outer(Uw, dUw, Dinv)), outer(Uw, Uw, k)))
 
 
-@njit(cache=True, inline="always")
+@helper
 def _add6(W, i, o, f, n):
     store3(W, i, o, add(load3(W, i, o), f))
     store3(W, i, o + 3, add(load3(W, i, o + 3), n))
 
 
-@njit(cache=True, inline="always")
+@helper
 def _store_column(D, i, r, col, x):
     D[i, r, col], D[i, r + 1, col], D[i, r + 2, col] = x[0], x[1], x[2]
 
 
-@njit(cache=True, inline="always")
+@helper
 def _take6(W, i, o):
     """Read an accumulator and reset it to zero (every direction starts from zero accumulators)."""
     f, n = load3(W, i, o), load3(W, i, o + 3)
@@ -155,7 +155,7 @@ def _take6(W, i, o):
     return f, n
 
 
-@njit(cache=True, inline="always")
+@helper
 def _take_inertia(W, i, o):
     """Read an inertia accumulator and reset it to zero."""
     A, B, C = load_inertia_blocks(W, i, o)
@@ -164,7 +164,7 @@ def _take_inertia(W, i, o):
     return A, B, C
 
 
-@njit(cache=True)
+@helper
 def _prepare(mi, mf, known, v, a_out, W):
     """Per-state quantities of the derivative passes, from hybrid_core's W: subtree ends, I_i v_i, U_i, Pi_i,
     beta_i, (I^A_0)^-1; zeroed accumulators."""
@@ -210,14 +210,14 @@ def _prepare(mi, mf, known, v, a_out, W):
         store3(W, i, _BETA + 3, add(pn, bn))
 
 
-@njit(cache=True, inline="always")
+@helper
 def _seed_free(k):
     """e_k, the base's k-th direction."""
     return ((1.0 if k == 0 else 0.0, 1.0 if k == 1 else 0.0, 1.0 if k == 2 else 0.0),
             (1.0 if k == 3 else 0.0, 1.0 if k == 4 else 0.0, 1.0 if k == 5 else 0.0))
 
 
-@njit(cache=True, inline="always")
+@helper
 def _seed(mf, jt_j, j, k):
     """The direction's joint column: S_j, or e_k for base component k."""
     if jt_j == JOINT_FREE:
@@ -225,7 +225,7 @@ def _seed(mf, jt_j, j, k):
     return motion_subspace(mf, jt_j, j)
 
 
-@njit(cache=True)
+@helper
 def _forward_velocity(mi, mf, W, v, is_q, j, k, end):
     """dv_i and dc_i on the subtree j..end-1 of joint j."""
     ev, ew = _seed(mf, mi[j, 1], j, k)
@@ -258,7 +258,7 @@ def _forward_velocity(mi, mf, W, v, is_q, j, k, end):
             store3(W, i, _DC + 3, dcw)
 
 
-@njit(cache=True)
+@helper
 def _backward_subtree(mi, mf, W, D, a_out, known, moving, is_q, is_u, j, k, end, col):
     """dp^A, dbeta up the subtree of j (dI^A = 0 there), children first; pushes into the parent of j."""
     ev, ew = _seed(mf, mi[j, 1], j, k)
@@ -320,7 +320,7 @@ def _backward_subtree(mi, mf, W, D, a_out, known, moving, is_q, is_u, j, k, end,
                 add_inertia_blocks(W, parent, _DIA, NA, NB, NC)
 
 
-@njit(cache=True)
+@helper
 def _backward_ancestors(mi, mf, W, D, a_out, known, is_q, j, col):
     """dI^A, dp^A, dPi, dbeta up the ancestors of j (no dv, dc, dh nor seed there); a free base waits for the
     last pass."""
@@ -374,7 +374,7 @@ def _backward_ancestors(mi, mf, W, D, a_out, known, is_q, j, col):
         i = parent
 
 
-@njit(cache=True)
+@helper
 def _base_acceleration(W, D, a_out, known, is_q, is_u, j, k, da, dtau, col):
     """The free base's da_0 (into D) and its rows of the column ``col`` of the outputs."""
     ev, ew = _seed_free(k)
@@ -408,7 +408,7 @@ def _base_acceleration(W, D, a_out, known, is_q, is_u, j, k, da, dtau, col):
     _store_column(D, 0, _DA + 3, col, daw)
 
 
-@njit(cache=True)
+@helper
 def _forward_acceleration(mi, mf, W, D, known, is_u, da, dtau):
     """da_i over the bodies, root first, for all the columns of one kind at once (the column loop innermost, so
     that a body's placement, U_i and S_i are loaded once); fills the joint rows of the outputs and resets D's e
@@ -448,7 +448,7 @@ def _forward_acceleration(mi, mf, W, D, known, is_u, da, dtau):
                 Di[_DA + r, c], Di[_DA + 3 + r, c] = xv[r], xw[r]
 
 
-@njit(cache=True)
+@helper
 def _direction(mi, mf, W, D, v, a_out, known, kind, j, k, da, dtau, col):
     """Column ``col`` of the direction ``kind`` of joint j (base component k for the free base): the passes
     up to the base, leaving e, rt of every body in D (the last forward pass is shared by the columns)."""
@@ -464,7 +464,7 @@ def _direction(mi, mf, W, D, v, a_out, known, kind, j, k, da, dtau, col):
         _base_acceleration(W, D, a_out, known, is_q, is_u, j, k, da, dtau, col)
 
 
-@njit(cache=True)
+@helper
 def hybrid_derivatives_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, D, a_out, tau_out,
                             da_dq, da_dv, da_du, dtau_dq, dtau_dv, dtau_du):
     """Hybrid dynamics and its six Jacobians for one state. Assumes checked inputs."""
@@ -485,7 +485,7 @@ def hybrid_derivatives_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, D,
         _forward_acceleration(mi, mf, W, D, known, kind == _U_IN, da, dtau)
 
 
-@njit(cache=True)
+@kernel
 def hybrid_derivatives_kernel(mi, mf, g, floating, n, H, s, v, known, a_in, tau_in, fext, W, D, a_out, tau_out,
                               da_dq, da_dv, da_du, dtau_dq, dtau_dv, dtau_du):
     status = check_hybrid_inputs(mi, floating, n, a_out.shape[0], H, s, v, known, a_in, tau_in, fext)
@@ -495,7 +495,7 @@ def hybrid_derivatives_kernel(mi, mf, g, floating, n, H, s, v, known, a_in, tau_
     return status
 
 
-@njit(cache=True)
+@kernel
 def hybrid_derivatives_batch_kernel(mi, mf, g, floating, n, H, S, V, known, A_in, TAU_in, fext, W, D, A_out, TAU_out,
                                     DA_DQ, DA_DV, DA_DU, DTAU_DQ, DTAU_DV, DTAU_DU):
     """Hybrid dynamics and its Jacobians over N knots (one mask for all); returns (status, failing knot)."""

@@ -23,8 +23,8 @@ computes the same matrix (it fills the upper triangle only).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import BAD_N, OK, SINGULAR, base_pose, base_poses, check_type, raise_for_status
 from lietraj.dynamics._spatial import (
     add_inertia_blocks,
@@ -49,7 +49,7 @@ NOT_DEPTH_FIRST = 101
 _R, _IA, _S, _U, _DINV, _NSUB, _PC = 0, 12, 33, 39, 45, 46, 47
 
 
-@njit(cache=True)
+@helper
 def _invert_spd6(M):
     """In-place inverse of the symmetric positive-definite 6x6 block M[0:6, 0:6] (Gauss-Jordan; its pivots are
     Schur complements, positive, so no pivoting). Returns False if a pivot is not positive."""
@@ -72,7 +72,7 @@ def _invert_spd6(M):
     return True
 
 
-@njit(cache=True)
+@helper
 def minv_core(mi, mf, s, W, Minv):
     """M^{-1} for joint positions s; writes the full symmetric Minv. Assumes checked inputs, depth-first bodies."""
     nb, nv = mi.shape[0], Minv.shape[0]
@@ -161,7 +161,7 @@ def minv_core(mi, mf, s, W, Minv):
     return OK
 
 
-@njit(cache=True)
+@helper
 def _check(mi, H, s, v, nv):
     for i in range(1, mi.shape[0]):
         j = i - 1  # depth first: the parent of i is i - 1 or one of its ancestors
@@ -172,7 +172,7 @@ def _check(mi, H, s, v, nv):
     return check_positions(mi, H, s, v, nv)
 
 
-@njit(cache=True)
+@kernel
 def minv_kernel(mi, mf, H, s, v, W, Minv):
     status = _check(mi, H, s, v, Minv.shape[0])
     if status == OK:
@@ -180,7 +180,7 @@ def minv_kernel(mi, mf, H, s, v, W, Minv):
     return status
 
 
-@njit(cache=True)
+@kernel
 def minv_batch_kernel(mi, mf, H, S, V, W, MINV):
     """M^{-1} at N knots in one compiled call; returns (status, failing knot)."""
     N = S.shape[0]

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import result_arrays
 from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
 from lietraj.dynamics.model.model import RobotModel
@@ -53,14 +53,14 @@ def generalized_force(model: RobotModel, u: np.ndarray, what: str) -> np.ndarray
     return tau
 
 
-@njit(cache=True, inline="always")
+@helper
 def _minus_hat(A, r, c, x, y, z):
     """A[r:r+3, c:c+3] = -[(x, y, z)]x."""
     A[r, c + 1], A[r, c + 2], A[r + 1, c + 2] = z, -y, x
     A[r + 1, c], A[r + 2, c], A[r + 2, c + 1] = -z, y, -x
 
 
-@njit(cache=True)
+@kernel
 def _assemble(nu, da_dq, da_dv, Minv, A, B):
     """Fill A and B of eq. (42) from the forward-dynamics derivatives; ``nu`` is empty for a fixed base."""
     nv, nu_ = da_dq.shape[0], B.shape[1]
@@ -79,7 +79,7 @@ def _assemble(nu, da_dq, da_dv, Minv, A, B):
         _minus_hat(A, 0, 3, nu[0], nu[1], nu[2])
 
 
-@njit(cache=True)
+@kernel
 def _assemble_batch(NU, DA_DQ, DA_DV, MINV, A, B):
     for k in range(A.shape[0]):
         _assemble(NU[k] if NU.shape[0] == A.shape[0] else NU[0], DA_DQ[k], DA_DV[k], MINV[k], A[k], B[k])

@@ -20,8 +20,8 @@ body frames first.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import (
     check_dynamics_inputs,
     BAD_A,
@@ -61,7 +61,7 @@ _R, _P, _V, _A, _F, _COLS = 0, 9, 12, 18, 24, 30
 _ZERO3 = (0.0, 0.0, 0.0)
 
 
-@njit(cache=True)
+@helper
 def rnea_core(mi, mf, g, H, s, v, a, fext, W, tau):
     """RNEA for one state; writes tau. Assumes checked inputs."""
     nb = mi.shape[0]
@@ -119,7 +119,7 @@ def rnea_core(mi, mf, g, H, s, v, a, fext, W, tau):
                 W[parent, _F + 3 + k] += np_[k]
 
 
-@njit(cache=True)
+@kernel
 def rnea_kernel(mi, mf, g, floating, n, H, s, v, a, fext, W, tau):
     status = check_dynamics_inputs(mi, floating, n, tau.shape[0], H, s, v, a, BAD_A, fext)
     if status == OK:
@@ -127,7 +127,7 @@ def rnea_kernel(mi, mf, g, floating, n, H, s, v, a, fext, W, tau):
     return status
 
 
-@njit(cache=True)
+@kernel
 def rnea_batch_kernel(mi, mf, g, floating, n, H, S, V, A, fext, W, TAU):
     """RNEA over N knots in one compiled call; returns (status, failing knot)."""
     N = S.shape[0]

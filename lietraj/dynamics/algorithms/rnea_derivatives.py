@@ -39,8 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import (
     check_dynamics_inputs,
     BAD_A,
@@ -62,7 +62,6 @@ from lietraj.dynamics._spatial import (
     cross_force,
     cross_motion,
     dot,
-    inline,
     load3,
     mtv,
     scale,
@@ -84,38 +83,38 @@ FEXT_REFERENCES = {"local": LOCAL_WRENCH, "world": WORLD_WRENCH}
 _ZERO3 = (0.0, 0.0, 0.0)
 
 
-@inline
+@helper
 def _load6(W, i, o):
     return (W[i, o], W[i, o + 1], W[i, o + 2]), (W[i, o + 3], W[i, o + 4], W[i, o + 5])
 
 
-@inline
+@helper
 def _store6(W, i, o, x, y):
     store3(W, i, o, x)
     store3(W, i, o + 3, y)
 
 
-@inline
+@helper
 def _add6(W, i, o, x, y):
     for k in range(3):
         W[i, o + k] += x[k]
         W[i, o + 3 + k] += y[k]
 
 
-@inline
+@helper
 def _dot6(W, i, o, x, y):
     return (W[i, o] * x[0] + W[i, o + 1] * x[1] + W[i, o + 2] * x[2]
             + W[i, o + 3] * y[0] + W[i, o + 4] * y[1] + W[i, o + 5] * y[2])
 
 
-@inline
+@helper
 def _sym_times(I, w):
     """Symmetric 3x3 (xx, yy, zz, xy, xz, yz) times w."""
     return (I[0] * w[0] + I[3] * w[1] + I[4] * w[2], I[3] * w[0] + I[1] * w[1] + I[5] * w[2],
             I[4] * w[0] + I[5] * w[1] + I[2] * w[2])
 
 
-@inline
+@helper
 def _coriolis_symmetric(m, h, I, v, w):
     """Symmetric part of B22 = ½([w]x I - I [w]x - [v]x [h]x - [h]x [v]x) for a body moving with (v, w).
 
@@ -130,19 +129,19 @@ def _coriolis_symmetric(m, h, I, v, w):
             0.5 * (c2[1] + c1[2] - v[1] * h[2] - h[1] * v[2]))
 
 
-@inline
+@helper
 def _coriolis_times(p, Bs, L, xv, xw):
     """B^C x for B^C = [[0, -[p]x], [0, Bs - ½[L]x]]."""
     return cross(xw, p), sub(_sym_times(Bs, xw), scale(cross(L, xw), 0.5))
 
 
-@inline
+@helper
 def _coriolis_t_times(p, Bs, L, xv, xw):
     """B^C^T x."""
     return _ZERO3, add(add(cross(p, xv), _sym_times(Bs, xw)), scale(cross(L, xw), 0.5))
 
 
-@inline
+@helper
 def unit_motion(k):
     """Column k of the 6x6 identity as a (linear, angular) pair."""
     r = k % 3
@@ -150,7 +149,7 @@ def unit_motion(k):
     return (e, _ZERO3) if k < 3 else (_ZERO3, e)
 
 
-@inline
+@helper
 def joint_kinematics(vl, wl, al, bl, Sv, Sw, qd, qdd):
     """Lines 3-7 of IDSVA for a 1-DoF joint of subspace (Sv, Sw) under a parent moving with (vl, wl), (al, bl):
     the body's velocity and acceleration, Psd = v_l x S and Psdd = a_l x S + v_l x Psd (Sd equals Psd)."""
@@ -164,7 +163,7 @@ def joint_kinematics(vl, wl, al, bl, Sv, Sw, qd, qdd):
     return vi, wi, ai, bi, pv, pw, add(c, e), add(d, f)
 
 
-@njit(cache=True)
+@helper
 def idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv, M):
     """IDSVA for one state: tau, dtau/dq, dtau/dv and M. Assumes checked inputs.
 
@@ -298,7 +297,7 @@ def idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv
             _add6(W, parent, _WC, wf, wn)
 
 
-@njit(cache=True)
+@kernel
 def idsva_kernel(mi, mf, g, dof_end, floating, n, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv, M):
     status = check_dynamics_inputs(mi, floating, n, tau.shape[0], H, s, v, a, BAD_A, fext)
     if status == OK:
@@ -306,7 +305,7 @@ def idsva_kernel(mi, mf, g, dof_end, floating, n, H, s, v, a, fext, fext_ref, W,
     return status
 
 
-@njit(cache=True)
+@kernel
 def idsva_batch_kernel(mi, mf, g, dof_end, floating, n, H, S, V, A, fext, fext_ref, W, D, TAU, DQ, DV, MM):
     """IDSVA over N knots in one compiled call; returns (status, failing knot)."""
     N = S.shape[0]

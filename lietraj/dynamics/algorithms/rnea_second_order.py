@@ -38,9 +38,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import BAD_A, BAD_N, NO_FEXT, OK, as_vector, base_pose, base_poses, check_dynamics_inputs, \
     check_type, check_vector, raise_for_status, result_arrays
 from lietraj.dynamics._spatial import add, cross, cross_force, cross_motion, mtv
@@ -49,7 +50,6 @@ from lietraj.dynamics.model.model import JOINT_FREE, MF_MASS, RobotModel
 from lietraj.dynamics.algorithms.rnea_derivatives import joint_kinematics, unit_motion
 from lietraj.dynamics.lie.state import State, Trajectory
 
-inline = njit(cache=True, inline="always")
 
 # Per-dof vectors: S, Psd (= Psi-dot), Psdd, Sd (= S-dot).
 _S, _PSD, _PSDD, _SD = 0, 1, 2, 3
@@ -61,37 +61,37 @@ _NO_MATRIX = np.zeros((0, 0))
 BAD_MU = 100
 
 
-@njit(cache=True)
+@helper
 def _load6(X, i):
     return (X[i, 0], X[i, 1], X[i, 2], X[i, 3], X[i, 4], X[i, 5])
 
 
-@inline
+@helper
 def _store6(X, i, x, y):
     X[i, 0], X[i, 1], X[i, 2], X[i, 3], X[i, 4], X[i, 5] = x[0], x[1], x[2], y[0], y[1], y[2]
 
 
-@njit(cache=True)
+@helper
 def _cat(x, y):
     return (x[0], x[1], x[2], y[0], y[1], y[2])
 
 
-@njit(cache=True)
+@helper
 def _add6(a, b):
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4], a[5] + b[5])
 
 
-@njit(cache=True)
+@helper
 def _sub6(a, b):
     return (a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3], a[4] - b[4], a[5] - b[5])
 
 
-@njit(cache=True)
+@helper
 def _dot6(a, b):
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5]
 
 
-@njit(cache=True)
+@helper
 def _mv6(A, x):
     return (A[0, 0] * x[0] + A[0, 1] * x[1] + A[0, 2] * x[2] + A[0, 3] * x[3] + A[0, 4] * x[4] + A[0, 5] * x[5],
             A[1, 0] * x[0] + A[1, 1] * x[1] + A[1, 2] * x[2] + A[1, 3] * x[3] + A[1, 4] * x[4] + A[1, 5] * x[5],
@@ -101,7 +101,7 @@ def _mv6(A, x):
             A[5, 0] * x[0] + A[5, 1] * x[1] + A[5, 2] * x[2] + A[5, 3] * x[3] + A[5, 4] * x[4] + A[5, 5] * x[5])
 
 
-@njit(cache=True)
+@helper
 def _mtv6(A, x):
     return (A[0, 0] * x[0] + A[1, 0] * x[1] + A[2, 0] * x[2] + A[3, 0] * x[3] + A[4, 0] * x[4] + A[5, 0] * x[5],
             A[0, 1] * x[0] + A[1, 1] * x[1] + A[2, 1] * x[2] + A[3, 1] * x[3] + A[4, 1] * x[4] + A[5, 1] * x[5],
@@ -111,14 +111,14 @@ def _mtv6(A, x):
             A[0, 5] * x[0] + A[1, 5] * x[1] + A[2, 5] * x[2] + A[3, 5] * x[3] + A[4, 5] * x[4] + A[5, 5] * x[5])
 
 
-@njit(cache=True)
+@helper
 def _crf6(m, f):
     """m x* f = fbar(f) m."""
     a, b = cross_force((m[0], m[1], m[2]), (m[3], m[4], m[5]), (f[0], f[1], f[2]), (f[3], f[4], f[5]))
     return _cat(a, b)
 
 
-@njit(cache=True)
+@helper
 def _crf_columns(x, A, transposed, out):
     """out = crf(x) A, or crf(x) A^T: the columns [w x a; v x a + w x b] of (a; b) = A's columns."""
     v, w = (x[0], x[1], x[2]), (x[3], x[4], x[5])
@@ -132,7 +132,7 @@ def _crf_columns(x, A, transposed, out):
                                                                             bottom[1], bottom[2])
 
 
-@njit(cache=True)
+@helper
 def _add_fbar(f, out):
     """out += fbar(f) = [0, -[f]x; -[f]x, -[n]x] (antisymmetric)."""
     f0, f1, f2, n0, n1, n2 = f
@@ -156,7 +156,7 @@ def _add_fbar(f, out):
     out[5, 4] -= n0
 
 
-@njit(cache=True)
+@helper
 def _coriolis(x, I, Y, out):
     """out = B(x; I) = Y + Y^T + fbar(I x) with Y = crf(x) I (I symmetric); Y is scratch."""
     _crf_columns(x, I, False, Y)
@@ -187,7 +187,7 @@ def _put_compiled(T, C, mu, o, a, b, val):
     return accumulate
 
 
-@inline
+@helper
 def _emit(D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P, mu, ip, jt, kr, j_ne_i, k_ne_j,
           s1, s12, s9, s3, s4, s5, s6, s7, p1, p12, p9, p8, pp12, pp9, sd12, sd9):
     """Lines 42-66 of Algorithm 1 for the triple (ip, jt, kr), from the inner products of the u vectors with the
@@ -229,7 +229,7 @@ def _emit(D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P, mu, ip, jt, kr, j_ne_i, k_ne_j,
         _put(D2v, Cv, mu, ip, jt, kr, -s12)                                 # 66
 
 
-@njit(cache=True)
+@helper
 def idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, mu, D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P):
     """Algorithm 1 of seed 003 for one state, assuming checked inputs. With an empty ``mu`` it fills the four
     tensors; otherwise it accumulates their contractions with ``mu`` over the first index into the (nv, nv)
@@ -387,7 +387,7 @@ def idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, m
                     BC[parent, r, c] += BCi[r, c]
 
 
-@njit(cache=True)
+@kernel
 def idsva_so_kernel(mi, mf, g, floating, n, H, s, v, a, mu, zero, Wp, V, Acc, IC, BC, FC, Dof, T, D2q, D2v, Dqv, dM,
                     Cq, Cv, Cqv, P):
     status = check_dynamics_inputs(mi, floating, n, Dof.shape[0], H, s, v, a, BAD_A, NO_FEXT)
@@ -398,7 +398,7 @@ def idsva_so_kernel(mi, mf, g, floating, n, H, s, v, a, mu, zero, Wp, V, Acc, IC
     return status
 
 
-@njit(cache=True)
+@kernel
 def idsva_so_batch_kernel(mi, mf, g, floating, n, H, S, V_, A, MU, zero, Wp, V, Acc, IC, BC, FC, Dof, T, D2Q, D2V, DQV, DM,
                           CQ, CV, CQV, PP):
     """IDSVA SO over N knots in one compiled call (tensors, or contractions when MU has N rows); returns

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics.lie import se3
 from lietraj.dynamics._checks import (
     BAD_N,
@@ -173,7 +173,7 @@ class PackedContacts(NamedTuple):
 # ---- compiled kernels -----------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def dof_parents(mi, nv):
     """Parent of each dof in the tree of dofs (-1 for a root): the previous dof of the same joint, else the last
     dof of the parent body's joint. The sparsity pattern of the LTDL factorization."""
@@ -190,7 +190,7 @@ def dof_parents(mi, nv):
     return dp
 
 
-@njit(cache=True)
+@helper
 def ltdl_factor(dp, M):
     """M = L^T D L in place (Featherstone's LTDL): D on the diagonal, L's strictly lower entries M[k, i] for i an
     ancestor dof of k. Returns False when a pivot is not positive."""
@@ -210,7 +210,7 @@ def ltdl_factor(dp, M):
     return True
 
 
-@njit(cache=True, inline="always")
+@helper
 def ltdl_solve_transposed(dp, M, x):
     """x <- L^-T x (a backward sweep: each dof's value, once final, is carried to its ancestors)."""
     for k in range(M.shape[0] - 1, -1, -1):
@@ -221,7 +221,7 @@ def ltdl_solve_transposed(dp, M, x):
             j = dp[j]
 
 
-@njit(cache=True, inline="always")
+@helper
 def ltdl_solve_transposed_chain(dp, M, x, top):
     """ltdl_solve_transposed for an x that is zero off dof ``top`` and its ancestors (it stays so): the sweep
     walks that chain only."""
@@ -235,7 +235,7 @@ def ltdl_solve_transposed_chain(dp, M, x, top):
         k = dp[k]
 
 
-@njit(cache=True, inline="always")
+@helper
 def ltdl_solve_rest(dp, M, x):
     """x <- L^-1 D^-1 x: with ltdl_solve_transposed, x <- M^-1 x."""
     n = M.shape[0]
@@ -250,13 +250,13 @@ def ltdl_solve_rest(dp, M, x):
         x[k] = acc
 
 
-@njit(cache=True, inline="always")
+@helper
 def _last_dof(mi, i):
     """The last dof of body i's joint, where its support chain of dofs starts (-1 for the world)."""
     return -1 if i < 0 else mi[i, 2] + (5 if mi[i, 1] == JOINT_FREE else 0)
 
 
-@njit(cache=True, inline="always")
+@helper
 def _world_poses(mi, W):
     """World pose of each body from rnea_core's local placements in W."""
     for i in range(mi.shape[0]):
@@ -269,7 +269,7 @@ def _world_poses(mi, W):
         store3(W, i, _WP, p)
 
 
-@njit(cache=True, inline="always")
+@helper
 def _store_rows(out, r, reference, oR, v, w, six):
     """Rows r.. of a contact, given in the frame's axes (v, w), in its reference."""
     if reference == LOCAL_WORLD_ALIGNED:
@@ -280,7 +280,7 @@ def _store_rows(out, r, reference, oR, v, w, six):
         out[r + 3], out[r + 4], out[r + 5] = w[0], w[1], w[2]
 
 
-@njit(cache=True, inline="always")
+@helper
 def _contact_rows(mi, mf, g, CI, CF, c, r, W, J, gamma):
     """Rows r .. r + dim of J and gamma for contact c, from the twists, accelerations and poses in W."""
     i, d, reference = CI[c, CI_BODY], CI[c, CI_DIM], CI[c, CI_REFERENCE]
@@ -331,7 +331,7 @@ def _contact_rows(mi, mf, g, CI, CF, c, r, W, J, gamma):
         j = mi[j, 0]
 
 
-@njit(cache=True)
+@helper
 def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M, Z, S, a, lam, J, gamma):
     """Contact-constrained forward dynamics for one checked state (module docstring, steps 1-4): writes a (nv,),
     lam, J (nc, nv) and gamma (nc,); returns OK, RANK_DEFICIENT (damping 0 and J M^-1 J^T singular) or
@@ -422,7 +422,7 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
     return OK
 
 
-@njit(cache=True, inline="always")
+@helper
 def split_work(work, nb, nv, nc):
     """The work arrays W (nb, _COLS), WC (nb, CRBA_COLS), M (nv, nv), Z (max(nc, 1), nv), S (nc, nc) of
     contact_dynamics_core as views of one flat array of ``work_size`` entries (one argument instead of five)."""
@@ -438,7 +438,7 @@ def work_size(nb: int, nv: int, nc: int) -> int:
     return nb * (_COLS + CRBA_COLS) + nv * nv + max(nc, 1) * nv + nc * nc
 
 
-@njit(cache=True, inline="always")
+@helper
 def _check(mi, nv, H, s, v, tau):
     """Status of the state and tau, for a model given by its packed arrays (floating base iff body 0 has the free
     joint)."""
@@ -452,7 +452,7 @@ def _check(mi, nv, H, s, v, tau):
     return status
 
 
-@njit(cache=True)
+@kernel
 def contact_dynamics_kernel(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, work, a, lam, J, gamma):
     """Input checks and contact_dynamics_core (work: the flat work array of split_work); returns a status."""
     nv, nc = a.shape[0], J.shape[0]
@@ -464,7 +464,7 @@ def contact_dynamics_kernel(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, work, 
     return status
 
 
-@njit(cache=True)
+@kernel
 def contact_dynamics_batch_kernel(mi, mf, g, dp, H, SS, V, TAU, CI, CF, damping, work, A, LAM, JJ, GAMMA):
     """contact_dynamics_kernel at N knots; JJ and GAMMA may have a single knot, then overwritten at every knot
     (when only a and lambda are wanted). Returns (status, failing knot)."""

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import (
     BAD_A,
     BAD_N,
@@ -101,7 +101,7 @@ class ContactDynamicsDerivatives:
     df_dtau: np.ndarray
 
 
-@njit(cache=True)
+@helper
 def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lam, Wk, MD, PE, r6, fext, lam_local,
                   J, Jang, df_dq, df_dv):
     """Forward kinematics at ``a``; then per contact its LOCAL rows of J (and J_ang), ``-dC/dq`` and ``-dC/dv``
@@ -152,7 +152,7 @@ def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lam, W
             fext[b, 3 + r] += torque[r]
 
 
-@njit(cache=True)
+@helper
 def _cholesky_solve(L, B):
     """B <- L^-T L^-1 B for the lower Cholesky factor L (nc, nc) and B (nc, m)."""
     n, m = L.shape[0], B.shape[1]
@@ -174,7 +174,7 @@ def _cholesky_solve(L, B):
                 B[k, col] -= e * B[r, col]
 
 
-@njit(cache=True)
+@helper
 def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_last, damping, H, s, v, a, lam,
                              work, da_dq, da_dv, da_dtau, df_dq, df_dv, df_dtau):
     """The six derivative blocks at one state for the solution (a, lam) of the contact dynamics (module
@@ -253,7 +253,7 @@ def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_l
     return OK
 
 
-@njit(cache=True)
+@kernel
 def contact_derivatives_batch_kernel(mi, mf, g, dof_end, floating, n, fb, ff, ci, gains, targets, a_last, damping,
                                      H, S, V, A, LAM, work, DA_DQ, DA_DV, DA_DTAU, DF_DQ, DF_DV, DF_DTAU):
     """The derivative blocks at N knots in one compiled call; returns (status, failing knot)."""

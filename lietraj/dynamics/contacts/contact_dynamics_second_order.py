@@ -59,8 +59,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import base_poses, check_type
 from lietraj.dynamics._spatial import act_inv_motion, add, cross, cross_motion, dot, load3, load9, mm, mtv, mv, scale, \
     sub, transpose
@@ -88,7 +88,6 @@ from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
 from lietraj.dynamics.algorithms.rnea_second_order import rnea_second_order_contraction
 from lietraj.dynamics.lie.state import State, Trajectory
 
-inline = njit(cache=True, inline="always")
 
 # Chain work-array columns, one row per chain position (and one more for the running sums' totals): the LOCAL
 # column c, ∂(J ψ)/∂q and ∂(J w)/∂q columns, the prefix V of Σ v_j c_j over the dofs before (zero for a base dof),
@@ -98,45 +97,45 @@ _ZERO3 = (0.0, 0.0, 0.0)
 _ZERO6 = (_ZERO3, _ZERO3)
 
 
-@inline
+@helper
 def _ld(A, p, o):
     return (A[p, o], A[p, o + 1], A[p, o + 2]), (A[p, o + 3], A[p, o + 4], A[p, o + 5])
 
 
-@inline
+@helper
 def _st(A, p, o, x):
     A[p, o], A[p, o + 1], A[p, o + 2] = x[0][0], x[0][1], x[0][2]
     A[p, o + 3], A[p, o + 4], A[p, o + 5] = x[1][0], x[1][1], x[1][2]
 
 
-@inline
+@helper
 def _x(a, b):
     """The spatial motion cross product a × b of two (linear, angular) pairs."""
     return cross_motion(a[0], a[1], b[0], b[1])
 
 
-@inline
+@helper
 def _dot6(f, x):
     return dot(f[0], x[0]) + dot(f[1], x[1])
 
 
-@inline
+@helper
 def _sub6(a, b):
     return sub(a[0], b[0]), sub(a[1], b[1])
 
 
-@inline
+@helper
 def _axpy6(y, k, x):
     return add(y[0], scale(x[0], k)), add(y[1], scale(x[1], k))
 
 
-@inline
+@helper
 def _q2(f, x, y):
     """The symmetric bilinear form of the 3d classical term f·(ω × v_lin), on twists x and y."""
     return dot(f, add(cross(x[1], y[0]), cross(y[1], x[0])))
 
 
-@inline
+@helper
 def _local_wrench(values, r, six, world, oR):
     """The LOCAL wrench of a contact from its rows r.. (in its reference), zero torque for 3d."""
     f = (values[r], values[r + 1], values[r + 2])
@@ -146,7 +145,7 @@ def _local_wrench(values, r, six, world, oR):
     return f, n
 
 
-@inline
+@helper
 def _jlog_transpose_times(TR, Tp, oR, op, f):
     """Jlog6(e)ᵀ f for e = log6(T⁻¹ oMf): Jlog6 = [[A, C A], [0, A]] with the blocks of placement_error_core."""
     p = mtv(TR, sub(op, Tp))
@@ -157,7 +156,7 @@ def _jlog_transpose_times(TR, Tp, oR, op, f):
     return mtv(A, f[0]), mtv(A, add(mtv(C, f[0]), f[1]))
 
 
-@njit(cache=True)
+@helper
 def _chain(mi, mf, W, body, oR, op, CW, idx):
     """The dofs of body's support chain in increasing order into idx, their LOCAL columns into CW; returns L."""
     L = 0
@@ -178,7 +177,7 @@ def _chain(mi, mf, W, body, oR, op, CW, idx):
     return L
 
 
-@njit(cache=True)
+@helper
 def _prefixes(CW, idx, L, nb0, psi, a, v, Kv):
     """The chain's prefix sums (work-array layout at _C), with w = a + Kv v."""
     s_psi, s_w, s_v, s_g = _ZERO6, _ZERO6, _ZERO6, _ZERO6
@@ -199,7 +198,7 @@ def _prefixes(CW, idx, L, nb0, psi, a, v, Kv):
     _st(CW, L, _GC, s_g)
 
 
-@njit(cache=True)
+@helper
 def _force_terms(CW, idx, L, nb0, lam, phi, r, d, world, oR, DLQ, DLV, DLT, NQQ, XQV, XQT, BPHI):
     """Terms 2 (and the Jacobian part of 3) of the module docstring: λ·∂²(Jψ) - φ·∂²(Jw) into NQQ (sequential),
     2 (∂(Jψ)/∂q)ᵀ dλ/dx into NQQ, XQV, XQT and ∂(Jᵀφ)/∂q into BPHI. LOCAL quantities do not depend on the base
@@ -234,7 +233,7 @@ def _force_terms(CW, idx, L, nb0, lam, phi, r, d, world, oR, DLQ, DLV, DLT, NQQ,
                     NQQ[ia, idx[q]] += 2.0 * dot(bb, cross(lb, _ld(CW, q, _C)[1]))
 
 
-@njit(cache=True)
+@helper
 def _drift_terms(CW, idx, L, nb0, phi, six, Kv, NQQ, XQV, XVV):
     """Term 3 of the module docstring without the position error: -φ·∂²(γ + Kv J v) in (q, v), and for 3d the
     classical term -φ·∂²(ω × v_lin) (NQQ sequential, q_l first). These LOCAL quantities do not depend on the base
@@ -285,7 +284,7 @@ def _drift_terms(CW, idx, L, nb0, phi, six, Kv, NQQ, XQV, XVV):
             NQQ[il, idx[m]] -= t
 
 
-@njit(cache=True)
+@helper
 def _position_terms(CW, idx, L, nb0, phi, six, Kp, TR, Tp, oR, op, NQQ):
     """-Kp φ·∂²e_c/∂q² (sequential, q_n first): exact for 3d (e = Rᵀ(p - p_target), de = dv + e x dw), without
     the derivative of Jlog6 for 6d (module docstring)."""
@@ -310,7 +309,7 @@ def _position_terms(CW, idx, L, nb0, phi, six, Kp, TR, Tp, oR, op, NQQ):
             NQQ[idx[n], idx[l]] -= Kp * t
 
 
-@njit(cache=True)
+@helper
 def contact_curvature_core(mi, mf, CI, CF, drift, H, s, v, a, psi, lam, phi, DLQ, DLV, DLT, W, CW, idx, NQQ, XQV,
                            XVV, XQT, BPHI):
     """Terms 2 and 3 of the module docstring at one checked state, given ``a`` (the acceleration, or v⁺ + e v for
@@ -359,7 +358,7 @@ def contact_curvature_core(mi, mf, CI, CF, drift, H, s, v, a, psi, lam, phi, DLQ
             NQQ[j, i] = t
 
 
-@njit(cache=True)
+@kernel
 def contact_curvature_batch_kernel(mi, mf, CI, CF, drift, H, S, V, A, PSI, LAM, PHI, DLQ, DLV, DLT, W, CW, idx, NQQ,
                                    XQV, XVV, XQT, BPHI):
     """contact_curvature_core at every knot (states already checked by the first-order pass)."""

@@ -14,8 +14,8 @@ Jacobian: a unit rate of dof ``e`` of joint ``j`` moves the subtree of ``j`` (ma
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import BAD_N, OK
 from lietraj.dynamics._spatial import add, cross, load3, load9, mv, scale, store3
 from lietraj.dynamics.kinematics.kinematics import (
@@ -37,7 +37,7 @@ from lietraj.dynamics.model.model import JOINT_FREE, MF_H, MF_MASS, RobotModel
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
-@njit(cache=True)
+@kernel
 def center_of_mass_kernel(mi, mf, floating, n, H, s, v, level, W, out):
     """World CoM position (level PLACEMENT) or velocity (level VELOCITY) into out (3,)."""
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
@@ -57,7 +57,7 @@ def center_of_mass_kernel(mi, mf, floating, n, H, s, v, level, W, out):
     return OK
 
 
-@njit(cache=True)
+@kernel
 def center_of_mass_batch_kernel(mi, mf, floating, n, H, S, V, level, W, OUT):
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0:
@@ -69,7 +69,7 @@ def center_of_mass_batch_kernel(mi, mf, floating, n, H, S, V, level, W, OUT):
     return OK, 0
 
 
-@njit(cache=True)
+@helper
 def subtree_mass_moments(mi, mf, W):
     """Mass (W_MASS) and world first moment (W_MC) of every body's subtree, from the world poses in W; returns the
     total mass."""
@@ -87,7 +87,7 @@ def subtree_mass_moments(mi, mf, W):
     return total
 
 
-@njit(cache=True)
+@kernel
 def center_of_mass_jacobian_kernel(mi, mf, floating, n, H, s, v, W, J):
     """Jacobian (3, nv) of the world CoM with respect to v."""
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
@@ -105,7 +105,7 @@ def center_of_mass_jacobian_kernel(mi, mf, floating, n, H, s, v, W, J):
     return OK
 
 
-@njit(cache=True)
+@kernel
 def center_of_mass_jacobian_batch_kernel(mi, mf, floating, n, H, S, V, W, OUT):
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0:

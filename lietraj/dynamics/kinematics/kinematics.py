@@ -24,8 +24,8 @@ import operator
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import (
     BAD_A,
     BAD_N,
@@ -58,7 +58,6 @@ from lietraj.dynamics._spatial import (
 from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
 from lietraj.dynamics.lie.state import State, Trajectory
 
-inline = njit(cache=True, inline="always")
 
 # Work-array columns: world pose R (9), p (3); body twist (6) and spatial acceleration (6) in body coordinates;
 # subtree mass (1) and its first moment in world coordinates (3), for the centre-of-mass Jacobian.
@@ -70,7 +69,7 @@ REFERENCES = {"local": LOCAL, "local_world_aligned": LOCAL_WORLD_ALIGNED, "world
 _ZERO3 = (0.0, 0.0, 0.0)
 
 
-@njit(cache=True)
+@helper
 def forward_kinematics_core(mi, mf, H, s, v, a, level, last, W):
     """World poses of bodies 0..last into W (all ancestors of ``last``, bodies being in topological order);
     from ``level`` VELOCITY on their twists, at ACCELERATION their accelerations. Assumes checked inputs
@@ -115,14 +114,14 @@ def forward_kinematics_core(mi, mf, H, s, v, a, level, last, W):
             store3(W, i, W_A + 3, bi)
 
 
-@inline
+@helper
 def act_motion(R, p, v, w):
     """Motion (v, w) given in a child frame, expressed in the parent frame."""
     Rw = mv(R, w)
     return add(mv(R, v), cross(p, Rw)), Rw
 
 
-@inline
+@helper
 def world_motion_subspace(mi, mf, W, j, c):
     """Column ``c`` of joint j's motion subspace in world coordinates at the world origin, ``oX_j S_j e_c``."""
     jt = mi[j, 1]
@@ -135,7 +134,7 @@ def world_motion_subspace(mi, mf, W, j, c):
     return act_motion(load9(W, j, W_R), load3(W, j, W_P), Sv, Sw)
 
 
-@inline
+@helper
 def frame_pose(W, fb, ff, k):
     """World pose of frame k (``fb[k]``: its body, -1 for the world; ``ff[k]``: R (9), p (3) in that body)."""
     R, p, i = load9(ff, k, 0), load3(ff, k, 9), fb[k]
@@ -145,7 +144,7 @@ def frame_pose(W, fb, ff, k):
     return mm(oR, R), add(load3(W, i, W_P), mv(oR, p))
 
 
-@inline
+@helper
 def _from_local(reference, R, p, v, w):
     """A motion given in the axes of the frame at world pose (R, p), in the requested reference."""
     if reference == LOCAL:
@@ -155,7 +154,7 @@ def _from_local(reference, R, p, v, w):
     return act_motion(R, p, v, w)
 
 
-@inline
+@helper
 def from_world(reference, R, p, v, w):
     """A motion given in world coordinates at the world origin, in the reference of the frame at pose (R, p)."""
     if reference == WORLD:
@@ -165,20 +164,20 @@ def from_world(reference, R, p, v, w):
     return act_inv_motion(R, p, v, w)
 
 
-@inline
+@helper
 def _store_pose(out, R, p):
     for r in range(3):
         out[r, 0], out[r, 1], out[r, 2], out[r, 3] = R[3 * r], R[3 * r + 1], R[3 * r + 2], p[r]
     out[3, 0], out[3, 1], out[3, 2], out[3, 3] = 0.0, 0.0, 0.0, 1.0
 
 
-@inline
+@helper
 def _store_motion(out, v, w):
     for r in range(3):
         out[r], out[3 + r] = v[r], w[r]
 
 
-@njit(cache=True)
+@helper
 def frame_motion_core(fb, ff, k, level, reference, classical, W, out):
     """Twist (level VELOCITY) or acceleration (level ACCELERATION) of frame k from a filled W, into out (6,)."""
     i = fb[k]
@@ -199,7 +198,7 @@ def frame_motion_core(fb, ff, k, level, reference, classical, W, out):
     _store_motion(out, v, w)
 
 
-@njit(cache=True)
+@helper
 def frame_jacobian_core(mi, mf, fb, ff, k, reference, W, J):
     """Jacobian (6, nv) of frame k from the poses in W: one column per dof of each ancestor joint."""
     J[:, :] = 0.0
@@ -214,7 +213,7 @@ def frame_jacobian_core(mi, mf, fb, ff, k, reference, W, J):
         j = mi[j, 0]
 
 
-@njit(cache=True)
+@helper
 def check_inputs(floating, n, H, s, v, a, level):
     """Status of a state, and of the acceleration ``a`` when ``level`` is ACCELERATION."""
     nv = n + 6 if floating else n
@@ -224,7 +223,7 @@ def check_inputs(floating, n, H, s, v, a, level):
     return status
 
 
-@njit(cache=True)
+@helper
 def batch_size(floating, H, S, V, A, level, OUT):
     """Knot count N, or -1 when the trajectory arrays disagree."""
     N = S.shape[0]
@@ -234,7 +233,7 @@ def batch_size(floating, H, S, V, A, level, OUT):
     return N
 
 
-@njit(cache=True)
+@kernel
 def placements_kernel(mi, mf, floating, n, H, s, v, fb, ff, k0, W, out):
     """World poses of frames k0 .. k0 + len(out) - 1 into out (m, 4, 4)."""
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
@@ -249,7 +248,7 @@ def placements_kernel(mi, mf, floating, n, H, s, v, fb, ff, k0, W, out):
     return status
 
 
-@njit(cache=True)
+@kernel
 def placements_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k0, W, OUT):
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0:
@@ -261,7 +260,7 @@ def placements_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k0, W, OUT):
     return OK, 0
 
 
-@njit(cache=True)
+@kernel
 def frame_motion_kernel(mi, mf, floating, n, H, s, v, a, level, fb, ff, k, reference, classical, W, out):
     status = check_inputs(floating, n, H, s, v, a, level)
     if status == OK:
@@ -270,7 +269,7 @@ def frame_motion_kernel(mi, mf, floating, n, H, s, v, a, level, fb, ff, k, refer
     return status
 
 
-@njit(cache=True)
+@kernel
 def frame_motion_batch_kernel(mi, mf, floating, n, H, S, V, A, level, fb, ff, k, reference, classical, W, OUT):
     N = batch_size(floating, H, S, V, A, level, OUT)
     if N < 0:
@@ -284,7 +283,7 @@ def frame_motion_batch_kernel(mi, mf, floating, n, H, S, V, A, level, fb, ff, k,
     return OK, 0
 
 
-@njit(cache=True)
+@kernel
 def frame_jacobian_kernel(mi, mf, floating, n, H, s, v, fb, ff, k, reference, W, J):
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
     if status == OK:
@@ -293,7 +292,7 @@ def frame_jacobian_kernel(mi, mf, floating, n, H, s, v, fb, ff, k, reference, W,
     return status
 
 
-@njit(cache=True)
+@kernel
 def frame_jacobian_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k, reference, W, OUT):
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0:

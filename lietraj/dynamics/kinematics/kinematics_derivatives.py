@@ -56,8 +56,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics.lie import se3
 from lietraj.dynamics._checks import BAD_N, OK, as_vector, check_type
 from lietraj.dynamics._spatial import (
@@ -105,7 +105,6 @@ from lietraj.dynamics.kinematics.kinematics import (
 from lietraj.dynamics.model.model import JOINT_FREE, MF_H, MF_MASS, RobotModel
 from lietraj.dynamics.lie.state import State, Trajectory
 
-inline = njit(cache=True, inline="always")
 
 _ZERO3 = (0.0, 0.0, 0.0)
 # The centre-of-mass kernel runs forward kinematics at VELOCITY level only, so the acceleration columns of the
@@ -116,7 +115,7 @@ _W_L = W_A
 _JLOG_SERIES_BELOW = 0.25
 
 
-@inline
+@helper
 def _world_motion(W, i, o):
     """Twist (o = W_V) or acceleration (o = W_A) of body i in world coordinates at the world origin; zero for
     the world (i < 0)."""
@@ -125,7 +124,7 @@ def _world_motion(W, i, o):
     return act_motion(load9(W, i, W_R), load3(W, i, W_P), load3(W, i, o), load3(W, i, o + 3))
 
 
-@inline
+@helper
 def _q_column(reference, R, p, s_lin, s_ang, d_lin, d_ang, y_lin, y_ang):
     """A q-column in the reference of the frame at world pose (R, p), from the change ``d`` seen in axes moving
     with the frame, the column's world twist ``s`` and the frame quantity ``y`` in that reference."""
@@ -138,14 +137,14 @@ def _q_column(reference, R, p, s_lin, s_ang, d_lin, d_ang, y_lin, y_ang):
     return add(d_lin, c_lin), add(d_ang, c_ang)
 
 
-@inline
+@helper
 def _store_column(out, m, col, v, w):
     for r in range(3):
         out[m, r, col] = v[r]
         out[m, 3 + r, col] = w[r]
 
 
-@njit(cache=True)
+@helper
 def motion_derivatives_core(mi, mf, fb, ff, k, level, reference, classical, W, out):
     """Derivatives of frame k's twist (level VELOCITY: out = [dv_dq, dv_dv]) or acceleration (level
     ACCELERATION: out = [dv_dq, da_dq, da_dv, da_da]) from a filled W, each (6, nv)."""
@@ -192,7 +191,7 @@ def motion_derivatives_core(mi, mf, fb, ff, k, level, reference, classical, W, o
         j = parent
 
 
-@njit(cache=True)
+@kernel
 def motion_derivatives_kernel(mi, mf, floating, n, H, s, v, a, level, fb, ff, k, reference, classical, W, out):
     status = check_inputs(floating, n, H, s, v, a, level)
     if status == OK:
@@ -201,7 +200,7 @@ def motion_derivatives_kernel(mi, mf, floating, n, H, s, v, a, level, fb, ff, k,
     return status
 
 
-@njit(cache=True)
+@kernel
 def motion_derivatives_batch_kernel(mi, mf, floating, n, H, S, V, A, level, fb, ff, k, reference, classical, W,
                                     OUT):
     N = batch_size(floating, H, S, V, A, level, OUT)
@@ -219,7 +218,7 @@ def motion_derivatives_batch_kernel(mi, mf, floating, n, H, S, V, A, level, fb, 
 # ---------------------------------------------------------------- frame placement error
 
 
-@inline
+@helper
 def log3(R):
     """Rotation vector w with exp(w) = R, |w| <= pi (so3.log's branches: the axis from the symmetric part past
     pi/2, where sin(theta) loses it)."""
@@ -241,7 +240,7 @@ def log3(R):
     return scale(row, -k if dot(row, s) < 0.0 else k)
 
 
-@inline
+@helper
 def jlog_coefficients(theta):
     """D(θ) = (1 - (θ/2) cot(θ/2)) / θ² and D'(θ)/θ."""
     t2 = theta * theta
@@ -259,7 +258,7 @@ def jlog_coefficients(theta):
     return D, Dd
 
 
-@inline
+@helper
 def jlog6_blocks(w, p, theta, D, Dd):
     """The blocks of ``Jlog6(e) = Jr(e)⁻¹ = [[A, C A], [0, A]]`` at ``e = (u, w)`` with ``p = V(w) u`` (the
     translation of ``exp(e)``), ``θ = |w|`` and ``D, Dd = jlog_coefficients(θ)``: ``A = Jlog3(w)`` and ``C``."""
@@ -275,7 +274,7 @@ def jlog6_blocks(w, p, theta, D, Dd):
     return A, C
 
 
-@njit(cache=True)
+@helper
 def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
     """r = log(T^-1 oM_f) (linear first) and J = Jr(r)^-1 J_local (6, nv) for frame k, from the poses in W."""
     J[:, :] = 0.0
@@ -302,7 +301,7 @@ def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
         j = mi[j, 0]
 
 
-@njit(cache=True)
+@kernel
 def placement_error_kernel(mi, mf, floating, n, H, s, v, fb, ff, k, T, r, W, J):
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
     if status == OK:
@@ -311,7 +310,7 @@ def placement_error_kernel(mi, mf, floating, n, H, s, v, fb, ff, k, T, r, W, J):
     return status
 
 
-@njit(cache=True)
+@kernel
 def placement_error_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k, T, R, W, OUT):
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0 or R.shape[0] != N:
@@ -327,7 +326,7 @@ def placement_error_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k, T, R, 
 # ---------------------------------------------------------------- centre of mass
 
 
-@njit(cache=True)
+@kernel
 def com_derivatives_kernel(mi, mf, floating, n, H, s, v, W, out):
     """out = [dc_dq, dcdot_dq, dcdot_dv], each (3, nv)."""
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
@@ -359,7 +358,7 @@ def com_derivatives_kernel(mi, mf, floating, n, H, s, v, W, out):
     return OK
 
 
-@njit(cache=True)
+@kernel
 def com_derivatives_batch_kernel(mi, mf, floating, n, H, S, V, W, OUT):
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0:

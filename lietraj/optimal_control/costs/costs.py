@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics.lie import se3
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
@@ -121,7 +121,7 @@ def _activation(weights, nr: int, what: str) -> Activation:
 # ---------------------------------------------------------------- residual costs
 
 
-@njit(cache=True, inline="always")
+@helper
 def _row_nonzeros(A, I, C):
     """I[r, :C[r]] = the columns of row r of A that are not zero."""
     for r in range(A.shape[0]):
@@ -133,7 +133,7 @@ def _row_nonzeros(A, I, C):
         C[r] = c
 
 
-@njit(cache=True)
+@kernel
 def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP):
     """``PHQ[k] += weight P[k]ᵀ H[k] Q[k]`` and, when ``gP`` has N rows, ``gP[k] += weight P[k]ᵀ g[k]``, for
     P (N, nr, m), Q (N, nr, p) and a Hessian H (N, nr, nr), or, when H is empty, ``diag(D[k])`` with D (N, nr);
@@ -282,7 +282,7 @@ class CostTerm:
     weight: float
 
 
-@njit(cache=True)
+@kernel
 def _accumulate(w, x, y):
     """y += w x on flat arrays (in place, no temporary, no BLAS)."""
     for i in range(x.shape[0]):

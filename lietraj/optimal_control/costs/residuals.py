@@ -30,8 +30,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import kernel
 from lietraj.dynamics.lie import se3, so3
 from lietraj.dynamics._checks import BAD_H, BAD_ROTATION, IDENTITY4_STACK, NOT_FINITE, OK, check_state
 from lietraj.dynamics._spatial import base_placement, dot, mm, mtv, mv, skew_polynomial, sub, transpose
@@ -51,7 +51,7 @@ _STATE_ERRORS = {NOT_FINITE: "contains NaN or inf", BAD_ROTATION: "has a base ro
                  "(tolerance 1e-6)", BAD_H: "has a base pose whose last row is not [0, 0, 0, 1]"}
 
 
-@njit(cache=True)
+@kernel
 def _first_bad_knot(floating, n, nv, H, S, V):
     """(status, knot) of the first state that fails the kernels' ``check_state``, or (OK, -1)."""
     for k in range(S.shape[0]):
@@ -169,7 +169,7 @@ class Residual(ABC):
 # ---------------------------------------------------------------- state
 
 
-@njit(cache=True)
+@kernel
 def _se3_error_batch(H, HREF, jacobian, Z, J):
     """Z[k] = log(HREF[k]⁻¹ H[k]) (linear first) and, with ``jacobian``, J[k] = Jr(Z[k])⁻¹ = [[A, C A], [0, A]]
     (the Jlog6 of ``kinematics_derivatives.placement_error_core``); a one-knot HREF serves every knot."""

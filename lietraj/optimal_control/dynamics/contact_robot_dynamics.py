@@ -34,8 +34,8 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import kernel
 from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NOT_FINITE, OK, result_arrays
 from lietraj.dynamics.contacts.contact_dynamics import (
     NOT_FINITE_SOLUTION,
@@ -73,7 +73,7 @@ _ROLLOUT_FAILURES = {NOT_FINITE: "a non-finite state or control",
                      NOT_FINITE_SOLUTION: "a non-finite contact solution"}
 
 
-@njit(cache=True)
+@kernel
 def _contact_rollout_kernel(mi, mf, g, dp, dt, CI, CF, damping, H0, s0, v0, HR, SR, VR, UR, k, K, alpha, GAPS, shrink,
                             LB, UB, bounded, H, S, V, U, DX, work, E, tau, acc, lam, J, gamma, z):
     """The closed-loop rollout of ContactRobotDynamics.rollout_policy into (H, S, V), U, DX (shapes checked by the

@@ -49,8 +49,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics.lie import so3
 from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NO_FEXT, NOT_FINITE, OK, check_state, result_arrays
 from lietraj.dynamics._spatial import base_placement, dot, mm, mtv, mv, skew, transpose, skew_polynomial, sub
@@ -65,14 +65,13 @@ from lietraj.optimal_control.dynamics.rk4_second_order import rk4_step_hessian
 INTEGRATORS = ("euler", "rk4")
 _CHUNK_ENTRIES = 32768  # RK4 chain rule: knots per block such that a (knots, ndx, ndx + n) block stays in cache
 
-inline = njit(cache=True, inline="always")
 
 # Taylor coefficients of S_m(theta) (so3: S1 = sin/theta, S2 = (1 - cos)/theta^2, ...), used below theta = 0.5.
 _C1, _C2, _C3, _C4, _C5 = (so3._SERIES[m] for m in range(1, 6))
 _SERIES_BELOW = so3._SERIES_BELOW
 
 
-@inline
+@helper
 def _horner(c, x):
     acc = 0.0
     for k in range(len(c)):
@@ -80,7 +79,7 @@ def _horner(c, x):
     return acc
 
 
-@inline
+@helper
 def _exp_coefficients(theta):
     """so3._exp_coefficients in compiled form: (S1, ..., S5) at theta, each to a few ulp."""
     t2 = theta * theta
@@ -97,7 +96,7 @@ def _exp_coefficients(theta):
     return s1, s2, s3, s4, s5
 
 
-@inline
+@helper
 def _combine(a, A, b, B, c, C, d, D):
     """a A + b B + c C + d D for 9-tuples."""
     return (a * A[0] + b * B[0] + c * C[0] + d * D[0], a * A[1] + b * B[1] + c * C[1] + d * D[1],
@@ -107,7 +106,7 @@ def _combine(a, A, b, B, c, C, d, D):
             a * A[8] + b * B[8] + c * C[8] + d * D[8])
 
 
-@inline
+@helper
 def _coupling(v, w, s3, s4, s5):
     """The block Q(v, w) of Jl([v; w]) (se3._coupling, Barfoot eq. 7.86)."""
     V, W = skew(v), skew(w)
@@ -119,7 +118,7 @@ def _coupling(v, w, s3, s4, s5):
     return _combine(1.0, second, c3, mm(WVW, W), c3, mm(W, WVW), 0.0, WVW)
 
 
-@inline
+@helper
 def _se3_blocks(xi, E, PHI, K, blocks):
     """E = exp(xi) (4x4); with ``blocks``, also PHI = Ad_{exp(-xi)} and K = Jr(xi) = Jl(-xi) (6x6)."""
     v, w = (xi[0], xi[1], xi[2]), (xi[3], xi[4], xi[5])
@@ -149,13 +148,13 @@ def _se3_blocks(xi, E, PHI, K, blocks):
             K[r + 3, c] = 0.0
 
 
-@njit(cache=True)
+@kernel
 def _se3_blocks_batch(XI, E, PHI, K, blocks):
     for k in range(XI.shape[0]):
         _se3_blocks(XI[k], E[k], PHI[k], K[k], blocks)
 
 
-@njit(cache=True)
+@kernel
 def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, MINV, E, PHI, K, FX, FU):
     """Closed-form F_x, F_u of the semi-implicit Euler step at every knot (module docstring); XI = dt nu+ has
     zero columns for a fixed base. E, PHI, K are per-knot outputs (exp(XI), Ad_{exp(-XI)}, Jr(XI))."""
@@ -198,7 +197,7 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, MINV, E, PHI, K, FX, FU):
 _ROLLOUT_FAILURES = {NOT_FINITE: "a non-finite state or control", SINGULAR: "a singular articulated inertia"}
 
 
-@njit(cache=True)
+@helper
 def _pose_exp(H, xi, H_out, E):
     """H_out = H exp(xi) for a 4x4 pose (H_out may be H); E is a 4x4 work array. Called, not inlined, from the
     rollout's steps, which keeps the rollout kernel's compile time down."""
@@ -210,7 +209,7 @@ def _pose_exp(H, xi, H_out, E):
     H_out[3, 0], H_out[3, 1], H_out[3, 2], H_out[3, 3] = 0.0, 0.0, 0.0, 1.0
 
 
-@njit(cache=True)
+@kernel
 def chart_integrate(H, s, v, z, floating, H_out, s_out, v_out, E):
     """(H_out, s_out, v_out) = (H, s, v) exp(z) for one knot (StateSpace.integrate, compiled); the outputs may be the
     inputs. E is a 4x4 work array."""
@@ -224,7 +223,7 @@ def chart_integrate(H, s, v, z, floating, H_out, s_out, v_out, E):
         v_out[i] = v[i] + z[nh + n + i]
 
 
-@inline
+@kernel
 def chart_difference(H0, s0, v0, H1, s1, v1, floating, out):
     """out = log(x0⁻¹ x1) for one knot (StateSpace.difference, compiled)."""
     n = s0.shape[0]
@@ -242,7 +241,7 @@ def chart_difference(H0, s0, v0, H1, s1, v1, floating, out):
         out[nh + n + i] = v1[i] - v0[i]
 
 
-@inline
+@kernel
 def _policy_control(u_ref, k, K, dx, alpha, lb, ub, bounded, u):
     """u = clip(u_ref + alpha k + K dx, lb, ub) (np.clip's branches); returns whether u is finite."""
     ok = True
@@ -261,7 +260,7 @@ def _policy_control(u_ref, k, K, dx, alpha, lb, ub, bounded, u):
     return ok
 
 
-@inline
+@helper
 def policy_start(floating, H0, s0, v0, H, S, V, tau):
     """Knot 0 of a closed-loop rollout is ``x0``; ``tau`` starts at zero, its base rows stay so (unactuated)."""
     if floating:
@@ -272,7 +271,7 @@ def policy_start(floating, H0, s0, v0, H, S, V, tau):
         tau[i] = 0.0
 
 
-@inline
+@helper
 def policy_knot(t, floating, n, H, S, V, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB, UB, bounded, U, DX, E, z,
                 tau):
     """Knot ``t`` of a closed-loop rollout, before its step: shrink the gap (FDDP), check the state, ``DX[t] = x ⊖
@@ -297,7 +296,7 @@ def policy_knot(t, floating, n, H, S, V, HR, SR, VR, UR, k, K, alpha, GAPS, shri
     return OK
 
 
-@njit(cache=True)
+@helper
 def _field(mi, mf, g, floating, n, dt, H, s, v, tau, fext, W, acc, F):
     """F = dt λ(x, u) = dt [v; FD(x, u)] (RobotDynamics._lambda for one state); returns a status."""
     nv = v.shape[0]
@@ -310,7 +309,7 @@ def _field(mi, mf, g, floating, n, dt, H, s, v, tau, fext, W, acc, F):
     return status
 
 
-@inline
+@helper
 def euler_update(t, floating, n, dt, acc, Ht, H, S, V, z, E):
     """The semi-implicit Euler step from knot t (base pose Ht) given its acceleration, into knot t + 1:
     v+ = v + dt a, H+ = H exp(dt nu+) (floating base only), s+ = s + dt sdot+."""
@@ -325,7 +324,7 @@ def euler_update(t, floating, n, dt, acc, Ht, H, S, V, z, E):
         S[t + 1, i] = S[t, i] + dt * V[t + 1, nh + i]
 
 
-@njit(cache=True)
+@kernel
 def _policy_rollout_kernel(mi, mf, g, floating, n, dt, rk4, fext, H0, s0, v0, HR, SR, VR, UR, k, K, alpha, GAPS,
                            shrink, LB, UB, bounded, H, S, V, U, DX, W, E, tau, acc, F, z, YH, YS, YV):
     """The closed-loop rollout of RobotDynamics.rollout_policy into (H, S, V), U, DX (shapes checked by the caller):

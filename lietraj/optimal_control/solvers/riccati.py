@@ -34,13 +34,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from lietraj._jit import helper, kernel
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 from lietraj.optimal_control.problem import ProblemDerivatives
 
 
-@njit(cache=True)
+@helper
 def _cholesky(A, idx, m, L):
     """Lower Cholesky factor L (m x m) of A[idx[:m]][:, idx[:m]]; False if not positive definite."""
     for i in range(m):
@@ -57,7 +57,7 @@ def _cholesky(A, idx, m, L):
     return True
 
 
-@njit(cache=True)
+@helper
 def _cholesky_solve(L, m, b):
     """b[:m] <- (L Lᵀ)⁻¹ b[:m]."""
     for i in range(m):
@@ -72,7 +72,7 @@ def _cholesky_solve(L, m, b):
         b[i] = acc / L[i, i]
 
 
-@njit(cache=True)
+@helper
 def _quadratic(H, q, x):
     acc = 0.0
     for i in range(x.shape[0]):
@@ -83,7 +83,7 @@ def _quadratic(H, q, x):
     return acc
 
 
-@njit(cache=True)
+@kernel
 def _box_qp(H, q, lb, ub, x, free, idx, L, g, dx, x_new, b, max_iter, tol, armijo):
     """Projected Newton (``box_qp``) in place: x (warm start in, solution out), free, idx[:m] the free indices and
     L their Cholesky factor. Returns (m, iterations, ok)."""
@@ -226,7 +226,7 @@ class BackwardPass:
         return -dJ
 
 
-@njit(cache=True)
+@kernel
 def _sweep(F_x, F_u, l_x, l_u, l_xx, l_xu, l_uu, H_xx, H_xu, H_uu, has_H, gaps, has_gaps, du_lb, du_ub, boxed,
            mu, regularize_vxx, box_tol, box_max_iter, k, K, V_x, V_xx, lam, Q_u, Q_uu, c, free, W_xx, W_ux, Q_xx, Q_xu,
            M, Q_x, L, idx, vec, Kcol):

@@ -1,0 +1,28 @@
+"""How lietraj compiles its kernels (numba): the two decorators every compiled function uses.
+
+- ``kernel``: a function called from Python. Compiled on its first call for the argument types it gets and
+  cached on disk (``cache=True``); it releases the GIL (``nogil=True``), so that threads computing on one
+  shared model run in parallel; it has no C-callback wrapper (``no_cfunc_wrapper``), which nothing calls and
+  which costs compile time.
+- ``helper``: a function called only from compiled code. It is compiled as part of the kernels that call it,
+  once per process and argument types, and LLVM inlines it where that pays. Called from Python (tests, or any
+  code under ``NUMBA_DISABLE_JIT=1``) it runs as plain Python.
+
+Why not ``@njit`` for helpers: numba specialises a jitted function called from another one on the value of each
+constant argument, so ``load3(W, i, 12)`` and ``load3(W, i, 18)`` were two compilations (``store3`` had 21), each
+with its own Python wrapper and machine code. Why not ``inline="always"``: it inlines at numba's IR level and
+re-types the callee at every call site. From an empty cache, ``lietraj solve talos_reach`` reached its first
+iteration after 187 s with inlined helpers and after 88 s with these two decorators, at the same speed per
+iteration (DESIGN.md "Compute engine": compile time is part of the speed a user sees).
+"""
+
+from numba import njit
+from numba.extending import register_jitable
+
+kernel = njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+
+
+def helper(function):
+    """Register ``function`` for compiled callers (``register_jitable``: typed without literal specialisation,
+    no Python wrapper) and return it unchanged for Python callers."""
+    return register_jitable(function)
