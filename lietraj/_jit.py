@@ -19,10 +19,14 @@ iteration (DESIGN.md "Compute engine": compile time is part of the speed a user 
 from numba import njit
 from numba.extending import register_jitable
 
-kernel = njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+_OPTIONS = dict(nogil=True, no_cfunc_wrapper=True)
+
+kernel = njit(cache=True, **_OPTIONS)
 
 
 def helper(function):
     """Register ``function`` for compiled callers (``register_jitable``: typed without literal specialisation,
-    no Python wrapper) and return it unchanged for Python callers."""
-    return register_jitable(function)
+    no Python wrapper) and return it unchanged for Python callers. The options equal the kernels': numba keys a
+    helper's compilations on its caller's options too, and helpers called from both kernels and helpers were
+    compiled twice when they differed."""
+    return register_jitable(**_OPTIONS)(function)

@@ -60,7 +60,7 @@ from lietraj.dynamics.kinematics.kinematics_derivatives import jlog_coefficients
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_step_hessian
-from lietraj.optimal_control.dynamics.rk4_second_order import rk4_step_hessian
+from lietraj.optimal_control.dynamics.rk4_second_order import Rk4Sensitivities, Rk4Stages, rk4_step_hessian
 
 INTEGRATORS = ("euler", "rk4")
 _CHUNK_ENTRIES = 32768  # RK4 chain rule: knots per block such that a (knots, ndx, ndx + n) block stays in cache
@@ -264,9 +264,13 @@ def _policy_control(u_ref, k, K, dx, alpha, lb, ub, bounded, u):
 def policy_start(floating, H0, s0, v0, H, S, V, tau):
     """Knot 0 of a closed-loop rollout is ``x0``; ``tau`` starts at zero, its base rows stay so (unactuated)."""
     if floating:
-        H[0, :, :] = H0
-    S[0, :] = s0
-    V[0, :] = v0
+        for r in range(4):
+            for c in range(4):
+                H[0, r, c] = H0[r, c]
+    for i in range(s0.shape[0]):
+        S[0, i] = s0[i]
+    for i in range(v0.shape[0]):
+        V[0, i] = v0[i]
     for i in range(tau.shape[0]):
         tau[i] = 0.0
 
@@ -389,29 +393,6 @@ class DiscreteDerivatives:
 
     def __iter__(self):
         return iter((self.F_x, self.F_u))
-
-
-@dataclass(eq=False)
-class Rk4Stages:
-    """Nominal values of the RK4 step at every knot: stage states ``Y`` (``Y₁ = x``, ``Y₂``, ``Y₃``, ``Y₄``), the
-    forward-dynamics derivatives ``fd`` at them, the arguments ``XI`` (N, ndx) of the exponentials giving
-    ``Y₂, Y₃, Y₄, Z, x⁺``, and their ``PHI = Ad_{exp(-ξ_H)}``, ``JR = Jr(ξ_H)`` (N, 6, 6), None for a fixed base."""
-
-    Y: tuple[Trajectory, ...]
-    fd: tuple[ForwardDynamicsDerivatives, ...]
-    XI: tuple[np.ndarray, ...]
-    PHI: tuple[np.ndarray | None, ...]
-    JR: tuple[np.ndarray | None, ...]
-
-
-@dataclass(eq=False)
-class Rk4Sensitivities:
-    """First-order sensitivities (m, ndx, ndx + nu) with respect to ``(δx, δu)`` at a few knots: of the stage states
-    ``dY`` (exponential coordinates; ``dY[0] = [I 0]``), of the fields ``dF`` and of ``Z``."""
-
-    dY: tuple[np.ndarray, ...]
-    dF: tuple[np.ndarray, ...]
-    dZ: np.ndarray
 
 
 @dataclass(eq=False)

@@ -24,10 +24,12 @@ Linear combinations (the ``ξ_j``) have no second-order term. The pull-back thro
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
+from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives
+from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.optimal_control.dynamics.euler_second_order import (
     StepHessian,
@@ -39,8 +41,29 @@ from lietraj.optimal_control.dynamics.euler_second_order import (
     hessian_blocks,
 )
 
-if TYPE_CHECKING:
-    from lietraj.optimal_control.dynamics.discrete_dynamics import Rk4Sensitivities, Rk4Stages
+
+
+@dataclass(eq=False)
+class Rk4Stages:
+    """Nominal values of the RK4 step at every knot: stage states ``Y`` (``Y₁ = x``, ``Y₂``, ``Y₃``, ``Y₄``), the
+    forward-dynamics derivatives ``fd`` at them, the arguments ``XI`` (N, ndx) of the exponentials giving
+    ``Y₂, Y₃, Y₄, Z, x⁺``, and their ``PHI = Ad_{exp(-ξ_H)}``, ``JR = Jr(ξ_H)`` (N, 6, 6), None for a fixed base."""
+
+    Y: tuple[Trajectory, ...]
+    fd: tuple[ForwardDynamicsDerivatives, ...]
+    XI: tuple[np.ndarray, ...]
+    PHI: tuple[np.ndarray | None, ...]
+    JR: tuple[np.ndarray | None, ...]
+
+
+@dataclass(eq=False)
+class Rk4Sensitivities:
+    """First-order sensitivities (m, ndx, ndx + nu) with respect to ``(δx, δu)`` at a few knots: of the stage states
+    ``dY`` (exponential coordinates; ``dY[0] = [I 0]``), of the fields ``dF`` and of ``Z``."""
+
+    dY: tuple[np.ndarray, ...]
+    dF: tuple[np.ndarray, ...]
+    dZ: np.ndarray
 
 
 def _pull_compose(lam: np.ndarray, PHI: np.ndarray | None, JR: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

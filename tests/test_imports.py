@@ -1,0 +1,106 @@
+"""The import graph of lietraj: no cycle between its modules, and the layers import one way (DESIGN.md):
+``optimal_control`` imports ``dynamics``, ``problems`` imports both, ``viz`` and the command line sit on top;
+never the reverse.
+
+Every ``import`` statement of a module counts, at module level or inside a function or an ``if TYPE_CHECKING``
+block: a lazy or type-only import is still a dependency that a reader must untangle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import lietraj
+
+ROOT = Path(lietraj.__file__).parent
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The lietraj modules ``name`` imports: ``from package import submodule`` counts as the submodule."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                found.add(target if target in known else base)
+    return {m for m in found if m in known and m != name}
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_import_graph_is_read_from_the_sources():
+    edges = graph()
+    assert "lietraj.optimal_control.problem" in edges
+    assert "lietraj.dynamics.lie.state" in edges["lietraj.optimal_control.problem"]
+
+
+def test_a_cycle_is_found_where_there_is_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle_inside_lietraj():
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+LAYERS = {  # a package and the lietraj packages it must not import
+    "lietraj.dynamics": ("lietraj.optimal_control", "lietraj.problems", "lietraj.viz", "lietraj.cli",
+                         "lietraj.warmup"),
+    "lietraj.optimal_control": ("lietraj.problems", "lietraj.viz", "lietraj.cli", "lietraj.warmup"),
+    "lietraj.problems": ("lietraj.viz", "lietraj.cli", "lietraj.warmup"),
+    "lietraj.viz": ("lietraj.cli", "lietraj.warmup"),
+}
+
+
+def test_the_layers_import_one_way():
+    wrong = []
+    for name, targets in graph().items():
+        for layer, forbidden in LAYERS.items():
+            if name == layer or name.startswith(layer + "."):
+                wrong += [f"{name} -> {t}" for t in targets if any(t == f or t.startswith(f + ".") for f in forbidden)]
+    assert not wrong, "imports against the layers: " + ", ".join(wrong)
