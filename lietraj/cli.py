@@ -6,6 +6,7 @@ builds one, solves it with the solver's log on the terminal, prints what the sol
     lietraj solve balance --robot talos_legs --set lift=right_sole_link
     lietraj solve jump --robot anymal --plot jump.png --html jump.html
     lietraj solve trot --view
+    lietraj warmup                  # compile the kernels of every ready problem ahead of time, on every core
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from lietraj.optimal_control.problem import finite_trajectory
 from lietraj.optimal_control.solution_io import save_solution
 from lietraj.problems import PROBLEMS, SOLVERS, make_problem
+from lietraj.warmup import ColdStart, CompileNotice, Spec, default_specs, is_warm, mark_warm, warm_up
 
 
 def _parameter(text: str) -> tuple[str, object]:
@@ -52,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--view", action="store_true",
                        help="show the iterates and then the solution in the browser (local Meshcat server)")
     solve.add_argument("--quiet", action="store_true", help="no per-iteration log")
+    warmup = commands.add_parser("warmup", help="compile the kernels ahead of time (what a first run does)")
+    warmup.add_argument("problems", nargs="*", metavar="PROBLEM",
+                        help=f"only these problems (default: every ready problem: {', '.join(PROBLEMS)})")
+    warmup.add_argument("--workers", type=int, help="worker processes (default: one per core)")
+    warmup.add_argument("--force", action="store_true", help="compile again what the cache already holds")
     return parser
 
 
@@ -79,7 +86,16 @@ def _solve(args: argparse.Namespace) -> int:
     for key in ("horizon", "dt"):
         if getattr(args, key) is not None:
             parameters[key] = getattr(args, key)
-    example = make_problem(args.problem, args.robot, **parameters)
+    notice = CompileNotice().install()
+    spec = Spec(args.problem, args.robot, args.solver or "fddp")
+    cold = None if is_warm(spec) else ColdStart(spec, notice).start()
+    try:
+        example = make_problem(args.problem, args.robot, **parameters)
+        if cold is not None:
+            cold.compile(example)
+    finally:
+        if cold is not None:
+            cold.close()
     options = example.options if args.max_iter is None else replace(example.options, max_iter=args.max_iter)
     print(f"{example.name}: {example.description}")
     print(f"  {example.problem}, dt = {example.dt:g} s")
@@ -93,6 +109,7 @@ def _solve(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     result = example.solve(args.solver, options, callback=callback, verbose=not args.quiet)
     print(f"{result!r} (wall {time.perf_counter() - start:.2f} s)")
+    mark_warm(spec)
     for key, value in example.metrics(result).items():
         print(f"  {key:>22s}: {value:.6g}")
     if args.save:
@@ -123,13 +140,26 @@ def _solve(args: argparse.Namespace) -> int:
     return 0 if result.converged else 1
 
 
+def _warmup(args: argparse.Namespace) -> int:
+    unknown = [p for p in args.problems if p not in PROBLEMS]
+    if unknown:
+        raise ValueError(f"unknown problem {', '.join(map(repr, unknown))}; known: {', '.join(PROBLEMS)}")
+    specs = [s for s in default_specs() if not args.problems or s.problem in args.problems]
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    print(f"compiling the kernels of {len(specs)} problem and solver pairs")
+    report = warm_up(specs, args.workers, force=args.force)
+    print(f"done in {report.total:.1f} s" + (f"; {len(report.errors)} failed" if report.errors else ""))
+    return 1 if report.errors else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "list":
         _list()
         return 0
     try:
-        return _solve(args)
+        return _warmup(args) if args.command == "warmup" else _solve(args)
     except (ValueError, KeyError, TypeError) as e:
         print(f"lietraj: error: {e}", file=sys.stderr)
         return 2

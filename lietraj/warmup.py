@@ -1,0 +1,338 @@
+"""Compile the kernels of a solve ahead of time, on every core: ``lietraj warmup``, and the first ``lietraj solve``.
+
+numba compiles each kernel on its first call and caches it on disk (``lietraj/_jit.py``); from an empty cache a
+first solve spends most of its time compiling, one kernel after the other, on one core. The kernels of one solver
+iteration fall into independent stages, each of which can be run on any trajectory of the problem (its default
+guess will do) without the others:
+
+- ``evaluate``: the rollout of the controls, the cost and the gaps (the dynamics' step, the costs' values);
+- ``derivatives``: the Jacobians of the dynamics and the gradients and Hessians of the costs;
+- ``second_order``: DDP's second-order dynamics term (``ddp`` only);
+- ``backward``: the Riccati backward pass (the same kernel for every problem);
+- ``forward``: the solvers' forward pass, the closed-loop rollout of a policy.
+
+``warm_up`` compiles stages of problems in worker processes, one per core, which write the kernels to numba's
+disk cache; ``ColdStart`` does it for the first solve of a problem in ``lietraj solve``: a worker is started
+before the problem is built, compiles the backward pass meanwhile, receives the built problem and compiles the
+derivatives (and DDP's term) while the command itself compiles the evaluation and the forward pass; then the
+solve loads everything from the cache. A stamp in the cache directory records which (problem, robot, solver)
+have been compiled for the installed sources, so that later runs skip all this.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import multiprocessing
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+import numba.core.event
+
+STAGES = ("evaluate", "derivatives", "second_order", "backward", "forward")
+_WORKER_STAGES = ("derivatives", "second_order")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One ready problem to compile: its name, robot (None: the problem's default) and solver. Its other
+    parameters (horizon, time step, depth...) change the sizes of the arrays, not the kernels."""
+
+    problem: str
+    robot: str | None = None
+    solver: str = "fddp"
+
+    def __str__(self) -> str:
+        robot = f" --robot {self.robot}" if self.robot else ""
+        return f"{self.problem}{robot} --solver {self.solver}"
+
+
+def stages_for(solver: str) -> tuple[str, ...]:
+    """The stages a solver's iterations run (DDP adds the second-order term)."""
+    return tuple(s for s in STAGES if s != "second_order" or solver == "ddp")
+
+
+class CompileNotice(numba.core.event.Listener):
+    """Prints one line on ``stream`` when numba starts compiling for the first time in this process, so that a
+    first run does not sit in silence. ``install()`` registers it for numba's compile events."""
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream
+        self.shown = False
+
+    def show(self, what: str = "") -> None:
+        if not self.shown:
+            self.shown = True
+            print(f"compiling kernels, first run only{what} (`lietraj warmup` compiles them ahead of time)",
+                  file=self.stream or sys.stderr, flush=True)
+
+    def on_start(self, event) -> None:
+        self.show()
+
+    def on_end(self, event) -> None:
+        pass
+
+    def install(self) -> CompileNotice:
+        numba.core.event.register("numba:compile", self)
+        return self
+
+
+# ---- stamps: which specs the cache holds for these sources -----------------------------------------------------
+
+def _sources_key() -> str:
+    """A hash of lietraj's source files (path, size, modification time): numba's cache is invalidated by the
+    same stamps, so a stamp written for other sources means nothing."""
+    root = Path(__file__).parent
+    h = hashlib.sha1()
+    for p in sorted(root.rglob("*.py")):
+        st = p.stat()
+        h.update(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()[:16]
+
+
+def _stamp(spec: Spec) -> Path:
+    """The stamp file of ``spec``, in the cache directory of the kernels (numba's: beside the sources, or under
+    ``NUMBA_CACHE_DIR``), so that clearing the cache clears the stamps too."""
+    from lietraj.optimal_control.solvers.riccati import _sweep
+
+    key = hashlib.sha1(f"{spec}|{_sources_key()}".encode()).hexdigest()[:16]
+    return Path(_sweep._cache._cache_path) / f"lietraj-warm-{key}.nbi"
+
+
+def is_warm(spec: Spec) -> bool:
+    """Whether a solve of ``spec`` has compiled (and cached) its kernels for the installed sources."""
+    try:
+        return _stamp(spec).exists()
+    except (AttributeError, OSError):
+        return True  # no cache to look into: nothing to warm up in parallel
+
+
+def mark_warm(spec: Spec) -> None:
+    try:
+        path = _stamp(spec)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{spec}\n")
+    except (AttributeError, OSError):
+        pass
+
+
+# ---- the stages -------------------------------------------------------------------------------------------------
+
+def _guess(problem, xs0, us0):
+    """The trajectory the stages run on: the example's guess, its states or else the rollout of its controls
+    (the kernels' types do not depend on which)."""
+    us = np.zeros((problem.T, problem.nu)) if us0 is None else np.asarray(us0, dtype=np.float64)
+    if xs0 is not None:
+        return xs0, us
+    with np.errstate(all="ignore"):
+        try:
+            return problem.rollout(us), us
+        except (ValueError, ArithmeticError):
+            return problem.constant_trajectory(), us
+
+
+def run_stages(problem, xs0, us0, solver: str, stages) -> None:
+    """Run ``stages`` (names of ``STAGES``) of ``solver`` once on ``problem`` at its guess ``(xs0, us0)``:
+    every kernel they call is compiled and cached. A stage that fails numerically at the guess (a rollout that
+    diverges) has compiled its kernels all the same, and the next stage runs."""
+    from lietraj.optimal_control.problem import ProblemDerivatives
+
+    xs, us = _guess(problem, xs0, us0)
+    with np.errstate(all="ignore"):
+        gaps = problem.gaps(xs, us) if solver == "fddp" else None
+    steps = {
+        "evaluate": lambda: (problem.cost(xs, us), problem.rollout(us)),
+        "derivatives": lambda: problem.derivatives(xs, us, out=ProblemDerivatives.empty(problem.T, problem.ndx,
+                                                                                         problem.nu)),
+        "second_order": lambda: problem.dynamics_contraction(xs, us, np.zeros((problem.T, problem.ndx))),
+        "backward": lambda: _backward(problem.has_control_limits),
+        "forward": lambda: _rollout(problem, xs, us, gaps),
+    }
+    for stage in stages:
+        with np.errstate(all="ignore"):
+            try:
+                steps[stage]()
+            except (ValueError, ArithmeticError):
+                pass
+
+
+def _backward(bounded: bool) -> None:
+    """The Riccati sweep on a small LQ problem: its kernel's types do not depend on the problem."""
+    from lietraj.optimal_control.problem import ProblemDerivatives
+    from lietraj.optimal_control.solvers.riccati import backward_pass
+
+    T, ndx, nu = 2, 2, 1
+    D = ProblemDerivatives.empty(T, ndx, nu)
+    D.dynamics.F_x[:] = np.eye(ndx)
+    D.dynamics.F_u[:] = 1.0
+    D.running.l_xx[:] = np.eye(ndx)
+    D.running.l_uu[:] = np.eye(nu)
+    D.terminal.l_xx[:] = np.eye(ndx)
+    backward_pass(D, 1e-6, gaps=np.zeros((T + 1, ndx)))
+    if bounded:
+        backward_pass(D, 1e-6, du_lb=-np.ones((T, nu)), du_ub=np.ones((T, nu)))
+
+
+@dataclass
+class _Policy:
+    k: np.ndarray
+    K: np.ndarray
+
+
+def _rollout(problem, xs, us, gaps) -> None:
+    """The solvers' forward pass (module ``solvers``) of the open-loop policy at a step of one half."""
+    from lietraj.optimal_control.solvers.solvers import _forward_pass
+
+    policy = _Policy(np.zeros((problem.T, problem.nu)), np.zeros((problem.T, problem.nu, problem.ndx)))
+    _forward_pass(problem, xs, us, policy, 0.5, gaps)
+
+
+# ---- worker processes --------------------------------------------------------------------------------------------
+
+def _worker_init() -> None:
+    import lietraj.optimal_control  # noqa: F401  (pay the imports while the parent builds its problem)
+
+
+def _worker_backward(bounded: bool) -> float:
+    t = time.perf_counter()
+    _backward(bounded)
+    return time.perf_counter() - t
+
+
+def _worker_stages(problem, xs0, us0, solver: str, stages) -> float:
+    t = time.perf_counter()
+    run_stages(problem, xs0, us0, solver, stages)
+    return time.perf_counter() - t
+
+
+def _worker_spec(spec: Spec, stages) -> float:
+    from lietraj.problems import make_problem
+
+    t = time.perf_counter()
+    example = make_problem(spec.problem, spec.robot)
+    run_stages(example.problem, example.xs0, example.us0, spec.solver, stages)
+    return time.perf_counter() - t
+
+
+def _pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
+    # spawn, not fork: a forked child of a process that has started numba's compiler may deadlock on its locks
+    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                  initializer=_worker_init)
+
+
+class ColdStart:
+    """The first solve of a problem with a worker process compiling beside it (module docstring): ``start()``
+    before building the problem, ``compile(example)`` once it is built (returns when every stage is compiled),
+    ``close()`` in the end. On one core, or when a stage fails in the worker, the solve compiles what is left."""
+
+    def __init__(self, spec: Spec, notice: CompileNotice | None = None):
+        self.spec = spec
+        self.notice = notice
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._backward: concurrent.futures.Future | None = None
+
+    def start(self) -> ColdStart:
+        if (os.cpu_count() or 1) > 1:
+            if self.notice is not None:
+                self.notice.show(", on two cores")
+            self._pool = _pool(1)
+            self._backward = self._pool.submit(_worker_backward, False)
+        return self
+
+    def compile(self, example) -> None:
+        problem, solver = example.problem, self.spec.solver
+        if self._pool is None:
+            return
+        worker = self._pool.submit(_worker_stages, problem, example.xs0, example.us0, solver,
+                                   tuple(s for s in stages_for(solver) if s in _WORKER_STAGES))
+        here = tuple(s for s in stages_for(solver) if s not in _WORKER_STAGES and s != "backward")
+        run_stages(problem, example.xs0, example.us0, solver, here)
+        for future in (self._backward, worker):
+            try:
+                future.result()
+            except Exception:  # the solve compiles whatever the worker could not
+                pass
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+@dataclass
+class WarmupReport:
+    """What ``warm_up`` compiled: per problem and robot, the wall seconds of its longest task (None: a task
+    failed, with its error in ``errors``), and the wall ``total``."""
+
+    seconds: dict[str, float | None]
+    errors: dict[str, str]
+    total: float
+
+
+def default_specs() -> list[Spec]:
+    """Every ready problem with its default robot and a quadruped, with FDDP and DDP: the kernels of the floating
+    base with 6D and 3D contacts, touchdown impulses, and DDP's second-order terms."""
+    from lietraj.problems import PROBLEMS
+
+    specs = []
+    for name, entry in PROBLEMS.items():
+        robots = [entry.robots[0]] + (["solo12"] if "solo12" in entry.robots[1:] else [])
+        for robot in robots:
+            for solver in ("fddp", "ddp"):
+                specs.append(Spec(name, robot, solver))
+    return specs
+
+
+def warm_up(specs: list[Spec] | None = None, workers: int | None = None, stream: TextIO | None = None,
+            force: bool = False) -> WarmupReport:
+    """Compile the kernels of ``specs`` (default ``default_specs()``) in ``workers`` processes (default: one per
+    core), printing a line per problem and robot on ``stream``; specs already compiled for these sources are
+    skipped unless ``force``. The solvers of one problem and robot share their kernels: each such group is built
+    once per task, and its stages are split in two tasks that run side by side."""
+    specs = default_specs() if specs is None else list(specs)
+    groups: dict[tuple[str, str | None], list[Spec]] = {}
+    for spec in specs:
+        if force or not is_warm(spec):
+            groups.setdefault((spec.problem, spec.robot), []).append(spec)
+    workers = max(1, min(workers or os.cpu_count() or 1, 2 * len(groups) or 1))
+    out = stream or sys.stdout
+    start = time.perf_counter()
+    seconds: dict[str, float | None] = {_label(s.problem, s.robot): 0.0 for s in specs}
+    errors: dict[str, str] = {}
+    if groups:
+        with _pool(workers) as pool:
+            tasks = {}
+            for (problem, robot), members in groups.items():
+                stages = [s for s in STAGES if any(s in stages_for(m.solver) for m in members)]
+                for part in ([s for s in stages if s in _WORKER_STAGES], [s for s in stages if s not in _WORKER_STAGES]):
+                    if part:
+                        tasks[pool.submit(_worker_spec, Spec(problem, robot, members[0].solver), tuple(part))] = \
+                            (problem, robot)
+            pending = {key: sum(1 for k in tasks.values() if k == key) for key in groups}
+            for future in concurrent.futures.as_completed(tasks):
+                key = tasks[future]
+                label = _label(*key)
+                try:
+                    took = future.result()
+                    if seconds[label] is not None:
+                        seconds[label] = max(seconds[label], took)
+                except Exception as e:
+                    seconds[label] = None
+                    errors[label] = f"{type(e).__name__}: {e}"
+                pending[key] -= 1
+                if pending[key] == 0:
+                    if seconds[label] is not None:
+                        for spec in groups[key]:
+                            mark_warm(spec)
+                    status = f"{seconds[label]:.1f} s" if seconds[label] is not None else f"failed: {errors[label]}"
+                    print(f"  {label:32s} {', '.join(m.solver for m in groups[key]):12s} {status}", file=out, flush=True)
+    return WarmupReport(seconds, errors, time.perf_counter() - start)
+
+
+def _label(problem: str, robot: str | None) -> str:
+    return problem + (f" --robot {robot}" if robot else "")

@@ -1,0 +1,82 @@
+"""Compiling ahead of time (``lietraj.warmup``): the notice of a first compile, the stamps of compiled problems,
+``lietraj warmup`` in worker processes, and the first ``lietraj solve`` with a worker beside it."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numba
+import numba.core.event
+import pytest
+
+from lietraj.cli import main
+from lietraj.warmup import STAGES, CompileNotice, Spec, _stamp, is_warm, mark_warm, stages_for, warm_up
+
+
+def test_the_notice_is_one_line_at_the_first_compile_and_none_without():
+    out = io.StringIO()
+    notice = CompileNotice(out).install()
+    try:
+        assert out.getvalue() == ""
+
+        @numba.njit
+        def twice(x):
+            return 2.0 * x
+
+        assert twice(1.5) == 3.0 and twice(2.5) == 5.0  # one compile
+        twice(1)  # another signature: still one line
+
+        assert out.getvalue().count("\n") == 1
+        assert out.getvalue().startswith("compiling kernels, first run only")
+        assert "lietraj warmup" in out.getvalue()
+    finally:
+        numba.core.event.unregister("numba:compile", notice)
+
+
+def test_ddp_adds_the_second_order_stage():
+    assert stages_for("fddp") == tuple(s for s in STAGES if s != "second_order")
+    assert stages_for("ddp") == STAGES
+
+
+def test_a_stamp_marks_a_spec_compiled_for_these_sources():
+    spec = Spec("squat", "solo12", "ilqr")
+    _stamp(spec).unlink(missing_ok=True)
+    assert not is_warm(spec)
+    mark_warm(spec)
+    assert is_warm(spec)
+    assert not is_warm(Spec("squat", "anymal", "ilqr")) or _stamp(Spec("squat", "anymal", "ilqr")).exists()
+    _stamp(spec).unlink()
+
+
+def test_warm_up_compiles_in_worker_processes_and_skips_what_is_done():
+    spec = Spec("squat", "solo12", "fddp")
+    out = io.StringIO()
+    report = warm_up([spec], workers=2, stream=out, force=True)
+    label = "squat --robot solo12"
+    assert report.errors == {}
+    assert report.seconds[label] is not None and report.seconds[label] > 0
+    assert label in out.getvalue() and "fddp" in out.getvalue()
+    assert is_warm(spec)
+    again = warm_up([spec], workers=2, stream=io.StringIO())
+    assert again.seconds[label] == 0.0  # skipped: the stamp says it is compiled
+
+
+def test_warmup_command_rejects_bad_arguments(capsys):
+    assert main(["warmup", "no_such_problem"]) == 2
+    assert "unknown problem 'no_such_problem'" in capsys.readouterr().err
+    assert main(["warmup", "squat", "--workers", "0"]) == 2
+    assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the worker runs beside the command on a second core")
+def test_first_solve_compiles_with_a_worker_then_runs_warm(capsys):
+    spec = Spec("squat", "solo12", "fddp")
+    _stamp(spec).unlink(missing_ok=True)
+    assert main(["solve", "squat", "--robot", "solo12", "--quiet"]) == 0
+    first = capsys.readouterr()
+    assert "compiling kernels, first run only, on two cores" in first.err
+    assert "converged" in first.out
+    assert is_warm(spec)
+    assert main(["solve", "squat", "--robot", "solo12", "--quiet"]) == 0
+    assert "compiling kernels" not in capsys.readouterr().err
