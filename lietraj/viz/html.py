@@ -33,7 +33,8 @@ import umsgpack
 
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.state import Trajectory
-from lietraj.viz.meshcat_scene import VIEWER_DIST, RobotViewer, viewer_page
+from lietraj.viz.page import VIEWER_DIST, viewer_page
+from lietraj.viz.scene import RobotViewer
 
 REPLAY_SCRIPT = r"""
 async function lietrajInflate(b64) {
