@@ -7,11 +7,12 @@
     html     self-contained HTML export and headless-Chromium screenshots
     plots    matplotlib plots of a solution (convergence, joints, CoM and feet, contact forces)
 
-Importing ``lietraj.viz`` loads meshcat and matplotlib (about a second); ``lietraj`` itself never imports it.
+Importing ``lietraj.viz`` loads matplotlib, not meshcat (which imports IPython, zmq and PIL): ``RobotViewer``
+is imported on first use, and ``export_html`` imports it when it builds its scene. ``lietraj`` itself never
+imports ``lietraj.viz``.
 """
 
 from lietraj.viz.html import HeadlessChromium, export_html, save_html, screenshot
-from lietraj.viz.scene import RobotViewer
 from lietraj.viz.plots import (
     contact_force_series,
     plot_com_and_feet,
@@ -26,3 +27,10 @@ __all__ = ["HeadlessChromium", "RobotViewer", "contact_force_series", "export_ht
            "plot_contact_forces", "plot_convergence", "plot_joints", "save_html", "save_summary", "screenshot",
            "summary_figure"]
 
+
+def __getattr__(name: str):
+    if name == "RobotViewer":
+        from lietraj.viz.scene import RobotViewer
+
+        return RobotViewer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

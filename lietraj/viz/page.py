@@ -10,11 +10,11 @@ of meshcat's ``main.min.js``, which the page loads from the live server or embed
 from __future__ import annotations
 
 import html
+import importlib.util
 from pathlib import Path
 
-import meshcat
-
-VIEWER_DIST = Path(meshcat.viewer_assets_path()) / "dist"
+# Found without importing meshcat, whose package imports IPython, zmq and PIL (meshcat.viewer_assets_path()).
+VIEWER_DIST = Path(importlib.util.find_spec("meshcat").origin).parent / "viewer" / "dist"
 
 VIEWER_SCRIPT = r"""
 "use strict";

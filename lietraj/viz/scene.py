@@ -28,6 +28,9 @@ Every change goes through one scene state (the latest command per node and kind)
 to browsers that connect late and ``lietraj.viz.html`` writes into a self-contained page. Besides meshcat's own
 commands, the state holds one of ours, ``SetCamera`` (``lietraj_camera``), which the page script of
 ``lietraj.viz.page`` handles.
+
+This module imports meshcat (which imports IPython, zmq and PIL): ``lietraj.viz`` loads it only when a scene is
+built.
 """
 
 from __future__ import annotations
