@@ -7,7 +7,7 @@
     html     self-contained HTML export and headless-Chromium screenshots
     plots    matplotlib plots of a solution (convergence, joints, CoM and feet, contact forces)
 
-Importing ``lietraj.viz`` loads matplotlib, not meshcat (which imports IPython, zmq and PIL): ``RobotViewer``
+Importing ``lietraj.viz`` loads matplotlib, not meshcat (which imports IPython and zmq): ``RobotViewer``
 is imported on first use, and ``export_html`` imports it when it builds its scene. ``lietraj`` itself never
 imports ``lietraj.viz``.
 """
@@ -29,6 +29,7 @@ __all__ = ["HeadlessChromium", "RobotViewer", "contact_force_series", "export_ht
 
 
 def __getattr__(name: str):
+    """``RobotViewer`` imported on first use: its module imports meshcat."""
     if name == "RobotViewer":
         from lietraj.viz.scene import RobotViewer
 

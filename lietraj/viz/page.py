@@ -13,7 +13,7 @@ import html
 import importlib.util
 from pathlib import Path
 
-# Found without importing meshcat, whose package imports IPython, zmq and PIL (meshcat.viewer_assets_path()).
+# Found without importing meshcat, whose package imports IPython and zmq (meshcat.viewer_assets_path()).
 VIEWER_DIST = Path(importlib.util.find_spec("meshcat").origin).parent / "viewer" / "dist"
 
 VIEWER_SCRIPT = r"""

@@ -29,7 +29,7 @@ to browsers that connect late and ``lietraj.viz.html`` writes into a self-contai
 commands, the state holds one of ours, ``SetCamera`` (``lietraj_camera``), which the page script of
 ``lietraj.viz.page`` handles.
 
-This module imports meshcat (which imports IPython, zmq and PIL): ``lietraj.viz`` loads it only when a scene is
+This module imports meshcat (which imports IPython and zmq): ``lietraj.viz`` loads it only when a scene is
 built.
 """
 
