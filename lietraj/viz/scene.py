@@ -236,13 +236,14 @@ def _rotations_z_to(d: np.ndarray) -> np.ndarray:
     return R
 
 
-def _clip(frames: int, position=None, quaternion=None, scale=None, fps: float = 30.0) -> AnimationClip:
-    """A meshcat clip with one key per frame ``0..frames-1`` for each given (frames, k) value array."""
+def _clip(knots: int, position=None, quaternion=None, scale=None, fps: float = 30.0) -> AnimationClip:
+    """A meshcat clip with one key per knot ``0..knots-1`` (one animation frame each) for each given (knots, k)
+    value array."""
     tracks = {}
     for name, jstype, values in (("position", "vector3", position), ("quaternion", "quaternion", quaternion),
                                  ("scale", "vector3", scale)):
         if values is not None:
-            tracks[name] = AnimationTrack(name, jstype, list(range(frames)), np.asarray(values, float).tolist())
+            tracks[name] = AnimationTrack(name, jstype, list(range(knots)), np.asarray(values, float).tolist())
     return AnimationClip(tracks=tracks, fps=fps)
 
 
@@ -388,15 +389,15 @@ class RobotViewer:
     def _origins(self, x: State | Trajectory, placements: np.ndarray) -> np.ndarray:
         """World origins (M, 3) of the bodies and of all frames (links, joints, feet, tools) at ``x``, knot by
         knot for a trajectory."""
-        frames = frame_placements(self.model, x)[..., :3, 3]
-        return np.concatenate([placements[..., :3, 3], frames], axis=-2).reshape(-1, 3)
+        frame_origins = frame_placements(self.model, x)[..., :3, 3]
+        return np.concatenate([placements[..., :3, 3], frame_origins], axis=-2).reshape(-1, 3)
 
     @staticmethod
     def _robot_size(origins: np.ndarray) -> float:
         """A length scale of the robot (m): the spread of its frame origins, at least 0.3 m."""
         return max(float(np.max(origins.max(axis=0) - origins.min(axis=0))), 0.3)
 
-    def _frame(self, points: np.ndarray) -> None:
+    def _aim_camera(self, points: np.ndarray) -> None:
         """Aim the camera at ``points`` unless it has been aimed already (a browser's view is not reset at
         every iterate of a solve)."""
         if ("", "camera") not in self._state:
@@ -406,7 +407,7 @@ class RobotViewer:
 
     def set_camera(self, position, target) -> None:
         """Put the camera at world ``position`` looking at world ``target`` (z up). Otherwise the first
-        ``display`` or ``animate`` frames what it draws, and later ones keep the camera where it is."""
+        ``display`` or ``animate`` aims it at what it draws, and later ones keep the camera where it is."""
         position = _check_points("position", position, (3,), "set_camera")
         target = _check_points("target", target, (3,), "set_camera")
         if np.allclose(position, target):
@@ -425,7 +426,7 @@ class RobotViewer:
         self._send(SetAnimation(Animation(), play=False))
         self._set_bodies(placements)
         self._draw_targets(targets, 0.03 * self._robot_size(origins))
-        self._frame(np.vstack([origins, *(p[None] for p in targets.values())]))
+        self._aim_camera(np.vstack([origins, *(p[None] for p in targets.values())]))
 
     def animate(self, xs: Trajectory, dt: float, *, ghosts: Sequence[int] = (), com: bool = False,
                 contact_points=None, contact_forces=None, force_scale: float | None = None,
@@ -512,7 +513,7 @@ class RobotViewer:
 
         self._draw_targets(targets, 0.03 * robot_size)
         points += [p[None] for p in targets.values()]
-        self._frame(np.vstack(points))
+        self._aim_camera(np.vstack(points))
         self._send(SetAnimation(Animation(clips=clips), play=True, repetitions=math.inf if loop else 1))
 
     def solver_callback(self, dt: float, min_interval: float = 0.2, **extras) -> Callable[[object], None]:
