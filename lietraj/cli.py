@@ -101,7 +101,7 @@ def _solve(args: argparse.Namespace) -> int:
     print(f"  {example.problem}, dt = {example.dt:g} s")
     viewer, callback = None, None
     if args.view:
-        from lietraj.viz.meshcat_scene import RobotViewer  # meshcat loads only when a view is asked for
+        from lietraj.viz.scene import RobotViewer  # meshcat loads only when a view is asked for
 
         viewer = RobotViewer(example.model)
         print(f"viewer: {viewer.serve(open_browser=True)}")

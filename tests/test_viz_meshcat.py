@@ -35,13 +35,8 @@ from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.urdf import load_urdf
 from lietraj.problems import make_problem
 from lietraj.viz.html import HeadlessChromium, export_html, find_chromium, save_html
-from lietraj.viz.meshcat_scene import (
-    RobotViewer,
-    SetCamera,
-    embed_dae_images,
-    quaternions_xyzw,
-    uniform_dae,
-)
+from lietraj.viz.meshes import embed_dae_images, uniform_dae
+from lietraj.viz.scene import RobotViewer, SetCamera, quaternions_xyzw
 from pin_oracle import pin_model
 from conftest import relative_error
 

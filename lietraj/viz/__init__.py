@@ -1,12 +1,18 @@
-"""Visualization: Meshcat scenes and animations of a robot (``meshcat_scene``: live in the browser, updated while a
-solver iterates), self-contained HTML export and headless screenshots (``html``), and matplotlib plots of a solution
-(``plots``).
+"""Visualization: Meshcat scenes of a robot, live or exported to HTML, and matplotlib plots of a solution.
 
-Importing ``lietraj.viz`` loads meshcat and matplotlib (about a second); ``lietraj`` itself never imports it.
+    scene    RobotViewer: the Meshcat scene of a robot, its animations and their extras
+    meshes   the robot's mesh files (STL, DAE, OBJ), read and repaired for three.js
+    server   the live viewer on 127.0.0.1, updated while a solver iterates
+    page     the browser page of meshcat's viewer and lietraj's script, for the server and the export
+    html     self-contained HTML export and headless-Chromium screenshots
+    plots    matplotlib plots of a solution (convergence, joints, CoM and feet, contact forces)
+
+Importing ``lietraj.viz`` loads matplotlib, not meshcat (which imports IPython and zmq): ``RobotViewer``
+is imported on first use, and ``export_html`` imports it when it builds its scene. ``lietraj`` itself never
+imports ``lietraj.viz``.
 """
 
 from lietraj.viz.html import HeadlessChromium, export_html, save_html, screenshot
-from lietraj.viz.meshcat_scene import RobotViewer
 from lietraj.viz.plots import (
     contact_force_series,
     plot_com_and_feet,
@@ -20,3 +26,12 @@ from lietraj.viz.plots import (
 __all__ = ["HeadlessChromium", "RobotViewer", "contact_force_series", "export_html", "plot_com_and_feet",
            "plot_contact_forces", "plot_convergence", "plot_joints", "save_html", "save_summary", "screenshot",
            "summary_figure"]
+
+
+def __getattr__(name: str):
+    """``RobotViewer`` imported on first use: its module imports meshcat."""
+    if name == "RobotViewer":
+        from lietraj.viz.scene import RobotViewer
+
+        return RobotViewer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

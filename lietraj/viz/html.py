@@ -26,6 +26,7 @@ import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tornado.websocket
@@ -33,7 +34,10 @@ import umsgpack
 
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.state import Trajectory
-from lietraj.viz.meshcat_scene import VIEWER_DIST, RobotViewer, viewer_page
+from lietraj.viz.page import VIEWER_DIST, viewer_page
+
+if TYPE_CHECKING:
+    from lietraj.viz.scene import RobotViewer
 
 REPLAY_SCRIPT = r"""
 async function lietrajInflate(b64) {
@@ -118,6 +122,8 @@ def export_html(model: RobotModel, xs: Trajectory, dt: float, path: str | os.Pat
                 loop: bool = True) -> Path:
     """Write the animation of ``xs`` (knots ``dt`` seconds apart) to one self-contained HTML page at ``path``;
     the keyword extras are those of ``RobotViewer.animate``. Returns the path."""
+    from lietraj.viz.scene import RobotViewer  # meshcat loads only when a scene is built
+
     viewer = RobotViewer(model)
     viewer.animate(xs, dt, ghosts=ghosts, com=com, contact_points=contact_points, contact_forces=contact_forces,
                    force_scale=force_scale, targets=targets, loop=loop)

@@ -1,5 +1,8 @@
-"""Meshcat scene of a robot: its URDF visuals placed by forward kinematics, animations of trajectories, and a
-live viewer on a loopback-only server.
+"""Meshcat scene of a robot: its URDF visuals placed by forward kinematics, and animations of trajectories.
+
+``RobotViewer`` records the scene, draws a trajectory's extras (ghosts, centre of mass, contact forces,
+targets), serves it live (``lietraj.viz.server``) and redraws a solver's iterates; ``lietraj.viz.html`` writes it
+to a page.
 
 The scene is a tree of meshcat nodes under ``/meshcat/<model name>``::
 
@@ -9,7 +12,7 @@ The scene is a tree of meshcat nodes under ``/meshcat/<model name>``::
     robot/world/<visual>    visuals of links fixed in the world (a fixed base's base link)
     ghosts/<k>/...          translucent copies of the robot at knot k
     com/line, com/marker    the centre-of-mass path and a sphere following it
-    forces/<c>/shaft|head   one arrow per contact, from the contact point along the world force
+    forces/<i>/shaft|head   one arrow per contact i, from the contact point along the world force
     targets/<name>          small spheres at world points
 
 so that showing a state sets ``nb`` transforms and an animation has one position and one quaternion track per
@@ -17,42 +20,31 @@ body. Poses are 4x4 world matrices (DESIGN.md); three.js wants them column major
 ``(x, y, z, w)``. Meshcat primitives follow three.js, whose cylinders lie along y: a URDF cylinder (along z)
 gets the rotation ``Rx(+90°)`` (y -> z) in its object matrix.
 
-Meshes go to the browser as meshcat sends them (STL bytes, DAE and OBJ text) and are parsed there by three.js.
 A mesh keeps its file's own materials (DAE colours and textures, OBJ + MTL) when the URDF gives no colour;
-otherwise, and for STL, it is drawn in the URDF colour (``DEFAULT_RGBA`` without one). Two DAE adjustments
-keep three.js loading every file of example-robot-data: ``uniform_dae`` (meshcat merges a DAE's surfaces, and
-three.js refuses surfaces with and without texture coordinates together) and ``embed_dae_images`` (textures
-inlined, so that a page never fetches a file).
+otherwise, and for STL, it is drawn in the URDF colour (``DEFAULT_RGBA`` without one); ``lietraj.viz.meshes``
+reads and repairs the files.
 
 Every change goes through one scene state (the latest command per node and kind), which a live server replays
 to browsers that connect late and ``lietraj.viz.html`` writes into a self-contained page. Besides meshcat's own
-commands, the state holds one of ours, ``lietraj_camera`` (camera position and target, world frame), which the
-page script in ``VIEWER_SCRIPT`` handles: meshcat's stock camera orbits the world origin in a y-up frame,
-which frames a standing robot badly.
+commands, the state holds one of ours, ``SetCamera`` (``lietraj_camera``), which the page script of
+``lietraj.viz.page`` handles.
+
+This module imports meshcat (which imports IPython and zmq): ``lietraj.viz`` loads it only when a scene is
+built.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import html
+import itertools
 import math
 import operator
-import os
-import re
 import threading
 import time
 import webbrowser
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path as FilePath
 
-import meshcat
 import meshcat.geometry as mg
 import numpy as np
-import tornado.httpserver
-import tornado.netutil
-import tornado.web
-import tornado.websocket
 import umsgpack
 from meshcat.animation import Animation, AnimationClip, AnimationTrack
 from meshcat.commands import Delete, SetAnimation, SetObject, SetTransform
@@ -60,39 +52,40 @@ from meshcat.path import Path
 
 from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
 from lietraj.dynamics.kinematics.kinematics import body_placements, frame_placements
-from lietraj.dynamics.model.model import RobotModel, Visual
 from lietraj.dynamics.lie.state import State, Trajectory
+from lietraj.dynamics.model.model import RobotModel, Visual
+from lietraj.viz.meshes import MeshFiles, mesh_payload, mtl_library
+from lietraj.viz.server import LiveServer
 
-VIEWER_DIST = FilePath(meshcat.viewer_assets_path()) / "dist"
-MESH_FORMATS = {".stl": "stl", ".dae": "dae", ".obj": "obj"}
 DEFAULT_RGBA = (0.7, 0.7, 0.72, 1.0)
 GHOST_COLOR, GHOST_OPACITY = 0x4f86d9, 0.3
 COM_COLOR, FORCE_COLOR, TARGET_COLOR = 0xff8c00, 0xd62728, 0x2ca02c
 CAMERA_FOV = 75.0  # meshcat's default perspective camera (degrees, vertical)
-_UINT8_EXT = 0x12  # msgpack extension code meshcat's JavaScript decodes as a Uint8Array
 _RX90 = np.array([[1.0, 0, 0, 0], [0, 0, -1, 0], [0, 1, 0, 0], [0, 0, 0, 1]])  # three.js y axis -> URDF z axis
 
 
 def color_int(rgb) -> int:
     """``0xRRGGBB`` of a colour with components in [0, 1]."""
-    r, g, b = (int(round(255 * min(max(float(c), 0.0), 1.0))) for c in rgb[:3])
-    return (r << 16) | (g << 8) | b
+    red, green, blue = (int(round(255 * min(max(float(level), 0.0), 1.0))) for level in rgb[:3])
+    return (red << 16) | (green << 8) | blue
 
 
 def quaternions_xyzw(R: np.ndarray) -> np.ndarray:
     """Unit quaternions ``(x, y, z, w)`` (..., 4) of rotation matrices (..., 3, 3) (Shepperd's method: the
-    largest of ``w, x, y, z`` is taken from the diagonal, the others from off-diagonal sums)."""
+    largest of ``w, x, y, z`` is taken from the diagonal, the others from off-diagonal sums; ``wx`` is ``4 w x``,
+    and so on, and ``s`` four times the largest)."""
     m = np.asarray(R, dtype=float)
     m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
-    a, b = m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0]
-    c, d = m[..., 1, 0] - m[..., 0, 1], m[..., 0, 1] + m[..., 1, 0]
-    e, f = m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1]
+    wx, wy = m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0]
+    wz, xy = m[..., 1, 0] - m[..., 0, 1], m[..., 0, 1] + m[..., 1, 0]
+    xz, yz = m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1]
     big = np.stack([m00 + m11 + m22, m00, m11, m22], axis=-1).argmax(axis=-1)[..., None]
     s = 2.0 * np.sqrt(np.maximum(1.0 + np.stack([m00 + m11 + m22, m00 - m11 - m22, -m00 + m11 - m22,
                                                  -m00 - m11 + m22], axis=-1), 1e-300))
     s = np.take_along_axis(s, big, axis=-1)[..., 0]
-    cases = np.stack([np.stack([a / s, b / s, c / s, s / 4], -1), np.stack([s / 4, d / s, e / s, a / s], -1),
-                      np.stack([d / s, s / 4, f / s, b / s], -1), np.stack([e / s, f / s, s / 4, c / s], -1)], -2)
+    cases = np.stack([np.stack([wx / s, wy / s, wz / s, s / 4], -1), np.stack([s / 4, xy / s, xz / s, wx / s], -1),
+                      np.stack([xy / s, s / 4, yz / s, wy / s], -1), np.stack([xz / s, yz / s, s / 4, wz / s], -1)],
+                     -2)
     q = np.take_along_axis(cases, big[..., None], axis=-2)[..., 0, :]
     return q / np.linalg.norm(q, axis=-1, keepdims=True)
 
@@ -108,6 +101,11 @@ def _continuous(q: np.ndarray) -> np.ndarray:
 def _node_name(name: str) -> str:
     """A meshcat path component: meshcat splits paths at '/'."""
     return name.replace("/", "_") or "_"
+
+
+def _path(path: str) -> Path:
+    """The meshcat path of the node at ``path`` ("/meshcat/...")."""
+    return Path(tuple(part for part in path.split("/") if part))
 
 
 def _matrix_list(T: np.ndarray) -> list[float]:
@@ -134,148 +132,67 @@ class _Mesh(mg.Mesh):
         self.matrix = matrix
 
     def lower(self):
-        data = super().lower()
-        data["object"]["matrix"] = _matrix_list(self.matrix)
-        return data
+        record = super().lower()
+        record["object"]["matrix"] = _matrix_list(self.matrix)
+        return record
 
 
 class _MeshFileObject(mg.Object):
     """A mesh file drawn with its own materials (meshcat's ``_meshfile_object``): DAE colours and textures (its
     images inlined), OBJ with its MTL library ``mtl``."""
 
-    def __init__(self, data, mesh_format: str, matrix: np.ndarray, mtl: str | None):
+    def __init__(self, payload, mesh_format: str, matrix: np.ndarray, mtl: str | None):
         mg.SceneElement.__init__(self)
-        self.data, self.format, self.matrix, self.mtl = data, mesh_format, matrix, mtl
+        self.payload, self.mesh_format, self.matrix, self.mtl = payload, mesh_format, matrix, mtl
 
     def lower(self):
-        obj = {"uuid": self.uuid, "type": "_meshfile_object", "format": self.format, "data": self.data,
-               "resources": {}, "matrix": _matrix_list(self.matrix)}
+        record = {"uuid": self.uuid, "type": "_meshfile_object", "format": self.mesh_format, "data": self.payload,
+                  "resources": {}, "matrix": _matrix_list(self.matrix)}
         if self.mtl is not None:
-            obj["mtl_library"] = self.mtl
-        return {"metadata": {"version": 4.5, "type": "Object"}, "geometries": [], "materials": [], "object": obj}
+            record["mtl_library"] = self.mtl
+        return {"metadata": {"version": 4.5, "type": "Object"}, "geometries": [], "materials": [], "object": record}
 
 
 class SetCamera:
     """Our camera command (``lietraj_camera``): world ``position`` and ``target`` of meshcat's default camera,
-    z up. The page script (``VIEWER_SCRIPT``) applies it; meshcat itself has no such command."""
+    z up. The page script (``lietraj.viz.page.VIEWER_SCRIPT``) applies it; meshcat itself has no such command."""
 
     def __init__(self, position, target):
-        self.position = [float(c) for c in position]
-        self.target = [float(c) for c in target]
+        self.position = [float(coordinate) for coordinate in position]
+        self.target = [float(coordinate) for coordinate in target]
 
     def lower(self):
         return {"type": "lietraj_camera", "path": "", "position": self.position, "target": self.target}
 
 
-class _MeshFiles:
-    """The bytes of the mesh files of a model, read once, with the format their extension says."""
-
-    def __init__(self):
-        self._data: dict[str, bytes] = {}
-
-    def read(self, visual: Visual, model_name: str) -> tuple[bytes, str]:
-        filename = visual.filename or ""
-        ext = os.path.splitext(filename)[1].lower()
-        if ext not in MESH_FORMATS:
-            raise ValueError(f"{model_name}: visual {visual.name!r} has a mesh {filename!r} of unknown format "
-                             f"(known: {', '.join(sorted(MESH_FORMATS))})")
-        if filename not in self._data:
-            if not os.path.isfile(filename):
-                raise ValueError(f"{model_name}: the mesh file {filename!r} of visual {visual.name!r} does not exist")
-            self._data[filename] = FilePath(filename).read_bytes()
-        return self._data[filename], MESH_FORMATS[ext]
-
-
-_DAE_MESH = re.compile(r"<mesh\b.*?</mesh>", re.S)
-_DAE_VERTICES = re.compile(r"<vertices\b.*?</vertices>", re.S)
-_DAE_SURFACES = re.compile(r"<(?:triangles|polylist|polygons|trifans|tristrips)\b(.*?)<p>", re.S)
-_DAE_SEMANTIC = re.compile(r'<input\b[^>]*\bsemantic="(\w+)"')
-
-
-def uniform_dae(text: str) -> str:
-    """A DAE whose surfaces all give three.js the same vertex attributes. meshcat merges the surfaces of a DAE
-    into one geometry, which three.js refuses when some have texture coordinates and others not; there the
-    TEXCOORD inputs are renamed to a semantic the loader ignores (their offsets stay, so do the index strides)."""
-    kinds = set()
-    for mesh in _DAE_MESH.findall(text):
-        vertices = _DAE_VERTICES.search(mesh)
-        shared = set(_DAE_SEMANTIC.findall(vertices.group(0))) - {"POSITION"} if vertices else set()
-        for head in _DAE_SURFACES.findall(mesh):
-            kinds.add(frozenset(shared | set(_DAE_SEMANTIC.findall(head)) - {"VERTEX"}))
-    if len({k - {"TEXCOORD"} for k in kinds}) == len(kinds):
-        return text
-    return text.replace('semantic="TEXCOORD"', 'semantic="LIETRAJ_UNUSED_TEXCOORD"')
-
-
-# A 1x1 grey PNG: what a DAE's texture images become where they are not drawn or not found.
-_BLANK_PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGNYsGABAAPEAeGUtBWxAAAAAElFTkSuQmCC"
-_IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
-_DAE_IMAGE = re.compile(r"<init_from>\s*([^<\s]+?\.(?:png|jpe?g|tga|bmp|gif|tiff?))\s*</init_from>", re.I)
-
-
-def embed_dae_images(text: str, folder: str | None) -> str:
-    """The DAE with its texture images inlined as data URIs: read from ``folder`` (where the DAE is), or
-    ``_BLANK_PNG`` when missing or when ``folder`` is None (meshes drawn in one colour). A page then never
-    fetches a file: a file:// fetch is refused (and can stall headless Chromium), over http it would hit the
-    viewer's server."""
-    def inline(match: re.Match) -> str:
-        name = match.group(1)
-        path = None if folder is None else os.path.join(folder, name)
-        kind = _IMAGE_TYPES.get(os.path.splitext(name)[1].lower())
-        if path is None or kind is None or not os.path.isfile(path):
-            return f"<init_from>{_BLANK_PNG}</init_from>"
-        return f"<init_from>data:{kind};base64,{base64.b64encode(FilePath(path).read_bytes()).decode('ascii')}</init_from>"
-
-    return _DAE_IMAGE.sub(inline, text)
-
-
-def _mesh_payload(data: bytes, mesh_format: str, filename: str, textured: bool):
-    """Mesh file contents as meshcat sends them: STL as a Uint8Array, DAE and OBJ as text (a DAE with uniform
-    surfaces and inline images, the real ones when ``textured``)."""
-    if mesh_format == "stl":
-        return umsgpack.Ext(_UINT8_EXT, data)
-    text = data.decode("utf-8", errors="replace")
-    if mesh_format == "dae":
-        text = embed_dae_images(uniform_dae(text), os.path.dirname(filename) if textured else None)
-    return text
-
-
-def _mtl_library(filename: str, text: str) -> str | None:
-    """The MTL library an OBJ names (``mtllib``), if it exists beside it."""
-    folder = os.path.dirname(filename)
-    for name in re.findall(r"^mtllib\s+(\S+)", text, re.MULTILINE):
-        if os.path.isfile(os.path.join(folder, name)):
-            return FilePath(folder, name).read_text(errors="replace")
-    return None
-
-
-def _visual_object(visual: Visual, files: _MeshFiles, model_name: str, ghost: bool = False) -> mg.Object:
+def _visual_object(visual: Visual, files: MeshFiles, model_name: str, ghost: bool = False) -> mg.Object:
     """The meshcat object of one visual, in the visual's own frame. A mesh without a URDF colour keeps the
     materials of its file (DAE, OBJ) or gets ``DEFAULT_RGBA`` (STL); ghosts get one translucent colour."""
-    rgba = DEFAULT_RGBA if visual.rgba is None else tuple(float(c) for c in visual.rgba)
+    rgba = DEFAULT_RGBA if visual.rgba is None else tuple(float(level) for level in visual.rgba)
     if ghost:
         material = mg.MeshPhongMaterial(color=GHOST_COLOR, opacity=GHOST_OPACITY, transparent=True, depthWrite=False)
     else:
         material = mg.MeshPhongMaterial(color=color_int(rgba), opacity=rgba[3], transparent=rgba[3] < 1.0)
     matrix = np.eye(4)
     if visual.shape == "mesh":
-        data, fmt = files.read(visual, model_name)
+        contents, mesh_format = files.read(visual, model_name)
         scale = np.ones(3) if visual.scale is None else np.asarray(visual.scale, dtype=float)
         matrix[:3, :3] = np.diag(scale)
-        if visual.rgba is None and fmt != "stl" and not ghost:
-            payload = _mesh_payload(data, fmt, visual.filename, textured=True)
-            return _MeshFileObject(payload, fmt, matrix, _mtl_library(visual.filename, payload) if fmt == "obj" else None)
-        payload = _mesh_payload(data, fmt, visual.filename, textured=False)
-        geometry = _Geometry({"type": "_meshfile_geometry", "format": fmt, "data": payload})
+        if visual.rgba is None and mesh_format != "stl" and not ghost:
+            payload = mesh_payload(contents, mesh_format, visual.filename, textured=True)
+            mtl = mtl_library(visual.filename, payload) if mesh_format == "obj" else None
+            return _MeshFileObject(payload, mesh_format, matrix, mtl)
+        payload = mesh_payload(contents, mesh_format, visual.filename, textured=False)
+        geometry = _Geometry({"type": "_meshfile_geometry", "format": mesh_format, "data": payload})
     elif visual.shape == "box":
-        x, y, z = (float(c) for c in visual.size)
-        geometry = _Geometry({"type": "BoxGeometry", "width": x, "height": y, "depth": z})
+        size_x, size_y, size_z = (float(side) for side in visual.size)
+        geometry = _Geometry({"type": "BoxGeometry", "width": size_x, "height": size_y, "depth": size_z})
     elif visual.shape == "sphere":
         geometry = _Geometry({"type": "SphereGeometry", "radius": float(visual.radius), "widthSegments": 24,
                               "heightSegments": 16})
     elif visual.shape == "cylinder":
-        r = float(visual.radius)
-        geometry = _Geometry({"type": "CylinderGeometry", "radiusTop": r, "radiusBottom": r,
+        radius = float(visual.radius)
+        geometry = _Geometry({"type": "CylinderGeometry", "radiusTop": radius, "radiusBottom": radius,
                               "height": float(visual.length), "radialSegments": 32})
         matrix = _RX90
     else:
@@ -283,10 +200,10 @@ def _visual_object(visual: Visual, files: _MeshFiles, model_name: str, ghost: bo
     return _Mesh(geometry, material, matrix)
 
 
-def _overlay(color: int, material=mg.MeshPhongMaterial) -> mg.Material:
+def _overlay(color: int, material_type=mg.MeshPhongMaterial) -> mg.Material:
     """A material drawn over the robot: contact forces and the CoM are mostly inside it. Transparent objects are
     drawn after the opaque ones, and these ignore the depth buffer."""
-    return material(color=color, opacity=0.95, transparent=True, depthTest=False, depthWrite=False)
+    return material_type(color=color, opacity=0.95, transparent=True, depthTest=False, depthWrite=False)
 
 
 def _arrow_part(length: float, radius_top: float, radius_bottom: float, color: int) -> _Mesh:
@@ -304,28 +221,29 @@ def _sphere(radius: float, material: mg.Material) -> _Mesh:
 
 
 def _rotations_z_to(d: np.ndarray) -> np.ndarray:
-    """Rotations (..., 3, 3) taking +z onto the unit vectors ``d`` (..., 3) (identity where ``d`` is ~0)."""
+    """Rotations (..., 3, 3) taking +z onto the directions of ``d`` (..., 3) (identity where ``d`` is ~0)."""
     n = np.linalg.norm(d, axis=-1, keepdims=True)
     u = np.where(n > 1e-12, d / np.maximum(n, 1e-300), [0.0, 0.0, 1.0])
-    # Rodrigues about z x u; the antipodal case is the half turn about x.
-    x, y, c = u[..., 0], u[..., 1], u[..., 2]
-    k = np.where(c > -1.0 + 1e-12, 1.0 / (1.0 + np.maximum(c, -1.0 + 1e-12)), 0.0)
+    # Rodrigues about z x u (cosine uz, h = 1 / (1 + uz)); the antipodal case is the half turn about x.
+    ux, uy, uz = u[..., 0], u[..., 1], u[..., 2]
+    h = np.where(uz > -1.0 + 1e-12, 1.0 / (1.0 + np.maximum(uz, -1.0 + 1e-12)), 0.0)
     R = np.empty(u.shape[:-1] + (3, 3))
-    R[..., 0, 0], R[..., 0, 1], R[..., 0, 2] = 1.0 - k * x * x, -k * x * y, x
-    R[..., 1, 0], R[..., 1, 1], R[..., 1, 2] = -k * x * y, 1.0 - k * y * y, y
-    R[..., 2, 0], R[..., 2, 1], R[..., 2, 2] = -x, -y, c
-    flip = c <= -1.0 + 1e-12
+    R[..., 0, 0], R[..., 0, 1], R[..., 0, 2] = 1.0 - h * ux * ux, -h * ux * uy, ux
+    R[..., 1, 0], R[..., 1, 1], R[..., 1, 2] = -h * ux * uy, 1.0 - h * uy * uy, uy
+    R[..., 2, 0], R[..., 2, 1], R[..., 2, 2] = -ux, -uy, uz
+    flip = uz <= -1.0 + 1e-12
     R[flip] = np.diag([1.0, -1.0, -1.0])
     return R
 
 
-def _clip(frames: int, position=None, quaternion=None, scale=None, fps: float = 30.0) -> AnimationClip:
-    """A meshcat clip with one key per frame ``0..frames-1`` for each given (frames, k) value array."""
+def _clip(knots: int, position=None, quaternion=None, scale=None, fps: float = 30.0) -> AnimationClip:
+    """A meshcat clip with one key per knot ``0..knots-1`` (one animation frame each) for each given (knots, k)
+    value array."""
     tracks = {}
     for name, jstype, values in (("position", "vector3", position), ("quaternion", "quaternion", quaternion),
                                  ("scale", "vector3", scale)):
         if values is not None:
-            tracks[name] = AnimationTrack(name, jstype, list(range(frames)), np.asarray(values, float).tolist())
+            tracks[name] = AnimationTrack(name, jstype, list(range(knots)), np.asarray(values, float).tolist())
     return AnimationClip(tracks=tracks, fps=fps)
 
 
@@ -346,9 +264,9 @@ def _check_dt(dt: float, what: str) -> float:
 
 def _check_points(name: str, value, shape: tuple[int | None, ...], what: str) -> np.ndarray:
     a = np.asarray(value, dtype=float)
-    if a.ndim != len(shape) or any(s is not None and s != t for s, t in zip(shape, a.shape)):
-        want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
-        raise ValueError(f"{what}: {name} has shape {a.shape}, expected {want}")
+    if a.ndim != len(shape) or any(want is not None and want != got for want, got in zip(shape, a.shape)):
+        expected = "(" + ", ".join("*" if want is None else str(want) for want in shape) + ")"
+        raise ValueError(f"{what}: {name} has shape {a.shape}, expected {expected}")
     if not np.all(np.isfinite(a)):
         raise ValueError(f"{what}: {name} contains NaN or inf")
     return a
@@ -373,7 +291,7 @@ def camera_framing(points: np.ndarray, azimuth: float = 35.0, elevation: float =
     right = np.cross(-back, [0.0, 0.0, 1.0])
     right /= np.linalg.norm(right)
     up = np.cross(right, -back)
-    corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])]) - target
+    corners = np.array(list(itertools.product(*zip(lo, hi)))) - target
     # A corner at lateral offsets (a, b), c nearer the camera than the target, is in view when
     # max(|a|, |b|) <= tan(fov/2) (d - c).
     lateral = np.maximum(np.abs(corners @ right), np.abs(corners @ up))
@@ -392,17 +310,17 @@ class RobotViewer:
     def __init__(self, model: RobotModel):
         self.model = model
         self.root = f"/meshcat/{_node_name(model.name)}"
-        self.body_paths = tuple(f"{self.root}/robot/{_node_name(b)}" for b in model.body_names)
-        self._files = _MeshFiles()
-        self._visual_paths: list[tuple[int, str]] = []
+        self.body_paths = tuple(f"{self.root}/robot/{_node_name(name)}" for name in model.body_names)
+        self._files = MeshFiles()
+        self._visual_nodes: list[tuple[int, str]] = []
         seen: set[str] = set()
-        for k, v in enumerate(model.visuals):
-            name = _node_name(v.name) if v.name and _node_name(v.name) not in seen else f"visual_{k}"
+        for index, v in enumerate(model.visuals):
+            name = _node_name(v.name) if v.name and _node_name(v.name) not in seen else f"visual_{index}"
             seen.add(name)
-            self._visual_paths.append((v.body, name))
+            self._visual_nodes.append((v.body, name))
         self._state: dict[tuple[str, str], object] = {}
         self._lock = threading.Lock()
-        self._server: _LiveServer | None = None
+        self._server: LiveServer | None = None
         for path, obj, pose in self._robot_objects(f"{self.root}/robot", ghost=False):
             self._send(SetObject(obj, path=_path(path)))
             self._send(SetTransform(pose, _path(path)))
@@ -421,8 +339,8 @@ class RobotViewer:
         with self._lock:
             if isinstance(command, Delete):
                 prefix = command.path.lower()
-                for k in [k for k in self._state if k[0] == prefix or k[0].startswith(prefix + "/")]:
-                    del self._state[k]
+                for key in [key for key in self._state if key[0] == prefix or key[0].startswith(prefix + "/")]:
+                    del self._state[key]
             else:
                 self._state.pop(key, None)  # re-inserted last: replay keeps the order of the latest changes
                 self._state[key] = command
@@ -434,14 +352,15 @@ class RobotViewer:
         transforms and camera as last set, then the animation."""
         with self._lock:
             items = list(self._state.items())
-        return [c for k, c in items if k[1] != "animation"] + [c for k, c in items if k[1] == "animation"]
+        return ([command for key, command in items if key[1] != "animation"]
+                + [command for key, command in items if key[1] == "animation"])
 
     def _robot_objects(self, prefix: str, ghost: bool):
         """``(path, object, pose in the body frame)`` of every visual, under body nodes ``prefix/<body>``; the
         visuals of links fixed in the world (body -1) under ``prefix/world``, which never moves (and which
         ghosts leave out)."""
         names = self.model.body_names
-        for v, (body, name) in zip(self.model.visuals, self._visual_paths):
+        for v, (body, name) in zip(self.model.visuals, self._visual_nodes):
             if body < 0 and ghost:
                 continue
             pose = np.eye(4)
@@ -450,13 +369,13 @@ class RobotViewer:
             yield f"{prefix}/{node}/{name}", _visual_object(v, self._files, self.model.name, ghost=ghost), pose
 
     def _set_bodies(self, placements: np.ndarray, prefix: str | None = None) -> None:
-        paths = self.body_paths if prefix is None else [f"{prefix}/{_node_name(b)}" for b in self.model.body_names]
+        paths = self.body_paths if prefix is None else [f"{prefix}/{_node_name(name)}" for name in self.model.body_names]
         for path, T in zip(paths, placements):
             self._send(SetTransform(T, _path(path)))
 
     def _clear_extras(self) -> None:
         for part in ("ghosts", "com", "forces", "targets"):
-            if any(k[0].startswith(f"{self.root}/{part}/") for k in list(self._state)):
+            if any(key[0].startswith(f"{self.root}/{part}/") for key in list(self._state)):
                 self._send(Delete(_path(f"{self.root}/{part}")))
 
     def _draw_targets(self, targets: dict[str, np.ndarray], radius: float) -> None:
@@ -470,15 +389,15 @@ class RobotViewer:
     def _origins(self, x: State | Trajectory, placements: np.ndarray) -> np.ndarray:
         """World origins (M, 3) of the bodies and of all frames (links, joints, feet, tools) at ``x``, knot by
         knot for a trajectory."""
-        frames = frame_placements(self.model, x)[..., :3, 3]
-        return np.concatenate([placements[..., :3, 3], frames], axis=-2).reshape(-1, 3)
+        frame_origins = frame_placements(self.model, x)[..., :3, 3]
+        return np.concatenate([placements[..., :3, 3], frame_origins], axis=-2).reshape(-1, 3)
 
     @staticmethod
-    def _size(origins: np.ndarray) -> float:
+    def _robot_size(origins: np.ndarray) -> float:
         """A length scale of the robot (m): the spread of its frame origins, at least 0.3 m."""
         return max(float(np.max(origins.max(axis=0) - origins.min(axis=0))), 0.3)
 
-    def _frame(self, points: np.ndarray) -> None:
+    def _aim_camera(self, points: np.ndarray) -> None:
         """Aim the camera at ``points`` unless it has been aimed already (a browser's view is not reset at
         every iterate of a solve)."""
         if ("", "camera") not in self._state:
@@ -488,7 +407,7 @@ class RobotViewer:
 
     def set_camera(self, position, target) -> None:
         """Put the camera at world ``position`` looking at world ``target`` (z up). Otherwise the first
-        ``display`` or ``animate`` frames what it draws, and later ones keep the camera where it is."""
+        ``display`` or ``animate`` aims it at what it draws, and later ones keep the camera where it is."""
         position = _check_points("position", position, (3,), "set_camera")
         target = _check_points("target", target, (3,), "set_camera")
         if np.allclose(position, target):
@@ -506,8 +425,8 @@ class RobotViewer:
         self._clear_extras()
         self._send(SetAnimation(Animation(), play=False))
         self._set_bodies(placements)
-        self._draw_targets(targets, 0.03 * self._size(origins))
-        self._frame(np.vstack([origins, *(p[None] for p in targets.values())]))
+        self._draw_targets(targets, 0.03 * self._robot_size(origins))
+        self._aim_camera(np.vstack([origins, *(p[None] for p in targets.values())]))
 
     def animate(self, xs: Trajectory, dt: float, *, ghosts: Sequence[int] = (), com: bool = False,
                 contact_points=None, contact_forces=None, force_scale: float | None = None,
@@ -524,7 +443,7 @@ class RobotViewer:
         placements = _placements(self.model, xs, what)
         origins = self._origins(xs, placements)
         N = placements.shape[0]
-        size = self._size(origins[:len(origins) // N])  # at the first knot
+        robot_size = self._robot_size(origins[:len(origins) // N])  # at the first knot
         ghost_knots = []
         for k in ghosts:
             k = operator.index(k)
@@ -561,38 +480,40 @@ class RobotViewer:
             self._set_bodies(placements[k], prefix)
 
         if com:
-            c = center_of_mass(self.model, xs)
-            line = mg.Line(mg.PointsGeometry(c.T.astype(np.float32)), _overlay(COM_COLOR, mg.LineBasicMaterial))
+            com_points = center_of_mass(self.model, xs)
+            line = mg.Line(mg.PointsGeometry(com_points.T.astype(np.float32)),
+                           _overlay(COM_COLOR, mg.LineBasicMaterial))
             self._send(SetObject(line, path=_path(f"{self.root}/com/line")))
             marker = _path(f"{self.root}/com/marker")
-            self._send(SetObject(_sphere(0.025 * size, _overlay(COM_COLOR)), path=marker))
+            self._send(SetObject(_sphere(0.025 * robot_size, _overlay(COM_COLOR)), path=marker))
             T = np.eye(4)
-            T[:3, 3] = c[0]
+            T[:3, 3] = com_points[0]
             self._send(SetTransform(T, marker))
-            clips[marker] = _clip(N, position=c, fps=fps)
+            clips[marker] = _clip(N, position=com_points, fps=fps)
 
         if contact_points is not None:
-            scale = force_scale if force_scale is not None else size / (self.model.total_mass *
-                                                                         float(np.linalg.norm(self.model.gravity)))
-            radius, head = 0.008 * size, 0.06 * size
+            metres_per_newton = force_scale if force_scale is not None else robot_size / (
+                self.model.total_mass * float(np.linalg.norm(self.model.gravity)))
+            radius, head_length = 0.008 * robot_size, 0.06 * robot_size
             # Zero forces get a tiny length: three.js inverts the scale for normals.
-            length = np.maximum(scale * np.linalg.norm(F, axis=-1), 1e-6)  # (N, nc)
+            length = np.maximum(metres_per_newton * np.linalg.norm(F, axis=-1), 1e-6)  # (N, nc)
             qf = _continuous(quaternions_xyzw(_rotations_z_to(F)))
             direction = F / np.maximum(np.linalg.norm(F, axis=-1, keepdims=True), 1e-300)
-            for c in range(P.shape[1]):
-                shaft, tip = _path(f"{self.root}/forces/{c}/shaft"), _path(f"{self.root}/forces/{c}/head")
-                self._send(SetObject(_arrow_part(1.0, radius, radius, FORCE_COLOR), path=shaft))
-                self._send(SetObject(_arrow_part(head, 0.0, 2.5 * radius, FORCE_COLOR), path=tip))
-                ones = np.ones(N)
-                clips[shaft] = _clip(N, P[:, c], qf[:, c], np.stack([ones, ones, length[:, c]], -1), fps=fps)
+            ones = np.ones(N)
+            for i in range(P.shape[1]):
+                shaft_path, head_path = _path(f"{self.root}/forces/{i}/shaft"), _path(f"{self.root}/forces/{i}/head")
+                self._send(SetObject(_arrow_part(1.0, radius, radius, FORCE_COLOR), path=shaft_path))
+                self._send(SetObject(_arrow_part(head_length, 0.0, 2.5 * radius, FORCE_COLOR), path=head_path))
+                clips[shaft_path] = _clip(N, P[:, i], qf[:, i], np.stack([ones, ones, length[:, i]], -1), fps=fps)
                 # The head shrinks with short arrows so that a zero force draws nothing.
-                s = np.minimum(1.0, length[:, c] / (2.0 * head))[:, None] * np.ones(3)
-                clips[tip] = _clip(N, P[:, c] + length[:, c, None] * direction[:, c], qf[:, c], s, fps=fps)
+                head_scale = np.minimum(1.0, length[:, i] / (2.0 * head_length))[:, None] * np.ones(3)
+                clips[head_path] = _clip(N, P[:, i] + length[:, i, None] * direction[:, i], qf[:, i], head_scale,
+                                         fps=fps)
             points.append(P.reshape(-1, 3))
 
-        self._draw_targets(targets, 0.03 * size)
+        self._draw_targets(targets, 0.03 * robot_size)
         points += [p[None] for p in targets.values()]
-        self._frame(np.vstack(points))
+        self._aim_camera(np.vstack(points))
         self._send(SetAnimation(Animation(clips=clips), play=True, repetitions=math.inf if loop else 1))
 
     def solver_callback(self, dt: float, min_interval: float = 0.2, **extras) -> Callable[[object], None]:
@@ -617,7 +538,7 @@ class RobotViewer:
         and return its URL; ``open_browser`` opens it in the user's browser. Browsers that connect get the
         current scene, then every change."""
         if self._server is None:
-            self._server = _LiveServer(self._packed_scene, port)
+            self._server = LiveServer(self._scene_messages, port)
         if open_browser:
             webbrowser.open(self._server.url, new=2)
         return self._server.url
@@ -650,170 +571,6 @@ class RobotViewer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _packed_scene(self) -> list[bytes]:
-        return [umsgpack.packb(c.lower()) for c in self.commands()]
-
-
-def _path(path: str) -> Path:
-    return Path(tuple(p for p in path.split("/") if p))
-
-
-class _Socket(tornado.websocket.WebSocketHandler):
-    def initialize(self, server: _LiveServer) -> None:
-        self.server = server
-
-    def open(self) -> None:
-        self.server.join(self)
-
-    def on_close(self) -> None:
-        self.server.clients.discard(self)
-
-
-class _Page(tornado.web.RequestHandler):
-    def initialize(self, page: str) -> None:
-        self.page = page
-
-    def get(self) -> None:
-        self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.set_header("Cache-Control", "no-store")
-        self.write(self.page)
-
-
-class _LiveServer:
-    """Meshcat's page and websocket protocol served by tornado in a background thread, bound to 127.0.0.1:
-    ``/static/`` is the viewer page, ``/`` the websocket that carries msgpack commands."""
-
-    def __init__(self, scene: Callable[[], list[bytes]], port: int | None):
-        self.scene = scene
-        self.clients: set[_Socket] = set()
-        self.connected = threading.Event()
-        self._loop = asyncio.new_event_loop()
-        ports = range(7000, 7100) if port is None else [int(port)]
-        sockets = None
-        for p in ports:
-            try:
-                sockets = tornado.netutil.bind_sockets(p, address="127.0.0.1")
-                break
-            except OSError:
-                continue
-        if sockets is None:
-            raise ValueError(f"serve: no free port on 127.0.0.1 among {ports[0]}..{ports[-1]}")
-        self.address = sockets[0].getsockname()[:2]
-        self.url = f"http://{self.address[0]}:{self.address[1]}/static/"
-        page = viewer_page('<script src="main.min.js"></script>', "lietrajInstall(viewer, null);\nviewer.connect();")
-        app = tornado.web.Application([
-            (r"/static/", _Page, {"page": page}),
-            (r"/static/(main\.min\.js)", tornado.web.StaticFileHandler, {"path": str(VIEWER_DIST)}),
-            (r"/", _Socket, {"server": self}),
-        ], log_function=lambda handler: None)
-        ready = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(self._loop)
-            self._http = tornado.httpserver.HTTPServer(app)
-            self._http.add_sockets(sockets)
-            ready.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="lietraj-meshcat", daemon=True)
-        self._thread.start()
-        ready.wait()
-
-    def join(self, client: _Socket) -> None:
-        for data in self.scene():
-            client.write_message(data, binary=True)
-        self.clients.add(client)
-        self.connected.set()
-
-    def broadcast(self, data: bytes) -> None:
-        def send() -> None:
-            for client in list(self.clients):
-                client.write_message(data, binary=True)
-
-        self._loop.call_soon_threadsafe(send)
-
-    def close(self) -> None:
-        def stop() -> None:
-            self._http.stop()
-            for client in list(self.clients):
-                client.close()
-            self._loop.stop()
-
-        self._loop.call_soon_threadsafe(stop)
-        self._thread.join(timeout=5.0)
-        self._loop.close()
-
-
-VIEWER_SCRIPT = r"""
-"use strict";
-// lietraj's additions to meshcat's viewer: the lietraj_camera command, meshes shared by reference
-// ({lietraj_mesh: key} in place of a mesh file's contents), and #t=SECONDS to show one time of the animation.
-function lietrajSetCamera(viewer, position, target) {
-    // meshcat turns its z-up world into three.js's y-up frame, (x, y, z) -> (x, z, -y), in which the camera
-    // and its orbit controls live; the controls orbit their target, the world origin by default.
-    viewer.camera.position.set(position[0], position[2], -position[1]);
-    viewer.controls.target.set(target[0], target[2], -target[1]);
-    viewer.controls.update();
-    viewer.set_dirty();
-}
-function lietrajResolveMeshes(object, meshes) {
-    const resolve = (record) => {
-        if (record && record.data && record.data.lietraj_mesh !== undefined) {
-            record.data = meshes[record.data.lietraj_mesh];
-        }
-    };
-    (object.geometries || []).forEach(resolve);
-    resolve(object.object);
-}
-function lietrajInstall(viewer, meshes) {
-    const handle = viewer.handle_command.bind(viewer);
-    viewer.handle_command = (cmd) => {
-        if (cmd.type === "lietraj_camera") {
-            lietrajSetCamera(viewer, cmd.position, cmd.target);
-            return;
-        }
-        if (cmd.type === "set_object" && meshes) {
-            lietrajResolveMeshes(cmd.object, meshes);
-        }
-        handle(cmd);
-    };
-}
-function lietrajSeek(t) {
-    viewer.animator.pause();
-    viewer.animator.seek(t);
-}
-function lietrajSeekTime() {
-    const m = /(?:^#|&)t=([0-9.eE+-]+)/.exec(window.location.hash);
-    return m ? parseFloat(m[1]) : null;
-}
-"""
-
-PAGE_TEMPLATE = """<!DOCTYPE html>
-<html>
-<head>
-<meta charset="utf-8">
-<title>@TITLE@</title>
-<style>
-body { margin: 0; overflow: hidden; }
-#meshcat-pane { width: 100vw; height: 100vh; overflow: hidden; }
-</style>
-</head>
-<body>
-<div id="meshcat-pane"></div>
-@MESHCAT@
-<script>@SCRIPT@</script>
-@DATA@
-<script>
-var viewer = new MeshCat.Viewer(document.getElementById("meshcat-pane"));
-@BOOT@
-</script>
-</body>
-</html>
-"""
-
-
-def viewer_page(meshcat_tag: str, boot: str, data: str = "", title: str = "lietraj") -> str:
-    """The viewer page: meshcat's viewer (``meshcat_tag``: a script element), ``VIEWER_SCRIPT``, optional
-    ``data`` elements and the ``boot`` script run after the viewer ``viewer`` is made."""
-    return (PAGE_TEMPLATE.replace("@TITLE@", html.escape(title)).replace("@SCRIPT@", VIEWER_SCRIPT)
-            .replace("@BOOT@", boot).replace("@DATA@", data).replace("@MESHCAT@", meshcat_tag))
+    def _scene_messages(self) -> list[bytes]:
+        """The scene's commands as the live server sends them (msgpack of their ``lower()``)."""
+        return [umsgpack.packb(command.lower()) for command in self.commands()]
