@@ -170,7 +170,7 @@ def test_trajectory_indexing_returns_views(space):
         assert X.H[2, 0, 3] == 9.0
     assert_same_state(X[-1], X[3], atol=0.0)
     with pytest.raises(TypeError):
-        X[1:3]
+        X[1.5]
 
 
 @SPACES
@@ -206,6 +206,81 @@ def test_trajectory_rejects_mixed_or_empty_states():
     X = FLOATING.trajectory(2)
     with pytest.raises(ValueError, match="floating-base trajectory"):
         X[0] = FIXED.neutral()
+
+
+@SPACES
+def test_trajectory_slices_are_trajectories_of_views(space):
+    X = space.random_trajectory(6, 12)
+    Y = X[1:4]
+    assert isinstance(Y, Trajectory) and len(Y) == 3
+    Y.s[0, 0] = 5.0
+    Y.v[2, 1] = 6.0
+    assert X.s[1, 0] == 5.0 and X.v[3, 1] == 6.0
+    if space.floating_base:
+        Y.H[1, 2, 3] = 7.0
+        assert X.H[2, 2, 3] == 7.0
+    assert_same_state(X[::2][1], X[2], atol=0.0)
+    assert len(X[4:]) == 2 and len(X[6:]) == 0
+    X[4:6] = X[0:2]
+    assert_same_state(X[5], X[1], atol=0.0)
+    with pytest.raises(ValueError, match="expected a Trajectory"):
+        X[0:1] = X[0]
+
+
+@SPACES
+def test_trajectory_indexed_by_knots_is_a_copy(space):
+    X = space.random_trajectory(5, 13)
+    Y = X[np.array([4, 0, 4])]
+    assert len(Y) == 3
+    assert_same_state(Y[0], X[4], atol=0.0)
+    assert_same_state(Y[1], X[0], atol=0.0)
+    Y.s[:] = 0.0
+    assert not np.any(X.s[4] == 0.0)
+    for key in (np.zeros((2, 2), dtype=int), np.array([0.5]), (1, 2)):
+        with pytest.raises(TypeError, match="indexed by a knot"):
+            X[key]
+
+
+@SPACES
+def test_trajectory_copy_shares_no_memory(space):
+    X = space.random_trajectory(3, 14)
+    Y = X.copy()
+    assert_same_state(Y[2], X[2], atol=0.0)
+    Y.s[:] += 1.0
+    Y.v[:] += 1.0
+    assert not np.any(X.s == Y.s) and not np.any(X.v == Y.v)
+    if space.floating_base:
+        Y.H[:, 0, 3] += 1.0
+        assert not np.any(X.H[:, 0, 3] == Y.H[:, 0, 3])
+
+
+@SPACES
+def test_repeat_makes_independent_copies_of_a_state(space):
+    x = space.random(15)
+    X = Trajectory.repeat(x, 4)
+    assert len(X) == 4 and X.s.dtype == np.float64 and X.s.flags.c_contiguous
+    for y in X:
+        assert_same_state(y, x, atol=0.0)
+    X.s[0] += 1.0
+    assert np.array_equal(X.s[1], x.s) and not np.any(X.s[0] == x.s)
+    assert len(Trajectory.repeat(x, 0)) == 0
+    with pytest.raises(ValueError, match="N must be >= 0"):
+        Trajectory.repeat(x, -1)
+
+
+@SPACES
+def test_finiteness_names_the_first_bad_knot(space):
+    X = space.random_trajectory(5, 16)
+    assert X.is_finite() and X.first_non_finite() is None
+    X.v[3, -1] = np.inf
+    assert not X.is_finite() and X.first_non_finite() == 3
+    X.s[1, 0] = np.nan
+    assert X.first_non_finite() == 1
+    if space.floating_base:
+        Y = space.random_trajectory(3, 17)
+        Y.H[2, 0, 3] = np.nan
+        assert not Y.is_finite() and Y.first_non_finite() == 2
+    assert space.trajectory(0).is_finite() and space.trajectory(0).first_non_finite() is None
 
 
 @SPACES

@@ -65,7 +65,12 @@ class State:
 @dataclass(eq=False)
 class Trajectory:
     """States at ``N`` knots, one array per component: ``H`` (N, 4, 4) or None, ``s`` (N, n),
-    ``v`` (N, nv). Indexing returns a ``State`` whose arrays are views into the trajectory."""
+    ``v`` (N, nv).
+
+    ``X[k]`` is a ``State`` whose arrays are views into the trajectory; ``X[a:b]`` a ``Trajectory`` of views (a
+    slice with a step too); ``X[ks]``, with a 1-D array of knot indices, a ``Trajectory`` of copies (numpy's
+    indexing). ``X[k] = x`` and ``X[a:b] = Y`` write states in.
+    """
 
     H: np.ndarray | None
     s: np.ndarray
@@ -82,21 +87,69 @@ class Trajectory:
         H = np.stack([x.H for x in states], dtype=float) if floating[0] else None
         return cls(H, np.stack([x.s for x in states], dtype=float), np.stack([x.v for x in states], dtype=float))
 
+    @classmethod
+    def repeat(cls, x: State, N: int) -> Trajectory:
+        """``N`` copies of the state ``x`` (new float arrays): a constant guess or reference, or a one-knot
+        trajectory for the batched functions (``N = 1``)."""
+        N = operator.index(N)
+        if N < 0:
+            raise ValueError(f"Trajectory.repeat: N must be >= 0, got {N}")
+
+        def knots(a):
+            return np.repeat(np.asarray(a, dtype=float)[None], N, axis=0)
+
+        return cls(None if x.H is None else knots(x.H), knots(x.s), knots(x.v))
+
+    def copy(self) -> Trajectory:
+        """Deep copy (no array shared with ``self``)."""
+        return Trajectory(None if self.H is None else self.H.copy(), self.s.copy(), self.v.copy())
+
+    def is_finite(self) -> bool:
+        """Whether every component of every knot is finite."""
+        return bool(np.isfinite(self.s).all() and np.isfinite(self.v).all()
+                    and (self.H is None or np.isfinite(self.H).all()))
+
+    def first_non_finite(self) -> int | None:
+        """The first knot with a NaN or an infinity in any component, or None."""
+        bad = ~(np.isfinite(self.s).all(axis=1) & np.isfinite(self.v).all(axis=1))
+        if self.H is not None:
+            bad |= ~np.isfinite(self.H).all(axis=(1, 2))
+        return int(np.argmax(bad)) if bad.any() else None
+
     def __len__(self) -> int:
         return self.s.shape[0]
 
     def __iter__(self) -> Iterator[State]:
         return (self[k] for k in range(len(self)))
 
-    def __getitem__(self, k: int) -> State:
-        k = operator.index(k)
-        return State(None if self.H is None else self.H[k], self.s[k], self.v[k])
+    @staticmethod
+    def _knots(key) -> int | slice | np.ndarray:
+        """``key`` as one knot (an int), a slice, or a 1-D integer array of knots."""
+        if isinstance(key, slice):
+            return key
+        if not isinstance(key, tuple):  # a tuple would index several axes of the arrays
+            try:
+                return operator.index(key)
+            except TypeError:
+                ks = np.asarray(key)
+                if ks.ndim == 1 and (np.issubdtype(ks.dtype, np.integer) or ks.size == 0):
+                    return ks
+        raise TypeError(f"a Trajectory is indexed by a knot, a slice or a 1-D array of knots, got {key!r}")
 
-    def __setitem__(self, k: int, x: State) -> None:
-        k = operator.index(k)
+    def __getitem__(self, key) -> State | Trajectory:
+        k = self._knots(key)
+        if isinstance(k, int):
+            return State(None if self.H is None else self.H[k], self.s[k], self.v[k])
+        return Trajectory(None if self.H is None else self.H[k], self.s[k], self.v[k])
+
+    def __setitem__(self, key, x: State | Trajectory) -> None:
+        k = self._knots(key)
+        kind = State if isinstance(k, int) else Trajectory
+        if not isinstance(x, kind):
+            raise ValueError(f"expected a {kind.__name__} to store at {key!r}, got {type(x).__name__}")
         if (x.H is None) != (self.H is None):
-            kind = "fixed" if self.H is None else "floating"
-            raise ValueError(f"cannot store this state in a {kind}-base trajectory")
+            base = "fixed" if self.H is None else "floating"
+            raise ValueError(f"cannot store this {kind.__name__.lower()} in a {base}-base trajectory")
         if self.H is not None:
             self.H[k] = x.H
         self.s[k] = x.s
@@ -229,8 +282,7 @@ class StateSpace:
 
     def trajectory(self, N: int) -> Trajectory:
         """Trajectory of ``N`` neutral states."""
-        H = np.tile(np.eye(4), (N, 1, 1)) if self.floating_base else None
-        return Trajectory(H, np.zeros((N, self.n)), np.zeros((N, self.nv)))
+        return Trajectory.repeat(self.neutral(), N)
 
     def random_trajectory(self, N: int, rng: np.random.Generator | int | None = None, scale: float = 1.0) -> Trajectory:
         """Trajectory of ``N`` independent ``random`` states."""
