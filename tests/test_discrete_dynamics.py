@@ -16,12 +16,12 @@ from lietraj.dynamics.algorithms.aba import aba
 from lietraj.dynamics.model.builder import ModelBuilder, random_tree
 from lietraj.dynamics.lie.finite_differences import numerical_jacobian
 from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.lie.se3 import _exp_blocks_batch as _se3_blocks_batch
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 from lietraj.optimal_control.dynamics.discrete_dynamics import (
     DiscreteDerivatives,
     DiscreteDynamics,
     RobotDynamics,
-    _se3_blocks_batch,
 )
 from pin_oracle import pin_model, pin_model_from
 from test_rnea_derivatives import pitched

@@ -11,7 +11,8 @@ from lietraj.dynamics.model.builder import chain
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control import RobotDynamics
 from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDynamics
-from lietraj.optimal_control.dynamics.euler_second_order import _right_jacobian_derivative_contraction, euler_hessian_contraction
+from lietraj.dynamics.lie.se3 import right_jacobian_derivative_contraction as _right_jacobian_derivative_contraction
+from lietraj.optimal_control.dynamics.euler_second_order import euler_hessian_contraction
 from test_rnea_derivatives import pitched
 
 DT = 0.02

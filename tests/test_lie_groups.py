@@ -1,8 +1,9 @@
 """Group axioms, exp/log accuracy and Jacobians of SO(3), SE(3) and the robot state groups.
 
-The axioms and Jacobians are tested once, generically, over every group through a small adapter
-(jaxlie's habit); every Jacobian is checked against central finite differences on the group
-(perturb as ``x exp(h e_k)``, measure with ``log``). Pinocchio is the oracle where it has the function.
+The groups share one interface (``lie.group.LieGroup``), so the axioms, the round trips, every Jacobian and the
+agreement of the compiled forms with the plain ones are tested once, generically, over every group (jaxlie's
+habit); every Jacobian is checked against central finite differences on the group (perturb as ``x exp(h e_k)``,
+measure with ``log``). Pinocchio is the oracle where it has the function.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import numpy as np
 import pytest
 import scipy.linalg
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics import se3, so3
-from lietraj.dynamics.lie.state import State, StateSpace
+from lietraj.dynamics.lie.group import LieGroup
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, tangent_difference, tangent_integrate
 
 FD_STEP = 1e-6
 FD_RTOL = 1e-7
@@ -24,74 +27,109 @@ FD_RTOL = 1e-7
 
 @dataclass(frozen=True)
 class Group:
-    """What the generic suite needs from a group; ``rotation`` locates ``w`` inside a tangent vector."""
+    """A group of the common interface (``ops``, whose operations the adapter forwards) and what the generic suite
+    needs besides: the tangent size, where ``w`` sits in a tangent vector, a flat view of an element, and the
+    compiled forms of its operations with the plain signatures."""
 
     name: str
+    ops: LieGroup
     dim: int
     rotation: slice | None
-    identity: Callable[[], Any]
-    sample: Callable[[np.random.Generator], Any]
-    compose: Callable[[Any, Any], Any]
-    inverse: Callable[[Any], Any]
-    exp: Callable[[np.ndarray], Any]
-    log: Callable[[Any], np.ndarray]
-    integrate: Callable[[Any, np.ndarray], Any]
-    difference: Callable[[Any, Any], np.ndarray]
-    integrate_jacobians: Callable[[Any, np.ndarray], tuple[np.ndarray, np.ndarray]]
-    difference_jacobians: Callable[[Any, Any], tuple[np.ndarray, np.ndarray]]
     flat: Callable[[Any], np.ndarray]
+    compiled: dict[str, Callable]
+
+    def __getattr__(self, name: str):
+        return getattr(self.ops, name)
+
+    def sample(self, rng: np.random.Generator):
+        return self.ops.random(rng)
 
 
-def matrix_group(name: str, module, dim: int, size: int, inverse, adjoint) -> Group:
+# ---------------------------------------------------------------- compiled forms, run through kernels
+
+
+@helper
+def _store9(out, t):
+    for r in range(3):
+        for c in range(3):
+            out[r, c] = t[3 * r + c]
+
+
+@kernel
+def _so3_forms(W, R, E, L, JR, JRI):
+    """exp3, jexp3, jlog3 of the rows of W and log3 of the rotations R, compiled."""
+    for k in range(W.shape[0]):
+        w = (W[k, 0], W[k, 1], W[k, 2])
+        _store9(E[k], so3.exp3(w))
+        _store9(JR[k], so3.jexp3(w))
+        _store9(JRI[k], so3.jlog3(w))
+        l = so3.log3((R[k, 0, 0], R[k, 0, 1], R[k, 0, 2], R[k, 1, 0], R[k, 1, 1], R[k, 1, 2], R[k, 2, 0], R[k, 2, 1],
+                      R[k, 2, 2]))
+        L[k, 0], L[k, 1], L[k, 2] = l[0], l[1], l[2]
+
+
+def so3_compiled(index: int, w=np.zeros(3), R=np.eye(3)) -> np.ndarray:
+    out = (np.empty((1, 3, 3)), np.empty((1, 3)), np.empty((1, 3, 3)), np.empty((1, 3, 3)))
+    _so3_forms(np.array([w], dtype=float), np.array([R], dtype=float), *out)
+    return out[index][0]
+
+
+@kernel
+def _pose_exp_kernel(H, xi, out):
+    se3.pose_exp(H, xi, out, np.empty((4, 4)))
+
+
+def se3_integrate_compiled(H, xi) -> np.ndarray:
+    out = np.empty((4, 4))
+    _pose_exp_kernel(np.asarray(H, dtype=float), np.asarray(xi, dtype=float), out)
+    return out
+
+
+def se3_difference_compiled(H0, H1, jacobian: bool = False):
+    Z, J = np.empty((1, 6)), np.empty((1, 6, 6))
+    se3.difference_batch(np.array([H0], dtype=float), np.array([H1], dtype=float), jacobian, Z, J)
+    return J[0] if jacobian else Z[0]
+
+
+SO3_COMPILED = {
+    "exp": lambda w: so3_compiled(0, w=w),
+    "log": lambda R: so3_compiled(1, R=R),
+    "right_jacobian": lambda w: so3_compiled(2, w=w),
+    "right_jacobian_inverse": lambda w: so3_compiled(3, w=w),
+}
+SE3_COMPILED = {
+    "exp": lambda xi: se3.exp_blocks(xi[None], False)[0][0],
+    "log": lambda H: se3_difference_compiled(np.eye(4), H),
+    "integrate": se3_integrate_compiled,
+    "difference": se3_difference_compiled,
+    "integrate_jacobians": lambda H, xi: tuple(block[0] for block in se3.exp_blocks(xi[None])[1:]),
+    "right_jacobian": lambda xi: se3.exp_blocks(xi[None])[2][0],
+    "right_jacobian_inverse": lambda xi: se3_difference_compiled(np.eye(4), se3.exp(xi), jacobian=True),
+}
+
+
+def state_compiled(space: StateSpace) -> dict[str, Callable]:
+    def integrate(x, z):
+        return tangent_integrate(Trajectory.repeat(x, 1), z[None])[0]
+
     def difference(x0, x1):
-        return module.log(inverse(x0) @ x1)
+        return tangent_difference(Trajectory.repeat(x0, 1), Trajectory.repeat(x1, 1))[0]
 
-    def difference_jacobians(x0, x1):
-        z = difference(x0, x1)
-        return -module.left_jacobian_inverse(z), module.right_jacobian_inverse(z)
+    return {"exp": lambda z: integrate(space.identity(), z), "log": lambda x: difference(space.identity(), x),
+            "integrate": integrate, "difference": difference}
 
-    return Group(
-        name=name,
-        dim=dim,
-        rotation=slice(dim - 3, dim),
-        identity=lambda: np.eye(size),
-        sample=module.random,
-        compose=lambda a, b: a @ b,
-        inverse=inverse,
-        exp=module.exp,
-        log=module.log,
-        integrate=lambda x, z: x @ module.exp(z),
-        difference=difference,
-        integrate_jacobians=lambda x, z: (adjoint(module.exp(-z)), module.right_jacobian(z)),
-        difference_jacobians=difference_jacobians,
-        flat=np.ravel,
-    )
+
+def flat_state(x: State) -> np.ndarray:
+    return np.concatenate(([] if x.H is None else x.H.ravel(), x.s, x.v))
 
 
 def state_group(name: str, space: StateSpace) -> Group:
-    def flat(x: State) -> np.ndarray:
-        return np.concatenate(([] if x.H is None else x.H.ravel(), x.s, x.v))
-
-    return Group(
-        name=name,
-        dim=space.ndx,
-        rotation=slice(3, 6) if space.floating_base else None,
-        identity=space.neutral,
-        sample=space.random,
-        compose=space.compose,
-        inverse=space.inverse,
-        exp=space.exp,
-        log=space.log,
-        integrate=space.integrate,
-        difference=space.difference,
-        integrate_jacobians=space.integrate_jacobians,
-        difference_jacobians=space.difference_jacobians,
-        flat=flat,
-    )
+    return Group(name, space, space.ndx, slice(3, 6) if space.floating_base else None, flat_state,
+                 state_compiled(space))
 
 
-SO3 = matrix_group("SO3", so3, 3, 3, inverse=lambda R: R.T, adjoint=lambda R: R)
-SE3 = matrix_group("SE3", se3, 6, 4, inverse=se3.inverse, adjoint=se3.Ad)
+SO3 = Group("SO3", so3, 3, slice(0, 3), np.ravel, SO3_COMPILED)
+SE3 = Group("SE3", se3, 6, slice(3, 6), np.ravel, SE3_COMPILED)
 GROUPS = [SO3, SE3, state_group("floating-n5", StateSpace(5, True)), state_group("fixed-n4", StateSpace(4, False))]
 MATRIX_GROUPS = [(SO3, so3), (SE3, se3)]
 
@@ -209,64 +247,123 @@ def test_difference_jacobians_match_finite_differences(group):
         assert_relative(J_x1, finite_difference(lambda d: group.difference(x0, group.integrate(x1, d)), group.dim))
 
 
-# ---------------------------------------------------------------- Jacobians of exp (SO3, SE3)
+# ---------------------------------------------------------------- Jacobians of exp, adjoint
 
 
-@matrix_groups
-def test_right_jacobian_matches_finite_differences(group, module):
+@all_groups
+def test_right_jacobian_matches_finite_differences(group):
     rng = np.random.default_rng(8)
     for _ in range(5):
         z = sample_tangent(group, rng)
-        X_inv = group.inverse(module.exp(z))
-        assert_relative(module.right_jacobian(z), finite_difference(lambda d: module.log(X_inv @ module.exp(z + d)), group.dim))
+        X_inv = group.inverse(group.exp(z))
+        assert_relative(group.right_jacobian(z),
+                        finite_difference(lambda d: group.log(group.compose(X_inv, group.exp(z + d))), group.dim))
 
 
-@matrix_groups
-def test_left_jacobian_matches_finite_differences(group, module):
+@all_groups
+def test_left_jacobian_matches_finite_differences(group):
     rng = np.random.default_rng(9)
     for _ in range(5):
         z = sample_tangent(group, rng)
-        X_inv = group.inverse(module.exp(z))
-        assert_relative(module.left_jacobian(z), finite_difference(lambda d: module.log(module.exp(z + d) @ X_inv), group.dim))
+        X_inv = group.inverse(group.exp(z))
+        assert_relative(group.left_jacobian(z),
+                        finite_difference(lambda d: group.log(group.compose(group.exp(z + d), X_inv)), group.dim))
 
 
-@matrix_groups
-def test_right_jacobian_inverse_matches_finite_differences(group, module):
+@all_groups
+def test_right_jacobian_inverse_matches_finite_differences(group):
     rng = np.random.default_rng(10)
     for _ in range(5):
         z = sample_tangent(group, rng)
-        X = module.exp(z)
-        assert_relative(module.right_jacobian_inverse(z), finite_difference(lambda d: module.log(X @ module.exp(d)), group.dim))
+        X = group.exp(z)
+        assert_relative(group.right_jacobian_inverse(z),
+                        finite_difference(lambda d: group.log(group.compose(X, group.exp(d))), group.dim))
 
 
-@matrix_groups
-def test_left_jacobian_inverse_matches_finite_differences(group, module):
+@all_groups
+def test_left_jacobian_inverse_matches_finite_differences(group):
     rng = np.random.default_rng(11)
     for _ in range(5):
         z = sample_tangent(group, rng)
-        X = module.exp(z)
-        assert_relative(module.left_jacobian_inverse(z), finite_difference(lambda d: module.log(module.exp(d) @ X), group.dim))
+        X = group.exp(z)
+        assert_relative(group.left_jacobian_inverse(z),
+                        finite_difference(lambda d: group.log(group.compose(group.exp(d), X)), group.dim))
 
 
-@matrix_groups
-def test_jacobian_inverses_are_inverses_up_to_pi(group, module):
+@all_groups
+def test_jacobian_inverses_are_inverses_up_to_pi(group):
     rng = np.random.default_rng(12)
     for angle in (0.0, 1e-9, 1e-3, 0.5, 2.0, math.pi - 1e-9, math.pi):
         z = sample_tangent(group, rng)
-        z[group.rotation] *= angle / np.linalg.norm(z[group.rotation])
+        if group.rotation is not None:
+            z[group.rotation] *= angle / np.linalg.norm(z[group.rotation])
         identity = np.eye(group.dim)
-        np.testing.assert_allclose(module.right_jacobian_inverse(z) @ module.right_jacobian(z), identity, atol=1e-13)
-        np.testing.assert_allclose(module.left_jacobian_inverse(z) @ module.left_jacobian(z), identity, atol=1e-13)
+        np.testing.assert_allclose(group.right_jacobian_inverse(z) @ group.right_jacobian(z), identity, atol=1e-13)
+        np.testing.assert_allclose(group.left_jacobian_inverse(z) @ group.left_jacobian(z), identity, atol=1e-13)
 
 
-@matrix_groups
-def test_left_jacobian_is_adjoint_times_right_jacobian(group, module):
-    adjoint = se3.Ad if module is se3 else (lambda R: R)
+@all_groups
+def test_left_jacobian_is_adjoint_times_right_jacobian(group):
     rng = np.random.default_rng(13)
     for _ in range(5):
         z = sample_tangent(group, rng)
-        np.testing.assert_allclose(module.left_jacobian(z), adjoint(module.exp(z)) @ module.right_jacobian(z), atol=1e-14)
-        np.testing.assert_allclose(module.right_jacobian(z), module.left_jacobian(-z), atol=1e-15)
+        np.testing.assert_allclose(group.left_jacobian(z), group.Ad(group.exp(z)) @ group.right_jacobian(z), atol=1e-14)
+        np.testing.assert_allclose(group.right_jacobian(z), group.left_jacobian(-z), atol=1e-15)
+
+
+@all_groups
+def test_adjoint_matches_finite_differences(group):
+    rng = np.random.default_rng(15)
+    for _ in range(5):
+        x = group.sample(rng)
+        x_inv = group.inverse(x)
+        assert_relative(group.Ad(x),
+                        finite_difference(lambda d: group.log(group.compose(group.compose(x, group.exp(d)), x_inv)),
+                                          group.dim))
+
+
+@all_groups
+def test_implements_the_common_interface(group):
+    assert isinstance(group.ops, LieGroup)
+    assert_same_element(group, group.identity(), group.exp(np.zeros(group.dim)), atol=0.0)
+
+
+# ---------------------------------------------------------------- compiled forms equal the plain ones
+
+
+def _arguments(group: Group, operation: str, rng: np.random.Generator) -> tuple:
+    """Random arguments of a group operation, by its signature in the interface."""
+    if operation == "log":
+        return (group.sample(rng),)
+    if operation in ("integrate", "integrate_jacobians"):
+        return group.sample(rng), sample_tangent(group, rng)
+    if operation == "difference":
+        x0 = group.sample(rng)
+        return x0, group.integrate(x0, sample_tangent(group, rng))
+    return (sample_tangent(group, rng),)
+
+
+def _flat(group: Group, value) -> np.ndarray:
+    if isinstance(value, tuple):
+        return np.concatenate([np.ravel(v) for v in value])
+    return group.flat(value) if isinstance(value, State) else np.ravel(value)
+
+
+@pytest.mark.parametrize("group, operation", [(g, op) for g in GROUPS for op in g.compiled],
+                         ids=[f"{g.name}-{op}" for g in GROUPS for op in g.compiled])
+def test_compiled_form_equals_plain_form(group, operation):
+    rng = np.random.default_rng(31)
+    for _ in range(10):
+        args = _arguments(group, operation, rng)
+        plain = _flat(group, getattr(group, operation)(*args))
+        compiled = _flat(group, group.compiled[operation](*args))
+        np.testing.assert_allclose(compiled, plain, rtol=0.0, atol=1e-14 * max(1.0, np.abs(plain).max()))
+
+
+def test_compiled_exp_of_a_diverged_twist_is_nan_not_an_error():
+    assert all(math.isnan(s) for s in so3.exp_coefficients(math.inf))
+    E, PHI, K = se3.exp_blocks(np.array([[0.0, 0.0, 0.0, math.inf, 0.0, 0.0]]))
+    assert np.isnan(E[0, :3, :3]).all() and np.isnan(K[0, :3, :3]).all()
 
 
 @pytest.mark.parametrize("angle", [1e-10, 1e-6, 1e-3, 1e-2, 0.1, 0.4999999, 0.5, 0.5000001, 1.0, 2.0])
@@ -283,14 +380,6 @@ def test_se3_left_jacobian_equals_its_power_series_across_series_threshold(angle
         power = power @ A
     assert_relative(se3.left_jacobian(xi), reference, rtol=1e-15)
     assert_relative(se3.exp(xi), scipy.linalg.expm(se3.hat(xi)), rtol=1e-15)
-
-
-def test_adjoint_matches_finite_differences():
-    rng = np.random.default_rng(15)
-    for _ in range(5):
-        H = se3.random(rng)
-        H_inv = se3.inverse(H)
-        assert_relative(se3.Ad(H), finite_difference(lambda d: se3.log(H @ se3.exp(d) @ H_inv), 6))
 
 
 def test_adjoint_of_exp_is_expm_of_ad():

@@ -1,17 +1,34 @@
 """Scalar spatial-algebra helpers for the compiled kernels (linear-first, Featherstone's operators).
 
-Every helper is inlined into its caller and works on scalars and tuples, never on small arrays, so that LLVM
-keeps 3-vectors and 3x3 blocks in registers (``notes/numba-patterns.md`` rules 2-3). A 3-vector is a
-3-tuple, a 3x3 matrix a row-major 9-tuple, a spatial vector a pair of 3-tuples ``(linear, angular)``.
+Every helper works on scalars and tuples, never on small arrays, so that LLVM keeps 3-vectors and 3x3 blocks in
+registers (``notes/numba-patterns.md`` rules 2-3). A spatial vector is a pair of 3-tuples ``(linear, angular)``;
+3-vectors, 3x3 matrices and poses are the tuples of ``_tuples``, whose helpers the kernels import from here with
+the spatial ones (this module is the kernels' one import of scalar helpers; the Lie groups import ``_tuples``
+directly, below the model).
 
 Placements ``(R, p)`` are the pose of a child frame in its parent frame: ``act`` maps child coordinates to
 parent ones, ``act_inv`` the reverse (Pinocchio's ``SE3::act`` / ``actInv``).
 """
 
-import math
-
-
 from lietraj._jit import helper
+from lietraj.dynamics._tuples import (  # noqa: F401 (dot, outer, base_placement: for the kernels, see above)
+    add,
+    base_placement,
+    cross,
+    dot,
+    inv3,
+    madd,
+    mm,
+    msub,
+    mtv,
+    mv,
+    outer,
+    scale,
+    skew,
+    sub,
+    transpose,
+)
+from lietraj.dynamics.lie.so3 import axis_angle
 from lietraj.dynamics.model.model import (
     JOINT_PRISMATIC,
     JOINT_REVOLUTE,
@@ -22,75 +39,6 @@ from lietraj.dynamics.model.model import (
     MF_P,
     MF_R,
 )
-
-
-
-@helper
-def cross(a, b):
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
-
-
-@helper
-def add(a, b):
-    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
-
-
-@helper
-def sub(a, b):
-    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
-
-
-@helper
-def scale(a, k):
-    return (a[0] * k, a[1] * k, a[2] * k)
-
-
-@helper
-def dot(a, b):
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-
-
-@helper
-def mv(R, x):
-    """R x."""
-    return (
-        R[0] * x[0] + R[1] * x[1] + R[2] * x[2],
-        R[3] * x[0] + R[4] * x[1] + R[5] * x[2],
-        R[6] * x[0] + R[7] * x[1] + R[8] * x[2],
-    )
-
-
-@helper
-def mtv(R, x):
-    """R^T x."""
-    return (
-        R[0] * x[0] + R[3] * x[1] + R[6] * x[2],
-        R[1] * x[0] + R[4] * x[1] + R[7] * x[2],
-        R[2] * x[0] + R[5] * x[1] + R[8] * x[2],
-    )
-
-
-@helper
-def mm(A, B):
-    """A B for row-major 3x3 tuples."""
-    return (
-        A[0] * B[0] + A[1] * B[3] + A[2] * B[6], A[0] * B[1] + A[1] * B[4] + A[2] * B[7], A[0] * B[2] + A[1] * B[5] + A[2] * B[8],
-        A[3] * B[0] + A[4] * B[3] + A[5] * B[6], A[3] * B[1] + A[4] * B[4] + A[5] * B[7], A[3] * B[2] + A[4] * B[5] + A[5] * B[8],
-        A[6] * B[0] + A[7] * B[3] + A[8] * B[6], A[6] * B[1] + A[7] * B[4] + A[8] * B[7], A[6] * B[2] + A[7] * B[5] + A[8] * B[8],
-    )
-
-
-@helper
-def rodrigues(a, q):
-    """Rotation by angle q about the unit axis a."""
-    c, s = math.cos(q), math.sin(q)
-    t = 1.0 - c
-    x, y, z = a
-    return (
-        c + t * x * x, t * x * y - s * z, t * x * z + s * y,
-        t * x * y + s * z, c + t * y * y, t * y * z - s * x,
-        t * x * z - s * y, t * y * z + s * x, c + t * z * z,
-    )
 
 
 @helper
@@ -121,14 +69,8 @@ def joint_placement(mf, jtype, i, q):
     p0 = load3(mf, i, MF_P)
     a = load3(mf, i, MF_AXIS)
     if jtype == JOINT_REVOLUTE:
-        return mm(R0, rodrigues(a, q)), p0
+        return mm(R0, axis_angle(a, q)), p0
     return R0, add(p0, scale(mv(R0, a), q))
-
-
-@helper
-def base_placement(H):
-    """(R, p) of a 4x4 homogeneous pose."""
-    return (H[0, 0], H[0, 1], H[0, 2], H[1, 0], H[1, 1], H[1, 2], H[2, 0], H[2, 1], H[2, 2]), (H[0, 3], H[1, 3], H[2, 3])
 
 
 @helper
@@ -178,55 +120,6 @@ def inertia_times(mf, i, v, w):
 
 # Symmetric 6x6 inertias (rigid, composite or articulated) as three 3x3 blocks [[A, B], [B^T, C]]:
 # force = A v + B w, moment = B^T v + C w for a motion (v, w).
-
-
-@helper
-def transpose(A):
-    return (A[0], A[3], A[6], A[1], A[4], A[7], A[2], A[5], A[8])
-
-
-@helper
-def madd(A, B):
-    return (A[0] + B[0], A[1] + B[1], A[2] + B[2], A[3] + B[3], A[4] + B[4], A[5] + B[5], A[6] + B[6], A[7] + B[7], A[8] + B[8])
-
-
-@helper
-def msub(A, B):
-    return (A[0] - B[0], A[1] - B[1], A[2] - B[2], A[3] - B[3], A[4] - B[4], A[5] - B[5], A[6] - B[6], A[7] - B[7], A[8] - B[8])
-
-
-@helper
-def outer(a, b, k):
-    """k a b^T."""
-    return (k * a[0] * b[0], k * a[0] * b[1], k * a[0] * b[2], k * a[1] * b[0], k * a[1] * b[1], k * a[1] * b[2],
-            k * a[2] * b[0], k * a[2] * b[1], k * a[2] * b[2])
-
-
-@helper
-def skew(p):
-    return (0.0, -p[2], p[1], p[2], 0.0, -p[0], -p[1], p[0], 0.0)
-
-
-@helper
-def skew_polynomial(w, c1, c2):
-    """I + c1 [w]x + c2 [w]x^2 as a row-major 9-tuple ([w]x^2 = w w^T - |w|^2 I): the form of exp, Jl, Jr on SO(3)."""
-    x, y, z = w
-    d = 1.0 - c2 * (x * x + y * y + z * z)
-    return (d + c2 * x * x, c2 * x * y - c1 * z, c2 * x * z + c1 * y,
-            c2 * x * y + c1 * z, d + c2 * y * y, c2 * y * z - c1 * x,
-            c2 * x * z - c1 * y, c2 * y * z + c1 * x, d + c2 * z * z)
-
-
-@helper
-def inv3(A):
-    """Inverse of a 3x3 matrix by its adjugate (used on symmetric positive-definite blocks)."""
-    c0 = A[4] * A[8] - A[5] * A[7]
-    c1 = A[5] * A[6] - A[3] * A[8]
-    c2 = A[3] * A[7] - A[4] * A[6]
-    d = 1.0 / (A[0] * c0 + A[1] * c1 + A[2] * c2)
-    return (c0 * d, (A[2] * A[7] - A[1] * A[8]) * d, (A[1] * A[5] - A[2] * A[4]) * d,
-            c1 * d, (A[0] * A[8] - A[2] * A[6]) * d, (A[2] * A[3] - A[0] * A[5]) * d,
-            c2 * d, (A[1] * A[6] - A[0] * A[7]) * d, (A[0] * A[4] - A[1] * A[3]) * d)
 
 
 @helper

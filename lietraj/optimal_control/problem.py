@@ -23,11 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lietraj._jit import kernel
-from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, tangent_difference, tangent_integrate
 from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel
-from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, chart_difference, \
-    chart_integrate
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 
 
@@ -37,48 +35,8 @@ def same_space(a: StateSpace, b: StateSpace) -> bool:
 
 
 def knots(X: Trajectory, start: int, stop: int) -> Trajectory:
-    """The knots ``start .. stop - 1`` of ``X`` as a trajectory of views."""
-    return Trajectory(None if X.H is None else X.H[start:stop], X.s[start:stop], X.v[start:stop])
-
-
-@kernel
-def _difference_batch(H0, S0, V0, H1, S1, V1, floating, out):
-    """out[k] = log(X0[k]⁻¹ X1[k]) for every knot."""
-    for k in range(S0.shape[0]):
-        h = k if floating else 0
-        chart_difference(H0[h], S0[k], V0[k], H1[h], S1[k], V1[k], floating, out[k])
-
-
-@kernel
-def _integrate_batch(H, S, V, Z, floating, H_out, S_out, V_out, E):
-    """X_out[k] = X[k] exp(Z[k]) for every knot; X_out may be X."""
-    for k in range(S.shape[0]):
-        h = k if floating else 0
-        chart_integrate(H[h], S[k], V[k], Z[k], floating, H_out[h], S_out[k], V_out[k], E)
-
-
-_NO_POSES = np.zeros((1, 4, 4))  # read at index 0 only for a floating base
-
-
-def tangent_difference(X0: Trajectory, X1: Trajectory, out: np.ndarray | None = None) -> np.ndarray:
-    """Knot-wise ``X1[k] ⊖ X0[k]`` in one compiled call, without ``StateSpace``'s input checks (the solvers' hot
-    path: their states are made by the dynamics)."""
-    floating = X0.H is not None
-    if out is None:
-        out = np.empty((len(X0), (6 if floating else 0) + X0.s.shape[1] + X0.v.shape[1]))
-    _difference_batch(X0.H if floating else _NO_POSES, X0.s, X0.v, X1.H if floating else _NO_POSES, X1.s, X1.v,
-                      floating, out)
-    return out
-
-
-def tangent_integrate(X: Trajectory, Z: np.ndarray, out: Trajectory | None = None) -> Trajectory:
-    """Knot-wise ``X[k] ⊕ Z[k]`` in one compiled call, without input checks; ``out`` may be ``X`` itself."""
-    floating = X.H is not None
-    if out is None:
-        out = Trajectory(np.empty_like(X.H) if floating else None, np.empty_like(X.s), np.empty_like(X.v))
-    _integrate_batch(X.H if floating else _NO_POSES, X.s, X.v, np.ascontiguousarray(Z), floating,
-                     out.H if floating else _NO_POSES, out.s, out.v, np.empty((4, 4)))
-    return out
+    """The knots ``start .. stop - 1`` of ``X`` as a trajectory of views: ``X[start:stop]``."""
+    return X[start:stop]
 
 
 def _bound(value, nu: int, fill: float, what: str) -> np.ndarray:
@@ -244,8 +202,7 @@ class Problem:
         if (X.H is not None) != sp.floating_base or X.s.shape != (self.T + 1, sp.n) or X.v.shape != (self.T + 1, sp.nv):
             raise ValueError(f"Problem: the trajectory does not belong to {sp}: H {None if X.H is None else X.H.shape}, "
                              f"s {X.s.shape}, v {X.v.shape}")
-        finite = np.isfinite(X.s).all() and np.isfinite(X.v).all() and (X.H is None or np.isfinite(X.H).all())
-        if not finite:
+        if not X.is_finite():
             raise ValueError("Problem: the trajectory contains NaN or inf")
         return X
 
@@ -267,10 +224,7 @@ class Problem:
         U = np.asarray(U, dtype=np.float64)
         out = self.state_space.trajectory(self.T)
         for a, b, dyn in self._dynamics_runs:
-            Y = dyn.step_trajectory(knots(X, a, b), U[a:b])
-            if out.H is not None:
-                out.H[a:b] = Y.H
-            out.s[a:b], out.v[a:b] = Y.s, Y.v
+            out[a:b] = dyn.step_trajectory(X[a:b], U[a:b])
         return out
 
     def running_costs(self, X: Trajectory, U) -> np.ndarray:
@@ -278,12 +232,12 @@ class Problem:
         U = np.asarray(U, dtype=np.float64)
         out = np.empty(self.T)
         for a, b, cost in self._cost_runs:
-            out[a:b] = cost.value(knots(X, a, b), U[a:b])
+            out[a:b] = cost.value(X[a:b], U[a:b])
         return out
 
     def terminal_cost(self, X: Trajectory) -> float:
         """``l_T(X[T])``."""
-        return float(self.terminal.value(knots(X, self.T, self.T + 1), None)[0])
+        return float(self.terminal.value(X[self.T:self.T + 1], None)[0])
 
     def cost(self, X: Trajectory, U) -> float:
         """The total cost ``Σ_k l_k(X[k], U[k]) + l_T(X[T])``."""
@@ -292,10 +246,8 @@ class Problem:
     def gaps(self, X: Trajectory, U) -> np.ndarray:
         """``(T + 1, ndx)``: ``x0 ⊖ X[0]`` and ``f_k(X[k], U[k]) ⊖ X[k+1]`` (zero on a rollout)."""
         out = np.empty((self.T + 1, self.ndx))
-        x0 = self.x0
-        tangent_difference(knots(X, 0, 1), Trajectory(None if x0.H is None else x0.H[None], x0.s[None], x0.v[None]),
-                           out[:1])
-        tangent_difference(knots(X, 1, self.T + 1), self.step(X, U), out[1:])
+        tangent_difference(X[:1], Trajectory.repeat(self.x0, 1), out[:1])
+        tangent_difference(X[1:], self.step(X, U), out[1:])
         return out
 
     def derivatives(self, X: Trajectory, U, out: ProblemDerivatives | None = None) -> ProblemDerivatives:
@@ -308,13 +260,13 @@ class Problem:
         F = out.dynamics
         for a, b, dyn in self._dynamics_runs:
             view = DiscreteDerivatives(F.F_x[a:b], F.F_u[a:b])
-            _copy_into(view, dyn.trajectory_derivatives(knots(X, a, b), U[a:b], out=view), ("F_x", "F_u"))
+            _copy_into(view, dyn.trajectory_derivatives(X[a:b], U[a:b], out=view), ("F_x", "F_u"))
         names = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
         r = out.running
         for a, b, cost in self._cost_runs:
             view = CostDerivatives(*(getattr(r, name)[a:b] for name in names))
-            _copy_into(view, cost.derivatives(knots(X, a, b), U[a:b], out=view), names)
-        _copy_into(out.terminal, self.terminal.derivatives(knots(X, self.T, self.T + 1), None, out=out.terminal), names)
+            _copy_into(view, cost.derivatives(X[a:b], U[a:b], out=view), names)
+        _copy_into(out.terminal, self.terminal.derivatives(X[self.T:self.T + 1], None, out=out.terminal), names)
         return out
 
     def dynamics_contraction(self, X: Trajectory, U, LAM) -> StepHessian:
@@ -329,7 +281,7 @@ class Problem:
         T, ndx, nu = self.T, self.ndx, self.nu
         out = StepHessian(np.empty((T, ndx, ndx)), np.empty((T, ndx, nu)), np.empty((T, nu, nu)))
         for a, b, dyn in self._dynamics_runs:
-            h = dyn.trajectory_hessian_contraction(knots(X, a, b), U[a:b], LAM[a:b])
+            h = dyn.trajectory_hessian_contraction(X[a:b], U[a:b], LAM[a:b])
             out.xx[a:b], out.xu[a:b], out.uu[a:b] = h.xx, h.xu, h.uu
         return out
 
@@ -340,14 +292,13 @@ class Problem:
         if xs is None:
             return self.rollout(U), U
         X = self.check_trajectory(xs)
-        return Trajectory(None if X.H is None else X.H.copy(), X.s.copy(), X.v.copy()), U
+        return X.copy(), U
 
     def constant_trajectory(self, x: State | None = None) -> Trajectory:
         """``T + 1`` copies of ``x`` (default ``x0``): FDDP's simplest infeasible guess."""
         x = self.x0 if x is None else x
         self.state_space.check(x)
-        return Trajectory(None if x.H is None else np.repeat(x.H[None], self.T + 1, axis=0),
-                          np.repeat(x.s[None], self.T + 1, axis=0), np.repeat(x.v[None], self.T + 1, axis=0))
+        return Trajectory.repeat(x, self.T + 1)
 
     def time_steps(self) -> np.ndarray:
         """``dt`` of each running knot, shape ``(T,)``."""
@@ -355,8 +306,8 @@ class Problem:
 
 
 def finite_trajectory(X: Trajectory) -> bool:
-    """Whether every component of every knot is finite."""
-    return bool(np.isfinite(X.s).all() and np.isfinite(X.v).all() and (X.H is None or np.isfinite(X.H).all()))
+    """Whether every component of every knot is finite: ``X.is_finite()``."""
+    return X.is_finite()
 
 
 __all__ = ["ActionModel", "Problem", "ProblemDerivatives", "finite_trajectory", "knots", "same_space",

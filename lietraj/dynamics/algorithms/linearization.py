@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lietraj._jit import helper, kernel
+from lietraj._jit import kernel
 from lietraj.dynamics._checks import result_arrays
 from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
 from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.lie.se3 import ad_into
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
@@ -53,13 +54,6 @@ def generalized_force(model: RobotModel, u: np.ndarray, what: str) -> np.ndarray
     return tau
 
 
-@helper
-def _minus_hat(A, r, c, x, y, z):
-    """A[r:r+3, c:c+3] = -[(x, y, z)]x."""
-    A[r, c + 1], A[r, c + 2], A[r + 1, c + 2] = z, -y, x
-    A[r + 1, c], A[r + 2, c], A[r + 2, c + 1] = -z, y, -x
-
-
 @kernel
 def _assemble(nu, da_dq, da_dv, Minv, A, B):
     """Fill A and B of eq. (42) from the forward-dynamics derivatives; ``nu`` is empty for a fixed base."""
@@ -73,10 +67,8 @@ def _assemble(nu, da_dq, da_dv, Minv, A, B):
             A[nv + r, nv + c] = da_dv[r, c]
         for c in range(nu_):
             B[nv + r, c] = Minv[r, nv - nu_ + c]
-    if nu.shape[0] == 6:  # -ad(nu) = -[[w]x, [v]x], [0, [w]x]]
-        _minus_hat(A, 0, 0, nu[3], nu[4], nu[5])
-        _minus_hat(A, 3, 3, nu[3], nu[4], nu[5])
-        _minus_hat(A, 0, 3, nu[0], nu[1], nu[2])
+    if nu.shape[0] == 6:
+        ad_into(A, 0, 0, nu, -1.0)
 
 
 @kernel

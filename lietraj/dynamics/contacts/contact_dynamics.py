@@ -44,6 +44,7 @@ import numpy as np
 
 from lietraj._jit import helper, kernel
 from lietraj.dynamics.lie import se3
+from lietraj.dynamics.lie.se3 import between, log6
 from lietraj.dynamics._checks import (
     BAD_N,
     BAD_TAU,
@@ -60,7 +61,6 @@ from lietraj.dynamics._spatial import (
     act_inv_motion,
     add,
     cross,
-    dot,
     load3,
     load9,
     mm,
@@ -68,16 +68,13 @@ from lietraj.dynamics._spatial import (
     mtv,
     mv,
     scale,
-    skew_polynomial,
     store3,
     store9,
     sub,
-    transpose,
 )
 from lietraj.dynamics.algorithms.crba import _COLS as CRBA_COLS
 from lietraj.dynamics.algorithms.crba import crba_core
 from lietraj.dynamics.kinematics.kinematics import LOCAL_WORLD_ALIGNED, act_motion, frame_id
-from lietraj.dynamics.kinematics.kinematics_derivatives import jlog_coefficients, log3
 from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
 from lietraj.dynamics.algorithms.rnea import _COLS as RNEA_COLS
 from lietraj.dynamics.algorithms.rnea import rnea_core
@@ -304,9 +301,8 @@ def _contact_rows(mi, mf, g, CI, CF, c, r, W, J, gamma):
     if CI[c, CI_TARGET] != 0:
         TR, Tp = load9(CF, c, CF_TR), load3(CF, c, CF_TP)
         if six:  # log6(T^-1 oMf)
-            w = log3(mm(transpose(TR), oR))
-            D, _ = jlog_coefficients(math.sqrt(dot(w, w)))
-            u = mv(skew_polynomial(w, -0.5, D), mtv(TR, sub(op, Tp)))
+            R, p = between(TR, Tp, oR, op)
+            u, w = log6(R, p)
             af, bf = add(af, scale(u, Kp)), add(bf, scale(w, Kp))
         else:
             af = add(af, scale(mtv(oR, sub(op, Tp)), Kp))

@@ -54,7 +54,6 @@ brought to LOCAL inside the kernel (``λ_l = Rᵀ λ_w``, ``dλ_l = Rᵀ dλ_w +
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -63,7 +62,7 @@ import numpy as np
 from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import base_poses, check_type
 from lietraj.dynamics._spatial import act_inv_motion, add, cross, cross_motion, dot, load3, load9, mm, mtv, mv, scale, \
-    sub, transpose
+    sub
 from lietraj.dynamics.algorithms.aba_second_order import ForwardDynamicsHessian
 from lietraj.dynamics.contacts.contact_dynamics import (
     CF_KP,
@@ -83,9 +82,10 @@ from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynami
 from lietraj.dynamics.contacts.impulse_dynamics import _impact, _in_references, _no_gravity, impulse_dynamics_derivatives
 from lietraj.dynamics.kinematics.kinematics import LOCAL_WORLD_ALIGNED, PLACEMENT, W_COLS, W_P, W_R, forward_kinematics_core, \
     world_motion_subspace
-from lietraj.dynamics.kinematics.kinematics_derivatives import jlog6_blocks, jlog_coefficients, log3
 from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
 from lietraj.dynamics.algorithms.rnea_second_order import rnea_second_order_contraction
+from lietraj.dynamics.lie.se3 import between, jlog6
+from lietraj.dynamics.lie.so3 import log3
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
@@ -147,12 +147,9 @@ def _local_wrench(values, r, six, world, oR):
 
 @helper
 def _jlog_transpose_times(TR, Tp, oR, op, f):
-    """Jlog6(e)ᵀ f for e = log6(T⁻¹ oMf): Jlog6 = [[A, C A], [0, A]] with the blocks of placement_error_core."""
-    p = mtv(TR, sub(op, Tp))
-    w = log3(mm(transpose(TR), oR))
-    theta = math.sqrt(dot(w, w))
-    D, Dd = jlog_coefficients(theta)
-    A, C = jlog6_blocks(w, p, theta, D, Dd)
+    """Jlog6(e)ᵀ f for e = log6(T⁻¹ oMf): Jlog6 = [[A, C A], [0, A]] (``se3.jlog6``)."""
+    R, p = between(TR, Tp, oR, op)
+    A, C = jlog6(log3(R), p)
     return mtv(A, f[0]), mtv(A, add(mtv(C, f[0]), f[1]))
 
 
@@ -379,7 +376,7 @@ class ImpulseDynamicsHessian:
 
 
 def _knots(x: State | Trajectory) -> Trajectory:
-    return Trajectory(None if x.H is None else x.H[None], x.s[None], x.v[None]) if type(x) is State else x
+    return Trajectory.repeat(x, 1) if type(x) is State else x
 
 
 def _covector(model: RobotModel, x: State | Trajectory, mu, what: str) -> np.ndarray:

@@ -35,12 +35,9 @@ classical acceleration ``Y_a,lin + Y_w x Y_v,lin`` (``frame_acceleration(..., cl
 
 Frame placement error (the SE(3) error of frame-placement costs, Pinocchio's ``log6`` / ``Jlog6``)::
 
-    r = log(T^-1 oM_f(q)) = (Jl3(w)^-1 p_e, w),        ∂r/∂q = Jr(r)^-1 J_local,
-    Jr(r)^-1 = [[A, C A], [0, A]],  A = I + W/2 + D W²,  D(θ) = (1 - (θ/2) cot(θ/2)) / θ²,
-    C = ((D'/θ)(w·p_e) w - (θ² D'/θ + 2D) p_e) wᵀ + D w p_eᵀ + D (w·p_e) I + [p_e]x / 2
+    r = log6(T^-1 oM_f(q)),        ∂r/∂q = Jr(r)^-1 J_local
 
-with ``(R_e, p_e) = T^-1 oM_f``, ``w = log R_e``, ``θ = |w|``, ``W = [w]x`` (Pinocchio's ``Jlog6``, checked
-against ``se3.right_jacobian_inverse``); ``D`` and ``D'/θ`` are summed as series below θ = 0.25.
+with ``between``, ``log6`` and ``jlog6`` of ``lie.se3``, whose docstring writes ``Jr(r)^-1`` out.
 
 Centre of mass (world): with subtree sums over ``k ⪰ j`` of mass ``m*``, first moment ``mc*`` and linear
 momentum ``L* = Σ m_k v_k,lin + w_k x mc_k`` (world coordinates), total mass ``M`` and ``u = v_l x s``::
@@ -52,30 +49,25 @@ momentum ``L* = Σ m_k v_k,lin + w_k x mc_k`` (world coordinates), total mass ``
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from lietraj._jit import helper, kernel
 from lietraj.dynamics.lie import se3
+from lietraj.dynamics.lie.se3 import between, jlog6, log6
 from lietraj.dynamics._checks import BAD_N, OK, as_vector, check_type
 from lietraj.dynamics._spatial import (
-    skew_polynomial,
     add,
     base_placement,
     cross,
     cross_motion,
-    dot,
     load3,
     load9,
-    mm,
-    mtv,
     mv,
     scale,
     store3,
     sub,
-    transpose,
 )
 from lietraj.dynamics.kinematics.center_of_mass import check_mass, subtree_mass_moments
 from lietraj.dynamics.kinematics.kinematics import (
@@ -110,9 +102,6 @@ _ZERO3 = (0.0, 0.0, 0.0)
 # The centre-of-mass kernel runs forward kinematics at VELOCITY level only, so the acceleration columns of the
 # work array are free: they hold the subtree linear momentum.
 _W_L = W_A
-# Below this angle D(θ) and D'(θ)/θ are summed as series (truncation < 1e-17), above it in closed form
-# (cancellation < 1e-13 relative on D'/θ, which multiplies terms of size θ²).
-_JLOG_SERIES_BELOW = 0.25
 
 
 @helper
@@ -219,74 +208,15 @@ def motion_derivatives_batch_kernel(mi, mf, floating, n, H, S, V, A, level, fb, 
 
 
 @helper
-def log3(R):
-    """Rotation vector w with exp(w) = R, |w| <= pi (so3.log's branches: the axis from the symmetric part past
-    pi/2, where sin(theta) loses it)."""
-    a, b, c, d, e, f, g, h, i = R
-    s = (0.5 * (h - f), 0.5 * (c - g), 0.5 * (d - b))
-    sin_t = math.sqrt(dot(s, s))
-    cos_t = 0.5 * (a + e + i - 1.0)
-    theta = math.atan2(sin_t, cos_t)
-    if cos_t >= 0.0:
-        return scale(s, 1.0 + sin_t * sin_t / 6.0 if sin_t < 1e-6 else theta / sin_t)
-    b00, b11, b22 = a - cos_t, e - cos_t, i - cos_t
-    if b00 >= b11 and b00 >= b22:
-        row, bkk = (b00, 0.5 * (b + d), 0.5 * (c + g)), b00
-    elif b11 >= b22:
-        row, bkk = (0.5 * (b + d), b11, 0.5 * (f + h)), b11
-    else:
-        row, bkk = (0.5 * (c + g), 0.5 * (f + h), b22), b22
-    k = theta / math.sqrt(bkk * (1.0 - cos_t))
-    return scale(row, -k if dot(row, s) < 0.0 else k)
-
-
-@helper
-def jlog_coefficients(theta):
-    """D(θ) = (1 - (θ/2) cot(θ/2)) / θ² and D'(θ)/θ."""
-    t2 = theta * theta
-    if theta < _JLOG_SERIES_BELOW:
-        # (x/2) cot(x/2) = 1 - sum_n |B_2n| x^2n / (2n)!
-        D = 1.0 / 12.0 + t2 * (1.0 / 720.0 + t2 * (1.0 / 30240.0 + t2 * (1.0 / 1209600.0 + t2 * (
-            1.0 / 47900160.0 + t2 * (691.0 / 1307674368000.0)))))
-        Dd = 1.0 / 360.0 + t2 * (1.0 / 7560.0 + t2 * (1.0 / 201600.0 + t2 * (1.0 / 5987520.0 + t2 * (
-            6910.0 / 1307674368000.0))))
-        return D, Dd
-    half = 0.5 * theta
-    sh = math.sin(half)
-    D = (1.0 - half * math.cos(half) / sh) / t2
-    Dd = (-2.0 / t2 + (1.0 + math.sin(theta) / theta) / (4.0 * sh * sh)) / t2
-    return D, Dd
-
-
-@helper
-def jlog6_blocks(w, p, theta, D, Dd):
-    """The blocks of ``Jlog6(e) = Jr(e)⁻¹ = [[A, C A], [0, A]]`` at ``e = (u, w)`` with ``p = V(w) u`` (the
-    translation of ``exp(e)``), ``θ = |w|`` and ``D, Dd = jlog_coefficients(θ)``: ``A = Jlog3(w)`` and ``C``."""
-    A = skew_polynomial(w, 0.5, D)
-    wp = dot(w, p)
-    t = sub(scale(w, Dd * wp), scale(p, theta * theta * Dd + 2.0 * D))
-    C = (t[0] * w[0] + D * (w[0] * p[0] + wp), t[0] * w[1] + D * w[0] * p[1] - 0.5 * p[2],
-         t[0] * w[2] + D * w[0] * p[2] + 0.5 * p[1],
-         t[1] * w[0] + D * w[1] * p[0] + 0.5 * p[2], t[1] * w[1] + D * (w[1] * p[1] + wp),
-         t[1] * w[2] + D * w[1] * p[2] - 0.5 * p[0],
-         t[2] * w[0] + D * w[2] * p[0] - 0.5 * p[1], t[2] * w[1] + D * w[2] * p[1] + 0.5 * p[0],
-         t[2] * w[2] + D * (w[2] * p[2] + wp))
-    return A, C
-
-
-@helper
 def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
     """r = log(T^-1 oM_f) (linear first) and J = Jr(r)^-1 J_local (6, nv) for frame k, from the poses in W."""
     J[:, :] = 0.0
     oR, op = frame_pose(W, fb, ff, k)
     TR, Tp = base_placement(T)
-    p = mtv(TR, sub(op, Tp))
-    w = log3(mm(transpose(TR), oR))
-    theta = math.sqrt(dot(w, w))
-    D, Dd = jlog_coefficients(theta)
-    u = mv(skew_polynomial(w, -0.5, D), p)
+    R, p = between(TR, Tp, oR, op)
+    u, w = log6(R, p)
     r[0], r[1], r[2], r[3], r[4], r[5] = u[0], u[1], u[2], w[0], w[1], w[2]
-    A, C = jlog6_blocks(w, p, theta, D, Dd)
+    A, C = jlog6(w, p)
     j = fb[k]
     while j >= 0:
         iv = mi[j, 2]

@@ -1,4 +1,5 @@
-"""SE(3): exponential and logarithm of rigid transforms, adjoints, and the right/left Jacobians of exp.
+"""SE(3): exponential and logarithm of rigid transforms, adjoints, and the right/left Jacobians of exp, in plain and
+compiled forms.
 
 Conventions (DESIGN.md): a transform is a 4x4 homogeneous numpy array ``H = [[R, p], [0, 1]]``;
 twists are LINEAR FIRST, ``xi = [v; w]``, with ``hat(xi) = [[hat(w), v], [0, 0]]``. Then
@@ -11,17 +12,223 @@ right, ``H = Hbar exp(z)``; ``exp(xi + d) ~= exp(xi) exp(Jr(xi) d) ~= exp(Jl(xi)
     Jl(xi) = [[Jl3(w), Q(v, w)], [0, Jl3(w)]],    Jr(xi) = Jl(-xi),    Jl(xi) = Ad_{exp(xi)} Jr(xi),
 
 where ``Q`` is the classical coupling block (Barfoot, "State Estimation for Robotics", eq. 7.86,
-whose twists are also linear first). The inverse Jacobians are valid for ``|w| < 2 pi``.
+whose twists are also linear first). The inverse Jacobians are valid for ``|w| < 2 pi``; they are written in the
+translation ``p = Jl3(w) v`` of ``exp(xi)`` (Pinocchio's ``Jlog6``, the derivative of ``log6``)::
+
+    Jr(xi)^-1 = [[A, C A], [0, A]],   A = Jr3(w)^-1 = I + W/2 + D W²,   D(θ) = (1 - (θ/2) cot(θ/2)) / θ²,
+    C = ((D'/θ)(w·p) w - (θ² D'/θ + 2D) p) wᵀ + D w pᵀ + D (w·p) I + [p]x / 2
+
+with ``θ = |w|``, ``W = [w]x`` and ``D``, ``D'/θ`` from ``so3.jlog_coefficients``.
+
+Each formula is written once, as a compiled helper (``lietraj._jit.helper``) on tuples and poses ``(R, p)`` (a
+row-major 9-tuple and a 3-tuple), without input checks: ``exp6``, ``log6``, ``jexp6`` (the blocks of ``Jr``),
+``jlog6`` (the blocks of ``Jr⁻¹``), ``between`` (``H0⁻¹ H1``), and on arrays ``exp_into`` (``exp(xi)`` with
+``Ad_{exp(-xi)}`` and ``Jr(xi)``), ``pose_exp`` (``H exp(xi)``) and ``ad_into``; ``exp_blocks`` and
+``difference_batch`` run them over knots in one compiled call. The plain functions (``exp``, ``log``,
+``right_jacobian``, ...) take and return numpy arrays, check their inputs and run the same helpers as Python. The
+module has the operations every group of ``lie.group.LieGroup`` has.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
-from . import so3
-from .so3 import _checked, _exp_coefficients, _inverse_jacobian_coefficient, _log, _polynomial, _require_rotation
+from lietraj._jit import helper, kernel
+from lietraj.dynamics._tuples import base_placement, dot, mm, mtv, mv, scale, skew, sub, transpose
+
+from . import group, so3
+from .so3 import _checked, _require_rotation, exp_coefficients, jlog_coefficients, log3, skew_polynomial
+
+_GROUP = sys.modules[__name__]  # this module, as the group the generic ⊕/⊖ Jacobians of ``group`` act on
+
+# ---------------------------------------------------------------- compiled forms (tuples, unchecked)
+
+
+@helper
+def _combine(a, A, b, B, c, C, d, D):
+    """a A + b B + c C + d D for 9-tuples."""
+    return (a * A[0] + b * B[0] + c * C[0] + d * D[0], a * A[1] + b * B[1] + c * C[1] + d * D[1],
+            a * A[2] + b * B[2] + c * C[2] + d * D[2], a * A[3] + b * B[3] + c * C[3] + d * D[3],
+            a * A[4] + b * B[4] + c * C[4] + d * D[4], a * A[5] + b * B[5] + c * C[5] + d * D[5],
+            a * A[6] + b * B[6] + c * C[6] + d * D[6], a * A[7] + b * B[7] + c * C[7] + d * D[7],
+            a * A[8] + b * B[8] + c * C[8] + d * D[8])
+
+
+@helper
+def coupling(v, w, s3, s4, s5):
+    """The block ``Q(v, w)`` of ``Jl([v; w])`` (Barfoot eq. 7.86) from ``S3, S4, S5`` at ``|w|``."""
+    V, W = skew(v), skew(w)
+    WV, VW = mm(W, V), mm(V, W)
+    WVW = mm(WV, W)
+    c3 = 0.5 * (s4 - 3.0 * s5)  # (2 theta - 3 sin + theta cos) / (2 theta^5)
+    first = _combine(0.5, V, s3, WV, s3, VW, s3, WVW)
+    second = _combine(1.0, first, s4, mm(W, WV), s4, mm(VW, W), -3.0 * s4, WVW)
+    return _combine(1.0, second, c3, mm(WVW, W), c3, mm(W, WVW), 0.0, WVW)
+
+
+@helper
+def exp6(v, w):
+    """The pose ``(R, p)`` of ``exp([v; w])``: ``R = exp3(w)``, ``p = Jl3(w) v``."""
+    s1, s2, s3, _, _ = exp_coefficients(math.sqrt(dot(w, w)))
+    return skew_polynomial(w, s1, s2), mv(skew_polynomial(w, s2, s3), v)
+
+
+@helper
+def jexp6(v, w):
+    """``(J, Q)`` with ``Jr([v; w]) = [[J, Q], [0, J]] = Jl(-[v; w])``: ``J = Jr3(w)``, ``Q = Q(-v, -w)``
+    (Pinocchio's ``Jexp6``)."""
+    _, s2, s3, s4, s5 = exp_coefficients(math.sqrt(dot(w, w)))
+    return skew_polynomial(w, -s2, s3), coupling(scale(v, -1.0), scale(w, -1.0), s3, s4, s5)
+
+
+@helper
+def log6(R, p):
+    """The twist ``(u, w)`` of ``log`` of the pose ``(R, p)``: ``w = log3(R)``, ``u = Jl3(w)⁻¹ p``."""
+    w = log3(R)
+    D, _ = jlog_coefficients(math.sqrt(dot(w, w)))
+    return mv(skew_polynomial(w, -0.5, D), p), w
+
+
+@helper
+def jlog6(w, p):
+    """``(A, C)`` with ``Jr(e)⁻¹ = [[A, C A], [0, A]]`` (module docstring) at ``e = (u, w) = log6(R, p)``, from ``w``
+    and the translation ``p``."""
+    theta = math.sqrt(dot(w, w))
+    D, Dd = jlog_coefficients(theta)
+    A = skew_polynomial(w, 0.5, D)
+    wp = dot(w, p)
+    t = sub(scale(w, Dd * wp), scale(p, theta * theta * Dd + 2.0 * D))
+    C = (t[0] * w[0] + D * (w[0] * p[0] + wp), t[0] * w[1] + D * w[0] * p[1] - 0.5 * p[2],
+         t[0] * w[2] + D * w[0] * p[2] + 0.5 * p[1],
+         t[1] * w[0] + D * w[1] * p[0] + 0.5 * p[2], t[1] * w[1] + D * (w[1] * p[1] + wp),
+         t[1] * w[2] + D * w[1] * p[2] - 0.5 * p[0],
+         t[2] * w[0] + D * w[2] * p[0] - 0.5 * p[1], t[2] * w[1] + D * w[2] * p[1] + 0.5 * p[0],
+         t[2] * w[2] + D * (w[2] * p[2] + wp))
+    return A, C
+
+
+@helper
+def between(R0, p0, R1, p1):
+    """The pose ``H0⁻¹ H1 = (R0ᵀ R1, R0ᵀ (p1 - p0))``, whose ``log6`` is ``H1 ⊖ H0``."""
+    return mm(transpose(R0), R1), mtv(R0, sub(p1, p0))
+
+
+@helper
+def exp_into(xi, E, PHI, K, blocks):
+    """``E = exp(xi)`` (4x4); with ``blocks``, also ``PHI = Ad_{exp(-xi)}`` and ``K = Jr(xi)`` (6x6)."""
+    v, w = (xi[0], xi[1], xi[2]), (xi[3], xi[4], xi[5])
+    R, p = exp6(v, w)
+    for r in range(3):
+        for c in range(3):
+            E[r, c] = R[3 * r + c]
+        E[r, 3] = p[r]
+        E[3, r] = 0.0
+    E[3, 3] = 1.0
+    if not blocks:
+        return
+    RT = transpose(R)
+    B = mm(RT, skew(p))  # Ad_{H^-1} = [[R^T, -R^T [p]x], [0, R^T]]
+    J, Q = jexp6(v, w)
+    for r in range(3):
+        for c in range(3):
+            PHI[r, c] = PHI[r + 3, c + 3] = RT[3 * r + c]
+            PHI[r, c + 3] = -B[3 * r + c]
+            PHI[r + 3, c] = 0.0
+            K[r, c] = K[r + 3, c + 3] = J[3 * r + c]
+            K[r, c + 3] = Q[3 * r + c]
+            K[r + 3, c] = 0.0
+
+
+@helper
+def pose_exp(H, xi, H_out, E):
+    """``H_out = H exp(xi)`` for a 4x4 pose (``H_out`` may be ``H``); ``E`` is a 4x4 work array. Called, not
+    inlined, from the rollout's steps, which keeps the rollout kernel's compile time down."""
+    exp_into(xi, E, E, E, False)
+    for r in range(3):  # row by row, so that H_out may be H
+        h0, h1, h2, h3 = H[r, 0], H[r, 1], H[r, 2], H[r, 3]
+        for c in range(4):
+            H_out[r, c] = h0 * E[0, c] + h1 * E[1, c] + h2 * E[2, c] + h3 * E[3, c]
+    H_out[3, 0], H_out[3, 1], H_out[3, 2], H_out[3, 3] = 0.0, 0.0, 0.0, 1.0
+
+
+@helper
+def _skew_into(A, i, j, x, y, z, k):
+    """``A[i:i+3, j:j+3] = k [(x, y, z)]x``."""
+    A[i, j], A[i, j + 1], A[i, j + 2] = 0.0, -k * z, k * y
+    A[i + 1, j], A[i + 1, j + 1], A[i + 1, j + 2] = k * z, 0.0, -k * x
+    A[i + 2, j], A[i + 2, j + 1], A[i + 2, j + 2] = -k * y, k * x, 0.0
+
+
+@helper
+def ad_into(A, r, c, xi, k):
+    """``A[r:r+6, c:c+6] = k ad(xi)`` (module docstring)."""
+    _skew_into(A, r, c, xi[3], xi[4], xi[5], k)
+    _skew_into(A, r, c + 3, xi[0], xi[1], xi[2], k)
+    _skew_into(A, r + 3, c + 3, xi[3], xi[4], xi[5], k)
+    for i in range(3):
+        for j in range(3):
+            A[r + 3 + i, c + j] = 0.0
+
+
+@kernel
+def _exp_blocks_batch(XI, E, PHI, K, blocks):
+    for k in range(XI.shape[0]):
+        exp_into(XI[k], E[k], PHI[k], K[k], blocks)
+
+
+def exp_blocks(XI: np.ndarray, blocks: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``exp(ξ)`` (N, 4, 4) and, with ``blocks``, ``Ad_{exp(−ξ)}`` and ``Jr(ξ)`` (N, 6, 6) for twists XI (N, 6), in
+    one compiled call: the pieces of the chain rule through ``H exp(ξ)`` for a user's dynamics on SE(3)."""
+    N = XI.shape[0]
+    E, PHI, K = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
+    _exp_blocks_batch(np.ascontiguousarray(XI), E, PHI, K, blocks)
+    return E, PHI, K
+
+
+@kernel
+def difference_batch(H0, H1, jacobian, Z, J):
+    """``Z[k] = H1[k] ⊖ H0[k] = log(H0[k]⁻¹ H1[k])`` (linear first) and, with ``jacobian``, its derivative in
+    ``H1[k]``, ``J[k] = Jr(Z[k])⁻¹`` (6x6); a one-knot ``H0`` serves every knot. Unchecked poses."""
+    single = H0.shape[0] == 1
+    for k in range(H1.shape[0]):
+        R0, p0 = base_placement(H0[0 if single else k])
+        R1, p1 = base_placement(H1[k])
+        R, p = between(R0, p0, R1, p1)
+        u, w = log6(R, p)
+        for m in range(3):
+            Z[k, m], Z[k, 3 + m] = u[m], w[m]
+        if not jacobian:
+            continue
+        A, C = jlog6(w, p)
+        CA = mm(C, A)
+        for r in range(3):
+            for c in range(3):
+                J[k, r, c] = J[k, r + 3, c + 3] = A[3 * r + c]
+                J[k, r, c + 3] = CA[3 * r + c]
+                J[k, r + 3, c] = 0.0
+
+
+# ---------------------------------------------------------------- plain forms (numpy, checked)
+
+
+def _twist(xi) -> tuple[list[float], list[float]]:
+    v_w = _checked(xi, (6,), "xi").tolist()
+    return v_w[:3], v_w[3:]
+
+
+def _pose(H: np.ndarray) -> tuple[list[float], list[float]]:
+    return H[:3, :3].ravel().tolist(), H[:3, 3].tolist()
+
+
+def _upper_triangular(D, U) -> np.ndarray:
+    """The 6x6 matrix ``[[D, U], [0, D]]`` of two row-major 9-tuples."""
+    out = np.zeros((6, 6))
+    out[:3, :3] = out[3:, 3:] = so3._matrix(D)
+    out[:3, 3:] = so3._matrix(U)
+    return out
 
 
 def check_transform(H, name: str = "H") -> np.ndarray:
@@ -37,10 +244,10 @@ def check_transform(H, name: str = "H") -> np.ndarray:
 
 def hat(xi) -> np.ndarray:
     """4x4 matrix ``[[hat(w), v], [0, 0]]`` of the twist ``xi = [v; w]``."""
-    xi = _checked(xi, (6,), "xi")
+    v, w = _twist(xi)
     out = np.zeros((4, 4))
-    out[:3, :3] = so3.hat(xi[3:])
-    out[:3, 3] = xi[:3]
+    out[:3, :3] = so3.hat(w)
+    out[:3, 3] = v
     return out
 
 
@@ -50,23 +257,29 @@ def vee(X) -> np.ndarray:
     return np.concatenate((X[:3, 3], so3.vee(X[:3, :3])))
 
 
+def identity() -> np.ndarray:
+    """The identity transform."""
+    return np.eye(4)
+
+
+def compose(H1, H2) -> np.ndarray:
+    """Group product ``H1 H2``."""
+    return check_transform(H1, "H1") @ check_transform(H2, "H2")
+
+
 def exp(xi) -> np.ndarray:
     """Transform ``expm(hat(xi))``: ``R = exp3(w)``, ``p = Jl3(w) v``."""
-    xi = _checked(xi, (6,), "xi")
-    w = xi[3:]
-    s1, s2, s3, _, _ = _exp_coefficients(math.sqrt(w @ w))
+    R, p = exp6(*_twist(xi))
     H = np.eye(4)
-    H[:3, :3] = _polynomial(w, s1, s2)
-    H[:3, 3] = _polynomial(w, s2, s3) @ xi[:3]
+    H[:3, :3] = so3._matrix(R)
+    H[:3, 3] = p
     return H
 
 
 def log(H) -> np.ndarray:
     """Twist ``xi = [v; w]`` with ``exp(xi) = H`` and ``|w| <= pi``."""
-    H = check_transform(H)
-    w = _log(H[:3, :3])
-    jl_inverse = _polynomial(w, -0.5, _inverse_jacobian_coefficient(math.sqrt(w @ w)))
-    return np.concatenate((jl_inverse @ H[:3, 3], w))
+    u, w = log6(*_pose(check_transform(H)))
+    return np.array(u + w)
 
 
 def inverse(H) -> np.ndarray:
@@ -76,6 +289,16 @@ def inverse(H) -> np.ndarray:
     out[:3, :3] = H[:3, :3].T
     out[:3, 3] = -(H[:3, :3].T @ H[:3, 3])
     return out
+
+
+def integrate(H, xi) -> np.ndarray:
+    """``H ⊕ xi = H exp(xi)``."""
+    return check_transform(H) @ exp(xi)
+
+
+def difference(H0, H1) -> np.ndarray:
+    """``H1 ⊖ H0 = log(H0⁻¹ H1)``."""
+    return log(inverse(H0) @ check_transform(H1, "H1"))
 
 
 def act(H, points) -> np.ndarray:
@@ -102,74 +325,73 @@ def Ad(H) -> np.ndarray:
 
 def ad(xi) -> np.ndarray:
     """Adjoint of the algebra ``ad_xi = [[hat(w), hat(v)], [0, hat(w)]]``, ``ad_x y = [x, y]``."""
-    xi = _checked(xi, (6,), "xi")
-    out = np.zeros((6, 6))
-    W = so3.hat(xi[3:])
-    out[:3, :3] = W
-    out[3:, 3:] = W
-    out[:3, 3:] = so3.hat(xi[:3])
-    return out
-
-
-def _coupling(v: np.ndarray, w: np.ndarray, s: tuple[float, ...]) -> np.ndarray:
-    """Upper-right block ``Q(v, w)`` of ``Jl``, from ``s = (S1, ..., S5)`` at ``|w|``."""
-    _, _, s3, s4, s5 = s
-    c3 = 0.5 * (s4 - 3.0 * s5)  # (2 theta - 3 sin + theta cos) / (2 theta^5)
-    V = so3.hat(v)
-    W = so3.hat(w)
-    WV = W @ V
-    VW = V @ W
-    WVW = WV @ W
-    return (
-        0.5 * V
-        + s3 * (WV + VW + WVW)
-        + s4 * (W @ WV + VW @ W - 3.0 * WVW)
-        + c3 * (WVW @ W + W @ WVW)
-    )
-
-
-def _jacobian(xi, sign: float) -> np.ndarray:
-    """``Jl(sign * xi)``: ``sign = +1`` gives ``Jl(xi)``, ``sign = -1`` gives ``Jr(xi)``."""
-    xi = sign * _checked(xi, (6,), "xi")
-    w = xi[3:]
-    s = _exp_coefficients(math.sqrt(w @ w))
-    out = np.zeros((6, 6))
-    out[:3, :3] = out[3:, 3:] = _polynomial(w, s[1], s[2])
-    out[:3, 3:] = _coupling(xi[:3], w, s)
-    return out
-
-
-def _jacobian_inverse(xi, sign: float) -> np.ndarray:
-    """``Jl(sign * xi)^-1 = [[Jl3^-1, -Jl3^-1 Q Jl3^-1], [0, Jl3^-1]]``."""
-    xi = sign * _checked(xi, (6,), "xi")
-    w = xi[3:]
-    theta = math.sqrt(w @ w)
-    rotation_inverse = _polynomial(w, -0.5, _inverse_jacobian_coefficient(theta))
-    out = np.zeros((6, 6))
-    out[:3, :3] = out[3:, 3:] = rotation_inverse
-    out[:3, 3:] = -rotation_inverse @ _coupling(xi[:3], w, _exp_coefficients(theta)) @ rotation_inverse
+    out = np.empty((6, 6))
+    ad_into(out, 0, 0, _checked(xi, (6,), "xi").tolist(), 1.0)
     return out
 
 
 def right_jacobian(xi) -> np.ndarray:
     """``Jr(xi)`` (6x6): ``exp(xi + d) ~= exp(xi) exp(Jr(xi) d)``; Pinocchio's ``Jexp6``."""
-    return _jacobian(xi, -1.0)
+    return _upper_triangular(*jexp6(*_twist(xi)))
 
 
 def left_jacobian(xi) -> np.ndarray:
-    """``Jl(xi)`` (6x6): ``exp(xi + d) ~= exp(Jl(xi) d) exp(xi)``."""
-    return _jacobian(xi, 1.0)
+    """``Jl(xi) = Jr(-xi)`` (6x6): ``exp(xi + d) ~= exp(Jl(xi) d) exp(xi)``."""
+    return right_jacobian(-_checked(xi, (6,), "xi"))
 
 
 def right_jacobian_inverse(xi) -> np.ndarray:
     """``Jr(xi)^-1``: ``log(exp(xi) exp(d)) ~= xi + Jr(xi)^-1 d``; Pinocchio's ``Jlog6(exp(xi))``;
     valid for ``|w| < 2 pi``."""
-    return _jacobian_inverse(xi, -1.0)
+    v, w = _twist(xi)
+    A, C = jlog6(w, exp6(v, w)[1])
+    return _upper_triangular(A, mm(C, A))
 
 
 def left_jacobian_inverse(xi) -> np.ndarray:
-    """``Jl(xi)^-1``: ``log(exp(d) exp(xi)) ~= xi + Jl(xi)^-1 d``; valid for ``|w| < 2 pi``."""
-    return _jacobian_inverse(xi, 1.0)
+    """``Jl(xi)^-1 = Jr(-xi)^-1``: ``log(exp(d) exp(xi)) ~= xi + Jl(xi)^-1 d``; valid for ``|w| < 2 pi``."""
+    return right_jacobian_inverse(-_checked(xi, (6,), "xi"))
+
+
+def integrate_jacobians(H, xi) -> tuple[np.ndarray, np.ndarray]:
+    """``(J_x, J_z) = (Ad_{exp(-xi)}, Jr(xi))``: ``(H exp(dx)) ⊕ (xi + dz) ~= (H ⊕ xi) exp(J_x dx + J_z dz)``."""
+    check_transform(H)
+    return group.integrate_jacobians(_GROUP, _checked(xi, (6,), "xi"))
+
+
+def difference_jacobians(H0, H1) -> tuple[np.ndarray, np.ndarray]:
+    """``(J_x0, J_x1) = (-Jl⁻¹(z), Jr⁻¹(z))`` at ``z = H1 ⊖ H0``:
+    ``(H1 exp(d1)) ⊖ (H0 exp(d0)) ~= z + J_x0 d0 + J_x1 d1``."""
+    return group.difference_jacobians(_GROUP, H0, H1)
+
+
+_AD_BASIS = np.stack([ad(e) for e in np.eye(6)])  # ad(e_i)
+
+
+def bracket_rows(lam: np.ndarray) -> np.ndarray:
+    """``M[..., i, j] = λᵀ ad(e_i) e_j = λᵀ [e_i, e_j]`` for covectors ``lam`` (..., 6)."""
+    return np.einsum("...k,ikj->...ij", lam, _AD_BASIS)
+
+
+def right_jacobian_derivative_contraction(c: np.ndarray, lam: np.ndarray, tol: float = 1e-18) -> np.ndarray:
+    """``K[..., i, j] = λᵀ DJr(c)[e_i] e_j`` for twists ``c`` and covectors ``λ`` of shape (..., 6): the derivative of
+    ``Jr`` contracted with ``λ``, summed from the series ``Jr(c) = Σ_k (-1)^k ad_c^k / (k+1)!`` as
+    ``DJr[d] = Σ_k a_k Σ_m ad_c^m ad_d ad_c^(k-1-m)``, with vector-matrix products only."""
+    ad_c = np.einsum("...k,kij->...ij", c, _AD_BASIS)
+    K = np.zeros(c.shape + (6,))
+    # rows of λᵀ Q_k(d) for the six directions d = e_i, and λᵀ ad_c^k
+    q = np.zeros_like(K)
+    p = np.array(lam, dtype=float)
+    coefficient = 1.0
+    for k in range(1, 60):
+        q = q @ ad_c + bracket_rows(p)  # λᵀQ_k(e_i) = λᵀQ_{k-1}(e_i) ad_c + λᵀ ad_c^(k-1) ad(e_i)
+        p = np.einsum("...j,...jl->...l", p, ad_c)
+        coefficient *= -1.0 / (k + 1)
+        K += coefficient * q
+        term = abs(coefficient) * (np.abs(q).max(initial=0.0) + np.abs(p).max(initial=0.0))
+        if term < tol * max(1.0, np.abs(K).max(initial=0.0)):
+            break
+    return K
 
 
 def random(rng: np.random.Generator | int | None = None) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""SO(3): exponential and logarithm of rotations, and the right/left Jacobians of exp.
+"""SO(3): exponential and logarithm of rotations, and the right/left Jacobians of exp, in plain and compiled forms.
 
 Conventions (DESIGN.md): a rotation is a 3x3 numpy array ``R``; its tangent vector ``w`` is
 the rotation vector, ``R = exp(w) = expm(hat(w))``. Perturbations are on the right,
@@ -12,30 +12,44 @@ With ``theta = |w|`` and ``W = hat(w)`` everything is a polynomial in ``W``::
     Jr(w)^-1 = I + W/2 + D W^2            D  = (1 - (theta/2) cot(theta/2))/theta^2
 
 ``S_m(theta) = sum_j (-1)^j theta^(2j) / (2j+m)!``; the closed forms cancel catastrophically for
-small ``theta``, so below ``_SERIES_BELOW`` the series is summed instead (truncation < 1e-19).
+small ``theta``, so below ``_SERIES_BELOW`` the series is summed instead (truncation < 1e-19); ``D`` and
+``D'/theta`` (for SE(3)'s Jlog6) are summed as series below ``_JLOG_SERIES_BELOW``.
 The inverse Jacobians are singular at ``theta = 2 pi``: they are valid for ``|w| < 2 pi`` and
 accurate for ``|w| <= pi``, which covers every vector returned by ``log``.
+
+Each formula is written once, as a compiled helper (``lietraj._jit.helper``) on tuples, without input checks:
+a 3-vector is a 3-tuple, a rotation a row-major 9-tuple. They carry Pinocchio's names: ``exp3``, ``log3``,
+``jexp3`` (``Jr``), ``jlog3`` (``Jr⁻¹``), with the coefficients ``exp_coefficients`` and ``jlog_coefficients``,
+the polynomial ``skew_polynomial`` and ``axis_angle`` (Rodrigues' formula for a unit axis: the joint rotations).
+The plain functions (``exp``, ``log``, ``right_jacobian``, ...) take and return numpy arrays, check their inputs
+and run the same helpers as Python. The module has the operations every group of ``lie.group.LieGroup`` has.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
+from lietraj._jit import helper
+from lietraj.dynamics._tuples import dot, scale, skew
+
+from . import group
+
+_GROUP = sys.modules[__name__]  # this module, as the group the generic ⊕/⊖ Jacobians of ``group`` act on
 ORTHONORMAL_TOL = 1e-6
 """Largest ``||R^T R - I||_F`` accepted as a rotation by ``log`` and ``check_rotation``."""
 
 _SERIES_BELOW = 0.5
 _SERIES_TERMS = 8
-_SERIES = {
-    m: tuple((-1) ** j / math.factorial(2 * j + m) for j in reversed(range(_SERIES_TERMS)))
-    for m in range(1, 6)
-}
-# Taylor series of D(theta); below 1e-2 its terms past theta^4 are < 1e-18 relative, and above
-# it the closed form loses only eps/theta^2 on D, which multiplies W^2 ~ theta^2.
-_D_SERIES = (1.0 / 30240.0, 1.0 / 720.0, 1.0 / 12.0)
-_D_SERIES_BELOW = 1e-2
+# Taylor coefficients of S1 .. S5 in theta^2, highest power first (for Horner's scheme).
+_S1, _S2, _S3, _S4, _S5 = (
+    tuple((-1) ** j / math.factorial(2 * j + m) for j in reversed(range(_SERIES_TERMS))) for m in range(1, 6)
+)
+# Below this angle D(θ) and D'(θ)/θ are summed as series (truncation < 1e-17), above it in closed form
+# (cancellation < 1e-13 relative on D'/θ, which multiplies terms of size θ²).
+_JLOG_SERIES_BELOW = 0.25
 
 
 def _checked(x, shape: tuple[int, ...], name: str) -> np.ndarray:
@@ -48,18 +62,25 @@ def _checked(x, shape: tuple[int, ...], name: str) -> np.ndarray:
     return a
 
 
-def _horner(coefficients: tuple[float, ...], x: float) -> float:
+# ---------------------------------------------------------------- compiled forms (tuples, unchecked)
+
+
+@helper
+def _horner(c, x):
     acc = 0.0
-    for c in coefficients:
-        acc = acc * x + c
+    for k in range(len(c)):
+        acc = acc * x + c[k]
     return acc
 
 
-def _exp_coefficients(theta: float) -> tuple[float, float, float, float, float]:
-    """``(S1, ..., S5)`` at ``theta >= 0``, each accurate to a few ulp."""
+@helper
+def exp_coefficients(theta):
+    """``(S1, ..., S5)`` at ``theta >= 0``, each accurate to a few ulp; NaN at ``theta = inf`` (a diverged step)."""
     t2 = theta * theta
     if theta < _SERIES_BELOW:
-        return tuple(_horner(_SERIES[m], t2) for m in range(1, 6))
+        return _horner(_S1, t2), _horner(_S2, t2), _horner(_S3, t2), _horner(_S4, t2), _horner(_S5, t2)
+    if theta == math.inf:  # NaN, as compiled code gives; Python's math.sin would raise
+        return math.nan, math.nan, math.nan, math.nan, math.nan
     s1 = math.sin(theta) / theta
     half_sinc = math.sin(0.5 * theta) / (0.5 * theta)
     s2 = 0.5 * half_sinc * half_sinc  # (1 - cos)/theta^2 without the cancellation of 1 - cos
@@ -71,28 +92,100 @@ def _exp_coefficients(theta: float) -> tuple[float, float, float, float, float]:
     return s1, s2, s3, s4, s5
 
 
-def _inverse_jacobian_coefficient(theta: float) -> float:
-    """``D(theta) = (1 - (theta/2) cot(theta/2)) / theta^2``, finite up to ``theta = pi`` and beyond."""
-    if theta < _D_SERIES_BELOW:
-        return _horner(_D_SERIES, theta * theta)
+@helper
+def jlog_coefficients(theta):
+    """``D(θ) = (1 - (θ/2) cot(θ/2)) / θ²`` and ``D'(θ)/θ``, finite up to ``θ = pi`` and beyond."""
+    t2 = theta * theta
+    if theta < _JLOG_SERIES_BELOW:
+        # (x/2) cot(x/2) = 1 - sum_n |B_2n| x^2n / (2n)!
+        D = 1.0 / 12.0 + t2 * (1.0 / 720.0 + t2 * (1.0 / 30240.0 + t2 * (1.0 / 1209600.0 + t2 * (
+            1.0 / 47900160.0 + t2 * (691.0 / 1307674368000.0)))))
+        Dd = 1.0 / 360.0 + t2 * (1.0 / 7560.0 + t2 * (1.0 / 201600.0 + t2 * (1.0 / 5987520.0 + t2 * (
+            6910.0 / 1307674368000.0))))
+        return D, Dd
     half = 0.5 * theta
-    return (1.0 - half * math.cos(half) / math.sin(half)) / (theta * theta)
+    sh = math.sin(half)
+    D = (1.0 - half * math.cos(half) / sh) / t2
+    Dd = (-2.0 / t2 + (1.0 + math.sin(theta) / theta) / (4.0 * sh * sh)) / t2
+    return D, Dd
 
 
-# The 3x3 work below is written as scalar formulas: on arrays this small, numpy's per-call overhead
-# costs more than the arithmetic, and scalar formulas are what a batched numba kernel would use.
+@helper
+def skew_polynomial(w, c1, c2):
+    """I + c1 [w]x + c2 [w]x^2 as a row-major 9-tuple ([w]x^2 = w w^T - |w|^2 I): the form of exp, Jl, Jr on SO(3)."""
+    x, y, z = w
+    d = 1.0 - c2 * (x * x + y * y + z * z)
+    return (d + c2 * x * x, c2 * x * y - c1 * z, c2 * x * z + c1 * y,
+            c2 * x * y + c1 * z, d + c2 * y * y, c2 * y * z - c1 * x,
+            c2 * x * z - c1 * y, c2 * y * z + c1 * x, d + c2 * z * z)
 
 
-def _polynomial(w: np.ndarray, c1: float, c2: float) -> np.ndarray:
-    """``I + c1 hat(w) + c2 hat(w)^2``, using ``hat(w)^2 = w w^T - |w|^2 I``."""
-    x, y, z = w.tolist()
-    xy, xz, yz = c2 * x * y, c2 * x * z, c2 * y * z
-    diagonal = 1.0 - c2 * (x * x + y * y + z * z)
-    return np.array([
-        [diagonal + c2 * x * x, xy - c1 * z, xz + c1 * y],
-        [xy + c1 * z, diagonal + c2 * y * y, yz - c1 * x],
-        [xz - c1 * y, yz + c1 * x, diagonal + c2 * z * z],
-    ])
+@helper
+def axis_angle(a, q):
+    """``exp(q a)`` for a unit axis ``a`` (Rodrigues' formula: one sine and one cosine, for the joint rotations)."""
+    c, s = math.cos(q), math.sin(q)
+    t = 1.0 - c
+    x, y, z = a
+    return (
+        c + t * x * x, t * x * y - s * z, t * x * z + s * y,
+        t * x * y + s * z, c + t * y * y, t * y * z - s * x,
+        t * x * z - s * y, t * y * z + s * x, c + t * z * z,
+    )
+
+
+@helper
+def exp3(w):
+    """``exp(w) = I + S1 W + S2 W²``."""
+    s1, s2, _, _, _ = exp_coefficients(math.sqrt(dot(w, w)))
+    return skew_polynomial(w, s1, s2)
+
+
+@helper
+def log3(R):
+    """Rotation vector ``w`` with ``exp(w) = R``, ``|w| <= pi``. Past ``pi/2`` the axis comes from the symmetric part
+    ``B = (1 - cos) n nᵀ`` (``sin(theta)`` loses it there): its row with the largest diagonal entry, ``>= (1 - cos)/3``,
+    is the best conditioned; at exactly ``pi`` both ``w`` and ``-w`` are logarithms."""
+    a, b, c, d, e, f, g, h, i = R
+    s = (0.5 * (h - f), 0.5 * (c - g), 0.5 * (d - b))  # vee(R) = sin(theta) n
+    sin_t = math.sqrt(dot(s, s))
+    cos_t = 0.5 * (a + e + i - 1.0)
+    theta = math.atan2(sin_t, cos_t)
+    if cos_t >= 0.0:
+        return scale(s, 1.0 + sin_t * sin_t / 6.0 if sin_t < 1e-6 else theta / sin_t)  # theta / sin(theta)
+    b00, b11, b22 = a - cos_t, e - cos_t, i - cos_t
+    if b00 >= b11 and b00 >= b22:
+        row, bkk = (b00, 0.5 * (b + d), 0.5 * (c + g)), b00
+    elif b11 >= b22:
+        row, bkk = (0.5 * (b + d), b11, 0.5 * (f + h)), b11
+    else:
+        row, bkk = (0.5 * (c + g), 0.5 * (f + h), b22), b22
+    k = theta / math.sqrt(bkk * (1.0 - cos_t))
+    return scale(row, -k if dot(row, s) < 0.0 else k)
+
+
+@helper
+def jexp3(w):
+    """``Jr(w) = I - S2 W + S3 W²`` (Pinocchio's ``Jexp3``); ``Jl(w) = jexp3(-w)``."""
+    _, s2, s3, _, _ = exp_coefficients(math.sqrt(dot(w, w)))
+    return skew_polynomial(w, -s2, s3)
+
+
+@helper
+def jlog3(w):
+    """``Jr(w)⁻¹ = I + W/2 + D W²`` (Pinocchio's ``Jlog3`` at ``exp(w)``); ``Jl(w)⁻¹ = jlog3(-w)``."""
+    D, _ = jlog_coefficients(math.sqrt(dot(w, w)))
+    return skew_polynomial(w, 0.5, D)
+
+
+# ---------------------------------------------------------------- plain forms (numpy, checked)
+
+
+def _matrix(t) -> np.ndarray:
+    return np.array(t).reshape(3, 3)
+
+
+def _tangent(w) -> list[float]:
+    return _checked(w, (3,), "w").tolist()
 
 
 def _rotation_defects(R: np.ndarray) -> tuple[float, float]:
@@ -110,8 +203,7 @@ def _rotation_defects(R: np.ndarray) -> tuple[float, float]:
 
 def hat(w) -> np.ndarray:
     """Skew-symmetric matrix ``hat(w)`` with ``hat(w) u = w x u``."""
-    x, y, z = _checked(w, (3,), "w")
-    return np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+    return _matrix(skew(_tangent(w)))
 
 
 def vee(W) -> np.ndarray:
@@ -153,11 +245,24 @@ def project_to_rotation(R) -> np.ndarray:
     return U @ Vt
 
 
+def identity() -> np.ndarray:
+    """The identity rotation."""
+    return np.eye(3)
+
+
+def compose(R1, R2) -> np.ndarray:
+    """Group product ``R1 R2``."""
+    return check_rotation(R1, "R1") @ check_rotation(R2, "R2")
+
+
+def inverse(R) -> np.ndarray:
+    """``R⁻¹ = Rᵀ``."""
+    return check_rotation(R).T.copy()
+
+
 def exp(w) -> np.ndarray:
     """Rotation ``expm(hat(w))`` (Rodrigues' formula)."""
-    w = _checked(w, (3,), "w")
-    s1, s2, _, _, _ = _exp_coefficients(math.sqrt(w @ w))
-    return _polynomial(w, s1, s2)
+    return _matrix(exp3(_tangent(w)))
 
 
 def log(R) -> np.ndarray:
@@ -165,58 +270,54 @@ def log(R) -> np.ndarray:
 
     At exactly ``|w| = pi`` both ``w`` and ``-w`` are logarithms; either may be returned.
     """
-    return _log(check_rotation(R))
+    return np.array(log3(check_rotation(R).ravel().tolist()))
 
 
-def _log(R: np.ndarray) -> np.ndarray:
-    """``log`` of a checked rotation."""
-    (a, b, c), (d, e, f), (g, h, i) = R.tolist()
-    s = (0.5 * (h - f), 0.5 * (c - g), 0.5 * (d - b))  # vee(R) = sin(theta) n
-    sin_theta = math.sqrt(s[0] * s[0] + s[1] * s[1] + s[2] * s[2])
-    cos_theta = 0.5 * (a + e + i - 1.0)
-    theta = math.atan2(sin_theta, cos_theta)
-    if cos_theta >= 0.0:
-        if sin_theta < 1e-6:
-            scale = 1.0 + sin_theta * sin_theta / 6.0  # theta/sin(theta), series in sin(theta)
-        else:
-            scale = theta / sin_theta
-        return np.array(s) * scale
-    # Past pi/2, sin(theta) -> 0 loses the axis; the symmetric part B = (1 - cos) n n^T keeps it.
-    # Its largest diagonal entry, >= (1 - cos)/3, gives the best-conditioned column.
-    B = ((a - cos_theta, 0.5 * (b + d), 0.5 * (c + g)),
-         (0.5 * (b + d), e - cos_theta, 0.5 * (f + h)),
-         (0.5 * (c + g), 0.5 * (f + h), i - cos_theta))
-    k = max(range(3), key=lambda j: B[j][j])
-    n = np.array(B[k]) / math.sqrt(B[k][k] * (1.0 - cos_theta))
-    if n[0] * s[0] + n[1] * s[1] + n[2] * s[2] < 0.0:
-        n = -n
-    return theta * n
+def integrate(R, w) -> np.ndarray:
+    """``R ⊕ w = R exp(w)``."""
+    return check_rotation(R) @ exp(w)
+
+
+def difference(R0, R1) -> np.ndarray:
+    """``R1 ⊖ R0 = log(R0⁻¹ R1)``."""
+    return log(inverse(R0) @ check_rotation(R1, "R1"))
+
+
+def Ad(R) -> np.ndarray:
+    """Adjoint ``Ad_R = R``: ``R exp(w) R⁻¹ = exp(R w)``."""
+    return check_rotation(R).copy()
 
 
 def right_jacobian(w) -> np.ndarray:
     """``Jr(w)``: ``exp(w + d) ~= exp(w) exp(Jr(w) d)``."""
-    w = _checked(w, (3,), "w")
-    _, s2, s3, _, _ = _exp_coefficients(math.sqrt(w @ w))
-    return _polynomial(w, -s2, s3)
+    return _matrix(jexp3(_tangent(w)))
 
 
 def left_jacobian(w) -> np.ndarray:
     """``Jl(w)``: ``exp(w + d) ~= exp(Jl(w) d) exp(w)``."""
-    w = _checked(w, (3,), "w")
-    _, s2, s3, _, _ = _exp_coefficients(math.sqrt(w @ w))
-    return _polynomial(w, s2, s3)
+    return _matrix(jexp3(scale(_tangent(w), -1.0)))
 
 
 def right_jacobian_inverse(w) -> np.ndarray:
     """``Jr(w)^-1``, i.e. ``log(exp(w) exp(d)) ~= w + Jr(w)^-1 d``; valid for ``|w| < 2 pi``."""
-    w = _checked(w, (3,), "w")
-    return _polynomial(w, 0.5, _inverse_jacobian_coefficient(math.sqrt(w @ w)))
+    return _matrix(jlog3(_tangent(w)))
 
 
 def left_jacobian_inverse(w) -> np.ndarray:
     """``Jl(w)^-1``, i.e. ``log(exp(d) exp(w)) ~= w + Jl(w)^-1 d``; valid for ``|w| < 2 pi``."""
-    w = _checked(w, (3,), "w")
-    return _polynomial(w, -0.5, _inverse_jacobian_coefficient(math.sqrt(w @ w)))
+    return _matrix(jlog3(scale(_tangent(w), -1.0)))
+
+
+def integrate_jacobians(R, w) -> tuple[np.ndarray, np.ndarray]:
+    """``(J_x, J_z) = (Ad_{exp(-w)}, Jr(w))``: ``(R exp(dx)) ⊕ (w + dz) ~= (R ⊕ w) exp(J_x dx + J_z dz)``."""
+    check_rotation(R)
+    return group.integrate_jacobians(_GROUP, _checked(w, (3,), "w"))
+
+
+def difference_jacobians(R0, R1) -> tuple[np.ndarray, np.ndarray]:
+    """``(J_x0, J_x1) = (-Jl⁻¹(z), Jr⁻¹(z))`` at ``z = R1 ⊖ R0``:
+    ``(R1 exp(d1)) ⊖ (R0 exp(d0)) ~= z + J_x0 d0 + J_x1 d1``."""
+    return group.difference_jacobians(_GROUP, R0, R1)
 
 
 def random(rng: np.random.Generator | int | None = None) -> np.ndarray:

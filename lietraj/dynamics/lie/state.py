@@ -14,7 +14,13 @@ perturbations (seed 000 §2–3)::
 
 where a derivative with respect to a state is taken in the chart ``x exp(dx)`` and, when the
 result is a state, measured in the chart ``(x ⊕ z) exp(·)``. The SE(3) part of ``⊖`` equals
-Pinocchio's free-flyer ``difference`` (``log6(M₀⁻¹ M₁)``, linear first).
+Pinocchio's free-flyer ``difference`` (``log6(M₀⁻¹ M₁)``, linear first). ``Ad`` and the Jacobians of ``exp`` are
+the SE(3) ones on the base block and the identity elsewhere, so ``StateSpace`` has the operations every group of
+``lie.group.LieGroup`` has.
+
+``StateSpace`` is the plain form (checked inputs, new arrays). The compiled forms, unchecked, for the kernels and
+the solvers' hot paths: ``chart_integrate`` and ``chart_difference`` for one knot, ``tangent_integrate`` and
+``tangent_difference`` for every knot of a trajectory in one compiled call.
 """
 
 from __future__ import annotations
@@ -25,7 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import se3
+from lietraj._jit import kernel
+from lietraj.dynamics._tuples import base_placement
+
+from . import group, se3
+from .se3 import between, log6, pose_exp
 from .so3 import _checked
 
 
@@ -165,7 +175,7 @@ class StateSpace:
 
     Attributes: ``n`` (joints), ``nv`` (velocity size, ``6 + n`` or ``n``), ``ndx`` (tangent
     size, ``2 nv``), ``floating_base``. Every method checks its inputs (``check``) and returns
-    new arrays.
+    new arrays. ``neutral()`` is ``identity()``, the name the other groups share.
     """
 
     def __init__(self, n_joints: int, floating_base: bool):
@@ -202,9 +212,11 @@ class StateSpace:
     def _state(self, H: np.ndarray | None, s: np.ndarray, v: np.ndarray) -> State:
         return State(H if self.floating_base else None, s, v)
 
-    def neutral(self) -> State:
+    def identity(self) -> State:
         """Identity element: ``H = I``, zero joints and velocities."""
         return self._state(np.eye(4), np.zeros(self.n), np.zeros(self.nv))
+
+    neutral = identity
 
     def random(self, rng: np.random.Generator | int | None = None, scale: float = 1.0) -> State:
         """Random state: uniform base rotation; base position, ``s`` and ``v`` standard normal times ``scale``."""
@@ -257,32 +269,47 @@ class StateSpace:
             parts = (se3.log(se3.inverse(x0.H) @ x1.H),) + parts
         return np.concatenate(parts, dtype=float)
 
-    def integrate_jacobians(self, x: State, z) -> tuple[np.ndarray, np.ndarray]:
-        """``(J_x, J_z)`` with ``(x exp(dx)) ⊕ (z + dz) ~= (x ⊕ z) exp(J_x dx + J_z dz)``."""
-        self.check(x)
-        z = self._check_tangent(z)
-        J_x = np.eye(self.ndx)
-        J_z = np.eye(self.ndx)
+    def _lift(self, base_block, argument, sign: float = 1.0) -> np.ndarray:
+        """``sign I`` (ndx, ndx) with ``base_block(argument)`` (6x6) in the SE(3) block of a floating base."""
+        J = sign * np.eye(self.ndx)
         if self.floating_base:
-            J_x[:6, :6] = se3.Ad(se3.exp(-z[:6]))
-            J_z[:6, :6] = se3.right_jacobian(z[:6])
-        return J_x, J_z
+            J[:6, :6] = base_block(argument)
+        return J
+
+    def Ad(self, x: State) -> np.ndarray:
+        """Adjoint ``Ad_x = diag(Ad_H, I)``: ``x exp(z) x⁻¹ = exp(Ad_x z)``."""
+        self.check(x)
+        return self._lift(se3.Ad, x.H)
+
+    def right_jacobian(self, z) -> np.ndarray:
+        """``Jr(z) = diag(Jr(z_H), I)``: ``exp(z + d) ~= exp(z) exp(Jr(z) d)``."""
+        return self._lift(se3.right_jacobian, self._check_tangent(z)[:6])
+
+    def left_jacobian(self, z) -> np.ndarray:
+        """``Jl(z) = diag(Jl(z_H), I)``: ``exp(z + d) ~= exp(Jl(z) d) exp(z)``."""
+        return self._lift(se3.left_jacobian, self._check_tangent(z)[:6])
+
+    def right_jacobian_inverse(self, z) -> np.ndarray:
+        """``Jr(z)⁻¹ = diag(Jr(z_H)⁻¹, I)``; valid for ``|w| < 2 pi``."""
+        return self._lift(se3.right_jacobian_inverse, self._check_tangent(z)[:6])
+
+    def left_jacobian_inverse(self, z) -> np.ndarray:
+        """``Jl(z)⁻¹ = diag(Jl(z_H)⁻¹, I)``; valid for ``|w| < 2 pi``."""
+        return self._lift(se3.left_jacobian_inverse, self._check_tangent(z)[:6])
+
+    def integrate_jacobians(self, x: State, z) -> tuple[np.ndarray, np.ndarray]:
+        """``(J_x, J_z) = (Ad_{exp(-z)}, Jr(z))``: ``(x exp(dx)) ⊕ (z + dz) ~= (x ⊕ z) exp(J_x dx + J_z dz)``."""
+        self.check(x)
+        return group.integrate_jacobians(self, self._check_tangent(z))
 
     def difference_jacobians(self, x0: State, x1: State) -> tuple[np.ndarray, np.ndarray]:
-        """``(J_x0, J_x1)`` with ``(x₁ exp(d₁)) ⊖ (x₀ exp(d₀)) ~= x₁ ⊖ x₀ + J_x0 d₀ + J_x1 d₁``."""
-        self.check(x0)
-        self.check(x1)
-        J_x0 = -np.eye(self.ndx)
-        J_x1 = np.eye(self.ndx)
-        if self.floating_base:
-            z_H = se3.log(se3.inverse(x0.H) @ x1.H)
-            J_x0[:6, :6] = -se3.left_jacobian_inverse(z_H)
-            J_x1[:6, :6] = se3.right_jacobian_inverse(z_H)
-        return J_x0, J_x1
+        """``(J_x0, J_x1) = (-Jl⁻¹(z), Jr⁻¹(z))`` at ``z = x₁ ⊖ x₀``:
+        ``(x₁ exp(d₁)) ⊖ (x₀ exp(d₀)) ~= x₁ ⊖ x₀ + J_x0 d₀ + J_x1 d₁``."""
+        return group.difference_jacobians(self, x0, x1)
 
     def trajectory(self, N: int) -> Trajectory:
-        """Trajectory of ``N`` neutral states."""
-        return Trajectory.repeat(self.neutral(), N)
+        """Trajectory of ``N`` identity states."""
+        return Trajectory.repeat(self.identity(), N)
 
     def random_trajectory(self, N: int, rng: np.random.Generator | int | None = None, scale: float = 1.0) -> Trajectory:
         """Trajectory of ``N`` independent ``random`` states."""
@@ -305,3 +332,77 @@ class StateSpace:
         for k in range(len(X0)):
             Z[k] = self.difference(X0[k], X1[k])
         return Z
+
+
+# ---------------------------------------------------------------- compiled forms (unchecked)
+
+
+@kernel
+def chart_integrate(H, s, v, z, floating, H_out, s_out, v_out, E):
+    """(H_out, s_out, v_out) = (H, s, v) exp(z) for one knot (StateSpace.integrate, compiled); the outputs may be the
+    inputs. E is a 4x4 work array."""
+    n = s.shape[0]
+    nh = 6 if floating else 0
+    if floating:
+        pose_exp(H, z, H_out, E)
+    for i in range(n):
+        s_out[i] = s[i] + z[nh + i]
+    for i in range(v.shape[0]):
+        v_out[i] = v[i] + z[nh + n + i]
+
+
+@kernel
+def chart_difference(H0, s0, v0, H1, s1, v1, floating, out):
+    """out = log(x0⁻¹ x1) for one knot (StateSpace.difference, compiled)."""
+    n = s0.shape[0]
+    nh = 6 if floating else 0
+    if floating:
+        R0, p0 = base_placement(H0)
+        R1, p1 = base_placement(H1)
+        R, p = between(R0, p0, R1, p1)
+        u, w = log6(R, p)
+        out[0], out[1], out[2], out[3], out[4], out[5] = u[0], u[1], u[2], w[0], w[1], w[2]
+    for i in range(n):
+        out[nh + i] = s1[i] - s0[i]
+    for i in range(v0.shape[0]):
+        out[nh + n + i] = v1[i] - v0[i]
+
+
+@kernel
+def _difference_batch(H0, S0, V0, H1, S1, V1, floating, out):
+    """out[k] = log(X0[k]⁻¹ X1[k]) for every knot."""
+    for k in range(S0.shape[0]):
+        h = k if floating else 0
+        chart_difference(H0[h], S0[k], V0[k], H1[h], S1[k], V1[k], floating, out[k])
+
+
+@kernel
+def _integrate_batch(H, S, V, Z, floating, H_out, S_out, V_out, E):
+    """X_out[k] = X[k] exp(Z[k]) for every knot; X_out may be X."""
+    for k in range(S.shape[0]):
+        h = k if floating else 0
+        chart_integrate(H[h], S[k], V[k], Z[k], floating, H_out[h], S_out[k], V_out[k], E)
+
+
+_NO_POSES = np.zeros((1, 4, 4))  # read at index 0 only for a floating base
+
+
+def tangent_difference(X0: Trajectory, X1: Trajectory, out: np.ndarray | None = None) -> np.ndarray:
+    """Knot-wise ``X1[k] ⊖ X0[k]`` in one compiled call, without ``StateSpace``'s input checks (the solvers' hot
+    path: their states are made by the dynamics)."""
+    floating = X0.H is not None
+    if out is None:
+        out = np.empty((len(X0), (6 if floating else 0) + X0.s.shape[1] + X0.v.shape[1]))
+    _difference_batch(X0.H if floating else _NO_POSES, X0.s, X0.v, X1.H if floating else _NO_POSES, X1.s, X1.v,
+                      floating, out)
+    return out
+
+
+def tangent_integrate(X: Trajectory, Z: np.ndarray, out: Trajectory | None = None) -> Trajectory:
+    """Knot-wise ``X[k] ⊕ Z[k]`` in one compiled call, without input checks; ``out`` may be ``X`` itself."""
+    floating = X.H is not None
+    if out is None:
+        out = Trajectory(np.empty_like(X.H) if floating else None, np.empty_like(X.s), np.empty_like(X.v))
+    _integrate_batch(X.H if floating else _NO_POSES, X.s, X.v, np.ascontiguousarray(Z), floating,
+                     out.H if floating else _NO_POSES, out.s, out.v, np.empty((4, 4)))
+    return out

@@ -15,16 +15,15 @@ block, the first ``nv`` columns of ``R_x``; the velocity columns are zero unless
     CenterOfMassResidual     r = c − c_ref  (world)                 J_q = J_com
 
 Placement errors come from ``kinematics_derivatives.frame_placement_error``, velocities from
-``frame_velocity_derivatives``, the centre of mass from ``center_of_mass_jacobian`` (one batched kernel call each);
-the state error's ``log`` and ``Jr⁻¹`` are one compiled loop over knots here (``Jlog6``: see
-``kinematics_derivatives``). Residuals that do not depend on ``u`` still have an ``nu`` (the size of the controls
-their cost is called with): the robot's ``n`` by default, 0 for a terminal cost.
+``frame_velocity_derivatives``, the centre of mass from ``center_of_mass_jacobian``, the state error's ``log`` and
+``Jr⁻¹`` from ``se3.difference_batch`` (one batched kernel call each). Residuals that do not depend on ``u`` still
+have an ``nu`` (the size of the controls their cost is called with): the robot's ``n`` by default, 0 for a terminal
+cost.
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 import operator
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -33,17 +32,11 @@ import numpy as np
 
 from lietraj._jit import kernel
 from lietraj.dynamics.lie import se3, so3
+from lietraj.dynamics.lie.se3 import difference_batch
 from lietraj.dynamics._checks import BAD_H, BAD_ROTATION, IDENTITY4_STACK, NOT_FINITE, OK, check_state
-from lietraj.dynamics._spatial import base_placement, dot, mm, mtv, mv, skew_polynomial, sub, transpose
 from lietraj.dynamics.kinematics.center_of_mass import center_of_mass, center_of_mass_jacobian
 from lietraj.dynamics.kinematics.kinematics import frame_id, frame_placement, frame_jacobian, frame_velocity, reference_code
-from lietraj.dynamics.kinematics.kinematics_derivatives import (
-    jlog6_blocks,
-    jlog_coefficients,
-    log3,
-    frame_placement_error,
-    frame_velocity_derivatives,
-)
+from lietraj.dynamics.kinematics.kinematics_derivatives import frame_placement_error, frame_velocity_derivatives
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 
@@ -169,32 +162,6 @@ class Residual(ABC):
 # ---------------------------------------------------------------- state
 
 
-@kernel
-def _se3_error_batch(H, HREF, jacobian, Z, J):
-    """Z[k] = log(HREF[k]⁻¹ H[k]) (linear first) and, with ``jacobian``, J[k] = Jr(Z[k])⁻¹ = [[A, C A], [0, A]]
-    (the Jlog6 of ``kinematics_derivatives.placement_error_core``); a one-knot HREF serves every knot."""
-    single = HREF.shape[0] == 1
-    for k in range(H.shape[0]):
-        TR, Tp = base_placement(HREF[0 if single else k])
-        R, p = base_placement(H[k])
-        pe = mtv(TR, sub(p, Tp))
-        w = log3(mm(transpose(TR), R))
-        theta = math.sqrt(dot(w, w))
-        D, Dd = jlog_coefficients(theta)
-        u = mv(skew_polynomial(w, -0.5, D), pe)
-        for m in range(3):
-            Z[k, m], Z[k, 3 + m] = u[m], w[m]
-        if not jacobian:
-            continue
-        A, C = jlog6_blocks(w, pe, theta, D, Dd)
-        CA = mm(C, A)
-        for r in range(3):
-            for c in range(3):
-                J[k, r, c] = J[k, r + 3, c + 3] = A[3 * r + c]
-                J[k, r, c + 3] = CA[3 * r + c]
-                J[k, r + 3, c] = 0.0
-
-
 class StateResidual(Residual):
     """``r = x ⊖ x_ref = log(x_ref⁻¹ x)`` (ndx,) for a fixed ``reference`` State, or a Trajectory of N knots to
     track (then X must have N knots; a 1-knot trajectory is a fixed reference). ``reference`` is settable. Linear on
@@ -215,9 +182,7 @@ class StateResidual(Residual):
     def reference(self, reference: State | Trajectory) -> None:
         if isinstance(reference, State):
             self.state_space.check(reference)
-            H = None if reference.H is None else np.array(reference.H, dtype=np.float64)[None]
-            self._ref = Trajectory(H, np.array(reference.s, dtype=np.float64)[None],
-                                   np.array(reference.v, dtype=np.float64)[None])
+            self._ref = Trajectory.repeat(reference, 1)
         elif isinstance(reference, Trajectory):
             check_knots(self.state_space, 0, reference, None, "StateResidual: reference")
             self._ref = reference
@@ -241,7 +206,7 @@ class StateResidual(Residual):
         J = np.empty((N if jacobian else 0, 6, 6))
         if nh:
             Z = np.empty((N, 6))
-            _se3_error_batch(X.H, ref.H, jacobian, Z, J)
+            difference_batch(ref.H, X.H, jacobian, Z, J)
             r[:, :6] = Z
         return N, r, J
 

@@ -52,6 +52,7 @@ from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynami
 from lietraj.dynamics.contacts.contact_dynamics_second_order import contact_hessian_contraction
 from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
 from lietraj.dynamics.lie.state import State, Trajectory
+from lietraj.dynamics.lie.se3 import exp_blocks
 from lietraj.optimal_control.dynamics.discrete_dynamics import (
     DiscreteDerivatives,
     DiscreteDynamics,
@@ -64,7 +65,6 @@ from lietraj.optimal_control.dynamics.discrete_dynamics import (
     policy_start,
     euler_update,
     euler_step,
-    exp_blocks,
 )
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_step_hessian
 

@@ -51,107 +51,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from lietraj._jit import helper, kernel
-from lietraj.dynamics.lie import so3
 from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NO_FEXT, NOT_FINITE, OK, check_state, result_arrays
-from lietraj.dynamics._spatial import base_placement, dot, mm, mtv, mv, skew, transpose, skew_polynomial, sub
 from lietraj.dynamics.algorithms.aba import SINGULAR, WORK_LAYOUT, aba, aba_core
 from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
-from lietraj.dynamics.kinematics.kinematics_derivatives import jlog_coefficients, log3
 from lietraj.dynamics.model.model import RobotModel
-from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
+from lietraj.dynamics.lie.se3 import exp_blocks, exp_into, pose_exp
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, chart_difference, chart_integrate
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_step_hessian
 from lietraj.optimal_control.dynamics.rk4_second_order import Rk4Sensitivities, Rk4Stages, rk4_step_hessian
 
 INTEGRATORS = ("euler", "rk4")
 _CHUNK_ENTRIES = 32768  # RK4 chain rule: knots per block such that a (knots, ndx, ndx + n) block stays in cache
-
-
-# Taylor coefficients of S_m(theta) (so3: S1 = sin/theta, S2 = (1 - cos)/theta^2, ...), used below theta = 0.5.
-_C1, _C2, _C3, _C4, _C5 = (so3._SERIES[m] for m in range(1, 6))
-_SERIES_BELOW = so3._SERIES_BELOW
-
-
-@helper
-def _horner(c, x):
-    acc = 0.0
-    for k in range(len(c)):
-        acc = acc * x + c[k]
-    return acc
-
-
-@helper
-def _exp_coefficients(theta):
-    """so3._exp_coefficients in compiled form: (S1, ..., S5) at theta, each to a few ulp."""
-    t2 = theta * theta
-    if theta < _SERIES_BELOW:
-        return _horner(_C1, t2), _horner(_C2, t2), _horner(_C3, t2), _horner(_C4, t2), _horner(_C5, t2)
-    if theta == math.inf:  # a diverged step: NaN, as compiled; Python's math.sin would raise
-        return math.nan, math.nan, math.nan, math.nan, math.nan
-    s1 = math.sin(theta) / theta
-    half_sinc = math.sin(0.5 * theta) / (0.5 * theta)
-    s2 = 0.5 * half_sinc * half_sinc
-    s3 = (1.0 - s1) / t2
-    s4 = (0.5 - s2) / t2
-    s5 = (1.0 / 6.0 - s3) / t2
-    return s1, s2, s3, s4, s5
-
-
-@helper
-def _combine(a, A, b, B, c, C, d, D):
-    """a A + b B + c C + d D for 9-tuples."""
-    return (a * A[0] + b * B[0] + c * C[0] + d * D[0], a * A[1] + b * B[1] + c * C[1] + d * D[1],
-            a * A[2] + b * B[2] + c * C[2] + d * D[2], a * A[3] + b * B[3] + c * C[3] + d * D[3],
-            a * A[4] + b * B[4] + c * C[4] + d * D[4], a * A[5] + b * B[5] + c * C[5] + d * D[5],
-            a * A[6] + b * B[6] + c * C[6] + d * D[6], a * A[7] + b * B[7] + c * C[7] + d * D[7],
-            a * A[8] + b * B[8] + c * C[8] + d * D[8])
-
-
-@helper
-def _coupling(v, w, s3, s4, s5):
-    """The block Q(v, w) of Jl([v; w]) (se3._coupling, Barfoot eq. 7.86)."""
-    V, W = skew(v), skew(w)
-    WV, VW = mm(W, V), mm(V, W)
-    WVW = mm(WV, W)
-    c3 = 0.5 * (s4 - 3.0 * s5)
-    first = _combine(0.5, V, s3, WV, s3, VW, s3, WVW)
-    second = _combine(1.0, first, s4, mm(W, WV), s4, mm(VW, W), -3.0 * s4, WVW)
-    return _combine(1.0, second, c3, mm(WVW, W), c3, mm(W, WVW), 0.0, WVW)
-
-
-@helper
-def _se3_blocks(xi, E, PHI, K, blocks):
-    """E = exp(xi) (4x4); with ``blocks``, also PHI = Ad_{exp(-xi)} and K = Jr(xi) = Jl(-xi) (6x6)."""
-    v, w = (xi[0], xi[1], xi[2]), (xi[3], xi[4], xi[5])
-    s1, s2, s3, s4, s5 = _exp_coefficients(math.sqrt(dot(w, w)))
-    R = skew_polynomial(w, s1, s2)
-    p = mv(skew_polynomial(w, s2, s3), v)
-    for r in range(3):
-        for c in range(3):
-            E[r, c] = R[3 * r + c]
-        E[r, 3] = p[r]
-        E[3, r] = 0.0
-    E[3, 3] = 1.0
-    if not blocks:
-        return
-    RT = transpose(R)
-    B = mm(RT, skew(p))  # Ad_{H^-1} = [[R^T, -R^T [p]x], [0, R^T]]
-    mw, mv_ = (-w[0], -w[1], -w[2]), (-v[0], -v[1], -v[2])
-    J = skew_polynomial(mw, s2, s3)
-    Q = _coupling(mv_, mw, s3, s4, s5)
-    for r in range(3):
-        for c in range(3):
-            PHI[r, c] = PHI[r + 3, c + 3] = RT[3 * r + c]
-            PHI[r, c + 3] = -B[3 * r + c]
-            PHI[r + 3, c] = 0.0
-            K[r, c] = K[r + 3, c + 3] = J[3 * r + c]
-            K[r, c + 3] = Q[3 * r + c]
-            K[r + 3, c] = 0.0
-
-
-@kernel
-def _se3_blocks_batch(XI, E, PHI, K, blocks):
-    for k in range(XI.shape[0]):
-        _se3_blocks(XI[k], E[k], PHI[k], K[k], blocks)
 
 
 @kernel
@@ -177,7 +87,7 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, MINV, E, PHI, K, FX, FU):
                 Fu[r, c] = dt * Fu[nv + r, c]
         if nh == 0:
             continue
-        _se3_blocks(XI[k], E[k], PHI[k], K[k], True)
+        exp_into(XI[k], E[k], PHI[k], K[k], True)
         Kk, Pk = K[k], PHI[k]
         for r in range(6):  # H+ = H exp(dt nu+): Ad_{exp(-dt nu+)} z_H + Jr(dt nu+) dt dnu+
             for c in range(2 * nv):
@@ -195,50 +105,6 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, MINV, E, PHI, K, FX, FU):
 # ---- closed-loop rollout of a policy (the solvers' forward pass) ------------------------------------------------
 
 _ROLLOUT_FAILURES = {NOT_FINITE: "a non-finite state or control", SINGULAR: "a singular articulated inertia"}
-
-
-@helper
-def _pose_exp(H, xi, H_out, E):
-    """H_out = H exp(xi) for a 4x4 pose (H_out may be H); E is a 4x4 work array. Called, not inlined, from the
-    rollout's steps, which keeps the rollout kernel's compile time down."""
-    _se3_blocks(xi, E, E, E, False)
-    for r in range(3):  # row by row, so that H_out may be H
-        h0, h1, h2, h3 = H[r, 0], H[r, 1], H[r, 2], H[r, 3]
-        for c in range(4):
-            H_out[r, c] = h0 * E[0, c] + h1 * E[1, c] + h2 * E[2, c] + h3 * E[3, c]
-    H_out[3, 0], H_out[3, 1], H_out[3, 2], H_out[3, 3] = 0.0, 0.0, 0.0, 1.0
-
-
-@kernel
-def chart_integrate(H, s, v, z, floating, H_out, s_out, v_out, E):
-    """(H_out, s_out, v_out) = (H, s, v) exp(z) for one knot (StateSpace.integrate, compiled); the outputs may be the
-    inputs. E is a 4x4 work array."""
-    n = s.shape[0]
-    nh = 6 if floating else 0
-    if floating:
-        _pose_exp(H, z, H_out, E)
-    for i in range(n):
-        s_out[i] = s[i] + z[nh + i]
-    for i in range(v.shape[0]):
-        v_out[i] = v[i] + z[nh + n + i]
-
-
-@kernel
-def chart_difference(H0, s0, v0, H1, s1, v1, floating, out):
-    """out = log(x0⁻¹ x1) for one knot (StateSpace.difference, compiled)."""
-    n = s0.shape[0]
-    nh = 6 if floating else 0
-    if floating:
-        R0, p0 = base_placement(H0)
-        R1, p1 = base_placement(H1)
-        w = log3(mm(transpose(R0), R1))
-        D, _ = jlog_coefficients(math.sqrt(dot(w, w)))
-        u = mv(skew_polynomial(w, -0.5, D), mtv(R0, sub(p1, p0)))
-        out[0], out[1], out[2], out[3], out[4], out[5] = u[0], u[1], u[2], w[0], w[1], w[2]
-    for i in range(n):
-        out[nh + i] = s1[i] - s0[i]
-    for i in range(v0.shape[0]):
-        out[nh + n + i] = v1[i] - v0[i]
 
 
 @kernel
@@ -323,7 +189,7 @@ def euler_update(t, floating, n, dt, acc, Ht, H, S, V, z, E):
     if floating:
         for i in range(6):
             z[i] = dt * V[t + 1, i]
-        _pose_exp(Ht, z, H[t + 1], E)
+        pose_exp(Ht, z, H[t + 1], E)
     for i in range(n):
         S[t + 1, i] = S[t, i] + dt * V[t + 1, nh + i]
 
@@ -492,15 +358,6 @@ def rollout_policy_per_knot(dynamics: DiscreteDynamics | Sequence[DiscreteDynami
     return PolicyRollout(X, U, DX)
 
 
-def exp_blocks(XI: np.ndarray, blocks: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``exp(ξ)`` (N, 4, 4) and, with ``blocks``, ``Ad_{exp(−ξ)}`` and ``Jr(ξ)`` (N, 6, 6) for twists XI (N, 6), in
-    one compiled call: the pieces of the chain rule through ``H exp(ξ)`` for a user's dynamics on SE(3)."""
-    N = XI.shape[0]
-    E, PHI, K = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
-    _se3_blocks_batch(np.ascontiguousarray(XI), E, PHI, K, blocks)
-    return E, PHI, K
-
-
 def covectors(LAM, N: int, ndx: int, who: str) -> np.ndarray:
     """DDP's covectors ``LAM`` (N, ndx) on the next states' tangent, checked (finite, one per knot) as float64."""
     LAM = np.asarray(LAM, dtype=np.float64)
@@ -537,11 +394,6 @@ def euler_step(X: Trajectory, a: np.ndarray, dt: float) -> Trajectory:
     return Trajectory(H, X.s + dt * V[:, nh:], V)
 
 
-def one_knot(x: State) -> Trajectory:
-    """A 1-knot trajectory whose arrays are views of x's."""
-    return Trajectory(None if x.H is None else x.H[None], x.s[None], x.v[None])
-
-
 class DiscreteDynamics(ABC):
     """Plug-in interface of the solvers: ``x⁺ = f(x, u)`` on a ``StateSpace`` and its first-order Jacobians.
 
@@ -564,14 +416,14 @@ class DiscreteDynamics(ABC):
 
     def step(self, x: State, u) -> State:
         """``x⁺ = f(x, u)`` for one state."""
-        return self.step_trajectory(one_knot(x), np.asarray(u, dtype=np.float64)[None])[0]
+        return self.step_trajectory(Trajectory.repeat(x, 1), np.asarray(u, dtype=np.float64)[None])[0]
 
     def derivatives(self, x: State | Trajectory, u, out: DiscreteDerivatives | None = None) -> DiscreteDerivatives:
         """``F_x, F_u`` at one state (``(ndx, ndx)``, ``(ndx, nu)``) or at every knot of a trajectory."""
         if type(x) is Trajectory:
             return self.trajectory_derivatives(x, u, out)
         out1 = None if out is None else DiscreteDerivatives(out.F_x[None], out.F_u[None])
-        d = self.trajectory_derivatives(one_knot(x), np.asarray(u, dtype=np.float64)[None], out1)
+        d = self.trajectory_derivatives(Trajectory.repeat(x, 1), np.asarray(u, dtype=np.float64)[None], out1)
         return DiscreteDerivatives(d.F_x[0], d.F_u[0]) if out is None else out
 
     def trajectory_hessian_contraction(self, X: Trajectory, U, LAM) -> StepHessian:
@@ -584,7 +436,7 @@ class DiscreteDynamics(ABC):
     def hessian_contraction(self, x: State, u, lam) -> StepHessian:
         """``trajectory_hessian_contraction`` at one state: blocks (ndx, ndx), (ndx, nu), (nu, nu)."""
         self.state_space.check(x)
-        H = self.trajectory_hessian_contraction(one_knot(x), np.asarray(u, dtype=np.float64)[None],
+        H = self.trajectory_hessian_contraction(Trajectory.repeat(x, 1), np.asarray(u, dtype=np.float64)[None],
                                                 np.asarray(lam, dtype=np.float64)[None])
         return StepHessian(H.xx[0], H.xu[0], H.uu[0])
 
@@ -682,12 +534,10 @@ class RobotDynamics(TorqueDriven, DiscreteDynamics):
         return Trajectory(H, X.s + Z[:, nh:nv], X.v + Z[:, nv:]), PHI, K
 
     def _checked(self, Y: Trajectory, what: str) -> Trajectory:
-        bad = ~np.isfinite(Y.v).all(axis=1) | ~np.isfinite(Y.s).all(axis=1)
-        if Y.H is not None:
-            bad |= ~np.isfinite(Y.H).all(axis=(1, 2))
-        if bad.any():
+        k = Y.first_non_finite()
+        if k is not None:
             raise ValueError(f"RobotDynamics({self.model.name}).{what}: the step diverged (non-finite state) at knot "
-                             f"{int(np.argmax(bad))}; reduce dt or the controls")
+                             f"{k}; reduce dt or the controls")
         return Y
 
     def _lambda(self, Y: Trajectory, tau: np.ndarray) -> np.ndarray:

@@ -17,9 +17,9 @@ second derivative, evaluated on the first-order sensitivities ``dη / dδ`` of i
 - compose ``Y = X exp(ξ)``: on the SE(3) rows, with ``c = ξ̄_H``, ``a = η_X,H``, ``b = δξ_H``, by BCH
   ``η_H = Ad_{exp(-c)} a + Jr(c) b + ½ [Ad_{exp(-c)} a, Jr(c) b] + ½ DJr(c)[b] b + ...``, whose Hessian has the
   blocks ``H_ab = ½ Ad_{exp(-c)}ᵀ M_λ Jr(c)`` (``M_λ[i, j] = λ_Hᵀ ad(e_i) e_j``) and ``H_bb = sym(K)``,
-  ``K[i, j] = λ_Hᵀ DJr(c)[e_i] e_j``; the other rows are additive. ``DJr`` is summed from the series
-  ``Jr(c) = Σ_k (-1)^k ad_c^k / (k+1)!``, contracted with λ first (vector-matrix products only). The final ``⊖``
-  chart is the exponential coordinates of the last compose node, so it needs no node of its own.
+  ``K[i, j] = λ_Hᵀ DJr(c)[e_i] e_j`` (``se3.bracket_rows`` and ``se3.right_jacobian_derivative_contraction``,
+  which sums ``DJr`` from the series of ``Jr``); the other rows are additive. The final ``⊖`` chart is the
+  exponential coordinates of the last compose node, so it needs no node of its own.
 
 The Euler step of DESIGN.md (``ν' = ν + dt a_b``, ``ṡ' = ṡ + dt a_j``, ``H' = H exp(dt ν')``, ``s' = s + dt ṡ'``,
 ``a = FD(x, u)``) is ``x' = x exp(ξ)`` with ``ξ = dt [v + dt a; a]``: one field and one compose node. Its covector on
@@ -45,7 +45,6 @@ from lietraj.dynamics.algorithms.linearization import generalized_force
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.state import State, Trajectory
 
-_AD_BASIS = np.stack([se3.ad(e) for e in np.eye(6)])  # ad(e_i)
 # μ (N, nv) -> (qq, qv, vv, qtau) of μᵀ ∂²a for an acceleration field a(q, v, τ).
 FieldContraction = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
 # Knots per block of the assembly: its (knots, m, m) temporaries stay small enough to be reused, not freshly mapped
@@ -72,26 +71,6 @@ class StepHessian:
     uu: np.ndarray
 
 
-def _right_jacobian_derivative_contraction(c: np.ndarray, lam: np.ndarray, tol: float = 1e-18) -> np.ndarray:
-    """K[..., i, j] = λᵀ DJr(c)[e_i] e_j for c, λ of shape (..., 6), by the series of Jr:
-    DJr[d] = Σ_k a_k Σ_m ad_c^m ad_d ad_c^(k-1-m)."""
-    ad_c = np.einsum("...k,kij->...ij", c, _AD_BASIS)
-    K = np.zeros(c.shape + (6,))
-    # rows of λᵀ Q_k(d) for the six directions d = e_i, and λᵀ ad_c^k
-    q = np.zeros_like(K)
-    p = np.array(lam, dtype=float)
-    coefficient = 1.0
-    for k in range(1, 60):
-        q = q @ ad_c + np.einsum("...j,ijl->...il", p, _AD_BASIS)  # λᵀQ_k(e_i) = λᵀQ_{k-1}(e_i) ad_c + λᵀ ad_c^(k-1) ad(e_i)
-        p = np.einsum("...j,...jl->...l", p, ad_c)
-        coefficient *= -1.0 / (k + 1)
-        K += coefficient * q
-        term = abs(coefficient) * (np.abs(q).max(initial=0.0) + np.abs(p).max(initial=0.0))
-        if term < tol * max(1.0, np.abs(K).max(initial=0.0)):
-            break
-    return K
-
-
 def _tr(A: np.ndarray) -> np.ndarray:
     return A.swapaxes(-1, -2)
 
@@ -99,8 +78,8 @@ def _tr(A: np.ndarray) -> np.ndarray:
 def compose_blocks(c: np.ndarray, PHI: np.ndarray, JR: np.ndarray, lam_H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(H_ab, H_bb)`` (N, 6, 6) of ``λ_Hᵀ log(exp(-c) exp(a) exp(c + b))`` at knots with ``c`` (N, 6),
     ``PHI = Ad_{exp(-c)}``, ``JR = Jr(c)`` and the output covector ``lam_H`` (N, 6) (module docstring)."""
-    M = np.einsum("nk,ikj->nij", lam_H, _AD_BASIS)
-    K = _right_jacobian_derivative_contraction(c, lam_H)
+    M = se3.bracket_rows(lam_H)
+    K = se3.right_jacobian_derivative_contraction(c, lam_H)
     return 0.5 * _tr(PHI) @ M @ JR, 0.5 * (K + _tr(K))
 
 
@@ -202,11 +181,11 @@ def euler_hessian_contraction(model: RobotModel, dt: float, x: State, u, lam) ->
     if lam.shape != (2 * nv,) or not np.all(np.isfinite(lam)):
         raise ValueError(f"euler_hessian_contraction({model.name}): lam must be a finite vector of shape ({2 * nv},)")
     tau = generalized_force(model, np.asarray(u, dtype=float), "euler_hessian_contraction")[None]
-    X = Trajectory(None if x.H is None else x.H[None], x.s[None], x.v[None])
+    X = Trajectory.repeat(x, 1)
     fd = aba_derivatives(model, X, tau)
     XI, PHI, JR = np.zeros((1, 0)), None, None
     if model.floating_base:
         XI = dt * (x.v[None, :6] + dt * fd.a[:, :6])
-        PHI, JR = se3.Ad(se3.exp(-XI[0]))[None], se3.right_jacobian(XI[0])[None]
+        _, PHI, JR = se3.exp_blocks(XI)
     H = euler_step_hessian(model, dt, X, tau, fd, XI, PHI, JR, lam[None])
     return StepHessian(H.xx[0], H.xu[0], H.uu[0])

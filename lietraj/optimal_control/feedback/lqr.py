@@ -34,16 +34,10 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import scipy.linalg
 
-from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, tangent_difference, tangent_integrate
 from lietraj.optimal_control.costs.costs import CostDerivatives
-from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDynamics, one_knot
-from lietraj.optimal_control.problem import (
-    ProblemDerivatives,
-    finite_trajectory,
-    knots,
-    tangent_difference,
-    tangent_integrate,
-)
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDynamics
+from lietraj.optimal_control.problem import ProblemDerivatives
 from lietraj.optimal_control.solvers.riccati import backward_pass
 from lietraj.optimal_control.solvers.solvers import _NUMERICAL_ERRORS
 
@@ -133,7 +127,7 @@ class LQRController:
     def error(self, x: State) -> np.ndarray:
         """``x ⊖ x_eq``."""
         _check_state(self.state_space, x, "LQRController")
-        return tangent_difference(one_knot(self.x_eq), one_knot(x))[0]
+        return tangent_difference(Trajectory.repeat(self.x_eq, 1), Trajectory.repeat(x, 1))[0]
 
     def __call__(self, k: int, x: State) -> np.ndarray:
         """``u_eq + K (x ⊖ x_eq)``; time-invariant, ``k`` is ignored."""
@@ -146,11 +140,7 @@ class LQRController:
                 or X.v.shape[1:] != (sp.nv,):
             raise ValueError(f"LQRController.batch: expected a trajectory of {sp}")
         _check_times(ks, len(X), None, "LQRController.batch")
-        x = self.x_eq
-        N = len(X)
-        ref = Trajectory(None if x.H is None else np.repeat(x.H[None], N, axis=0), np.repeat(x.s[None], N, axis=0),
-                         np.repeat(x.v[None], N, axis=0))
-        return self.u_eq + tangent_difference(ref, X) @ self.K.T
+        return self.u_eq + tangent_difference(Trajectory.repeat(self.x_eq, len(X)), X) @ self.K.T
 
 
 def lqr(dynamics: DiscreteDynamics, x_eq: State, u_eq, Q, R, N=None, tol: float = 1e-8) -> LQRController:
@@ -224,9 +214,7 @@ class FeedbackPolicy:
     def from_result(cls, result) -> FeedbackPolicy:
         """The local feedback policy of a solver result: its ``xs``, ``us`` and gains ``K`` (copied). The
         feedforward ``k`` of the last backward pass is not used (≈ 0 at convergence): the policy tracks ``xs``."""
-        X = result.xs
-        return cls(Trajectory(None if X.H is None else X.H.copy(), X.s.copy(), X.v.copy()), np.array(result.us),
-                   np.array(result.K))
+        return cls(result.xs.copy(), np.array(result.us), np.array(result.K))
 
     @property
     def horizon(self) -> int:
@@ -240,7 +228,7 @@ class FeedbackPolicy:
         """``x ⊖ X_k``."""
         _check_state(self.state_space, x, type(self).__name__)
         k = int(_check_times(k, 1, self.horizon + 1, type(self).__name__)[0])
-        return tangent_difference(knots(self.X, k, k + 1), one_knot(x))[0]
+        return tangent_difference(self.X[k:k + 1], Trajectory.repeat(x, 1))[0]
 
     def __call__(self, k: int, x: State) -> np.ndarray:
         """``U_k + K_k (x ⊖ X_k)``, for ``0 <= k < T`` (ValueError outside)."""
@@ -254,8 +242,7 @@ class FeedbackPolicy:
                 or X.v.shape[1:] != (sp.nv,):
             raise ValueError(f"{name}.batch: expected a trajectory of {sp}")
         ks = _check_times(ks, len(X), self.horizon, f"{name}.batch")
-        ref = Trajectory(None if self.X.H is None else self.X.H[ks], self.X.s[ks], self.X.v[ks])
-        return self.U[ks] + np.einsum("tij,tj->ti", self.K[ks], tangent_difference(ref, X))
+        return self.U[ks] + np.einsum("tij,tj->ti", self.K[ks], tangent_difference(self.X[ks], X))
 
 
 @dataclass(eq=False, repr=False)
@@ -283,14 +270,14 @@ def tvlqr(dynamics: DiscreteDynamics, X: Trajectory, U, Q, R, Qf) -> TVLQRContro
     if not isinstance(X, Trajectory) or len(X) != T + 1 or (X.H is None) == sp.floating_base \
             or X.s.shape[1:] != (sp.n,) or X.v.shape[1:] != (sp.nv,):
         raise ValueError(f"tvlqr: X must be a trajectory of T + 1 = {T + 1} states of {sp}")
-    if not finite_trajectory(X):
+    if not X.is_finite():
         raise ValueError("tvlqr: X contains NaN or inf")
-    X = Trajectory(None if X.H is None else X.H.copy(), X.s.copy(), X.v.copy())
+    X = X.copy()
     running = CostDerivatives(np.zeros(T), np.zeros((T, ndx)), np.zeros((T, nu)), _weights(Q, T, ndx, "tvlqr: Q", False),
                               np.zeros((T, ndx, nu)), _weights(R, T, nu, "tvlqr: R", True))
     terminal = CostDerivatives.zeros(1, ndx, 0)
     terminal.l_xx[0] = _weight(Qf, ndx, "tvlqr: Qf", definite=False)
-    F = dynamics.trajectory_derivatives(knots(X, 0, T), U)
+    F = dynamics.trajectory_derivatives(X[:T], U)
     bp = backward_pass(ProblemDerivatives(F, running, terminal), mu=0.0, regularize_vxx=False)
     if not bp.ok:
         raise ValueError(f"tvlqr: the Riccati recursion failed ({bp.reason}); check the linearization along X")
@@ -365,20 +352,20 @@ def simulate(dynamics: DiscreteDynamics, policy: Policy | Callable[[int, State],
         if not (np.all(np.isfinite(u)) and np.all(np.isfinite(W[k]))):
             why = "non-finite control or disturbance"
         else:
-            nxt = knots(X, k + 1, k + 2)
+            nxt = X[k + 1:k + 2]
             try:
                 with np.errstate(over="ignore", invalid="ignore"):
                     X[k + 1] = dynamics.step(x, u)
-                    if kick is not None and finite_trajectory(nxt):
+                    if kick is not None and nxt.is_finite():
                         tangent_integrate(nxt, W[k:k + 1], out=nxt)
             except _NUMERICAL_ERRORS as e:
                 why = str(e)
-            if not why and not finite_trajectory(nxt):
+            if not why and not nxt.is_finite():
                 why = "non-finite state"
         if why:
             status, steps = f"diverged at step {k}: {why}", k
             break
-    xs = knots(X, 0, steps + 1)
+    xs = X[:steps + 1]
     return Simulation(xs, U[:steps], W[:steps], status)
 
 
