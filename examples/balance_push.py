@@ -12,7 +12,6 @@ import numpy as np
 from lietraj import load_robot
 from lietraj.dynamics.contacts.contact_dynamics import Contact
 from lietraj.dynamics.kinematics.kinematics import frame_placement
-from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.feedback.balance import balance_controller, push
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.feedback.lqr import simulate
@@ -30,7 +29,7 @@ def report(label, model, x_eq, dyn, sim, kind):
     xs, us = sim.xs, sim.us
     sp = model.state_space
     error = np.array([sp.difference(x_eq, xs[k])[:6] for k in range(len(xs))])
-    forces = dyn.contact_forces(Trajectory(xs.H[:-1], xs.s[:-1], xs.v[:-1]), us)
+    forces = dyn.contact_forces(xs[:-1], us)
     d = 6 if kind == "6d" else 3
     fz = forces[:, 2::d]
     ratio = np.hypot(forces[:, 0::d], forces[:, 1::d]) / np.maximum(fz, 1e-9)

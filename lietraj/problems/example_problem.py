@@ -12,7 +12,7 @@ from lietraj.dynamics.kinematics.kinematics import frame_id, frame_placement
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.problem import Problem, knots
+from lietraj.optimal_control.problem import Problem
 from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult, solve_ddp, solve_fddp, solve_ilqr
 
 SOLVERS = ("fddp", "ilqr", "ddp")
@@ -76,7 +76,7 @@ class ExampleProblem:
         (``Contact.reference``), NaN at the steps where it is not in contact; frames in order of appearance."""
         out: dict[str, np.ndarray] = {}
         for a, b, dyn in self.contact_phases():
-            F, o = dyn.contact_forces(knots(xs, a, b), us[a:b]), 0
+            F, o = dyn.contact_forces(xs[a:b], us[a:b]), 0
             for c in dyn.contacts:
                 name = self.model.frames[frame_id(self.model, c.frame)].name
                 out.setdefault(name, np.full((len(us), c.dim), np.nan))[a:b] = F[:, o:o + c.dim]
@@ -91,7 +91,7 @@ class ExampleProblem:
         local = {c.frame for _, _, dyn in self.contact_phases() for c in dyn.contacts if c.reference == "local"}
         P, F = np.zeros((T, len(forces), 3)), np.zeros((T, len(forces), 3))
         for j, (frame, f) in enumerate(forces.items()):
-            pose = frame_placement(self.model, knots(xs, 0, T), frame)
+            pose = frame_placement(self.model, xs[:T], frame)
             P[:, j] = pose[:, :3, 3]
             F[:, j] = np.nan_to_num(np.einsum("kij,kj->ki", pose[:, :3, :3], f[:, :3]) if frame in local else f[:, :3])
         return P, F
@@ -119,10 +119,10 @@ class ExampleProblem:
         drift, cone, normal, cop = 0.0, np.inf, np.inf, np.inf
         phases = self.contact_phases()
         for a, b, dyn in phases:
-            F = dyn.contact_forces(knots(result.xs, a, b), result.us[a:b])
+            F = dyn.contact_forces(result.xs[a:b], result.us[a:b])
             o = 0
             for c in dyn.contacts:
-                p = frame_placement(self.model, knots(result.xs, a, b + 1), c.frame)[:, :3, 3]
+                p = frame_placement(self.model, result.xs[a:b + 1], c.frame)[:, :3, 3]
                 drift = max(drift, float(np.max(np.linalg.norm(p - p[0], axis=1))))
                 f = F[:, o:o + c.dim]
                 fn, ft = f[:, 2], np.linalg.norm(f[:, :2], axis=1)

@@ -127,8 +127,7 @@ def _compare(name: str, analytic: np.ndarray, numeric: np.ndarray, labels: list[
 def _knots(x, u, nu: int, what: str) -> tuple[Trajectory, np.ndarray | None]:
     """x (State or Trajectory) and u as a trajectory and an (N, nu) array (None for nu = 0 without u)."""
     if isinstance(x, State):
-        X = Trajectory(None if x.H is None else np.asarray(x.H, dtype=float)[None],
-                       np.asarray(x.s, dtype=float)[None], np.asarray(x.v, dtype=float)[None])
+        X = Trajectory.repeat(x, 1)
         U = None if u is None else np.asarray(u, dtype=float)[None]
     elif isinstance(x, Trajectory):
         X, U = x, (None if u is None else np.asarray(u, dtype=float))
@@ -146,10 +145,6 @@ def _one(X: Trajectory, U, k: int) -> tuple[State, np.ndarray | None]:
     return X[k].copy(), (None if U is None else U[k].copy())
 
 
-def _single(x: State) -> Trajectory:
-    return Trajectory(None if x.H is None else x.H[None], x.s[None], x.v[None])
-
-
 def _check_cost(cost: CostModel, X, U, tolerance: float, eps: float, hessian: bool | None) -> DerivativeReport:
     space = cost.state_space or StateSpace(X.s.shape[1], X.H is not None)
     ndx, nu, N = space.ndx, cost.nu, len(X)
@@ -157,7 +152,7 @@ def _check_cost(cost: CostModel, X, U, tolerance: float, eps: float, hessian: bo
     value = cost.value(X, U)
 
     def at(x, u):
-        return _single(x), (None if U is None else np.asarray(u, dtype=float)[None])
+        return Trajectory.repeat(x, 1), (None if U is None else np.asarray(u, dtype=float)[None])
 
     def f(x, u=None):
         return cost.value(*at(x, u))

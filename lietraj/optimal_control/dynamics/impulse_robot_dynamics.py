@@ -88,7 +88,9 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         damping, a non-finite solution)."""
         self._check_controls(X, U)
         v_plus = impulse_dynamics(self.model, X, self.contacts, self.restitution, self.damping).v_plus
-        return Trajectory(None if X.H is None else X.H.copy(), X.s.copy(), v_plus)
+        Y = X.copy()
+        Y.v = v_plus
+        return Y
 
     def impulses(self, X: Trajectory) -> np.ndarray:
         """The contact impulses (N, nc) of the impact at each knot, stacked in contact order, each in its contact's
