@@ -18,7 +18,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from lietraj.optimal_control.problem import finite_trajectory
 from lietraj.optimal_control.solution_io import save_solution
 from lietraj.problems import PROBLEMS, SOLVERS, make_problem
 from lietraj.warmup import ColdStart, CompileNotice, Spec, default_specs, is_warm, mark_warm, warm_up
@@ -116,7 +115,7 @@ def _solve(args: argparse.Namespace) -> int:
         save_solution(args.save, result, metadata={"problem": example.name, "robot": example.model.name,
                                                    "parameters": {k: repr(v) for k, v in parameters.items()}})
         print(f"saved to {args.save}")
-    if finite_trajectory(result.xs):
+    if result.xs.is_finite():
         if args.plot:
             from lietraj.viz.plots import save_summary  # matplotlib loads only when a plot is asked for
 
