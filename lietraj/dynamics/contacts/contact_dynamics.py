@@ -79,7 +79,7 @@ from lietraj.dynamics.algorithms.crba import crba_core
 from lietraj.dynamics.kinematics.kinematics import LOCAL_WORLD_ALIGNED, act_motion, frame_id
 from lietraj.dynamics.kinematics.kinematics_derivatives import jlog_coefficients, log3
 from lietraj.dynamics.model.model import JOINT_FREE, ModelArrays, RobotModel
-from lietraj.dynamics.model.workspace import Workspace, workspace_for
+from lietraj.dynamics.model.workspace import KeptByIdentity, Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea import _COLS as RNEA_COLS
 from lietraj.dynamics.algorithms.rnea import rnea_core
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -497,15 +497,13 @@ def _pack(model: RobotModel, contacts: tuple, what: str) -> PackedContacts:
     return PackedContacts(CI, CF, offsets[-1], tuple(offsets))
 
 
-def pack_contacts(model: RobotModel, contacts: Sequence[Contact], what: str = "contact_dynamics",
-                  workspace: Workspace | None = None) -> PackedContacts:
+def pack_contacts(model: RobotModel, contacts: Sequence[Contact], what: str = "contact_dynamics") -> PackedContacts:
     """The kernels' form of ``contacts`` on ``model`` (TypeError for a non-Contact, ValueError for an unknown frame,
-    both prefixed by ``what``), read-only. Kept in ``workspace`` (if given) for its last contact sets, by the
-    identity of the Contact objects (which are immutable): packing costs microseconds, each call would pay it."""
+    both prefixed by ``what``): read-only data, kept with the model for its last contact sets by the identity of the
+    Contact objects (which are immutable): packing costs microseconds, each contact_dynamics call would pay it."""
     contacts = tuple(contacts)
-    if workspace is None:
-        return _pack(model, contacts, what)
-    return workspace.for_objects("packed contacts", contacts, lambda: _pack(model, contacts, what))
+    kept = model.derived("contact_packs", lambda _: KeptByIdentity())
+    return kept.get(contacts, lambda: _pack(model, contacts, what))
 
 
 def raise_for_contact_status(status: int, model: RobotModel, knot: int | None = None) -> None:
@@ -546,8 +544,8 @@ def contact_dynamics(model: RobotModel, x: State | Trajectory, tau, contacts: Se
     results then get a leading axis N, computed in one compiled call). ``damping`` >= 0 is added to the diagonal of
     ``J M^-1 J^T`` (Pinocchio's ``forwardDynamics`` damping): with 0, redundant contacts (a rank-deficient ``J``)
     raise a ValueError; with a small positive value they are solved in the least-squares sense, the constraints
-    then holding approximately. ``workspace``: a ``Workspace(model)`` whose work arrays (and packed contact sets)
-    are reused (without one, each call allocates its own).
+    then holding approximately. ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one,
+    each call allocates its own).
     """
     workspace = workspace_for(model, workspace, "contact_dynamics")
     single = type(x) is State
@@ -560,7 +558,7 @@ def contact_dynamics(model: RobotModel, x: State | Trajectory, tau, contacts: Se
         raise ValueError(f"contact_dynamics({model.name}): tau must have shape {expected}, got {T.shape}")
     if not (math.isfinite(damping) and damping >= 0.0):
         raise ValueError(f"contact_dynamics({model.name}): damping must be finite and >= 0, got {damping!r}")
-    packed = pack_contacts(model, contacts, workspace=workspace)
+    packed = pack_contacts(model, contacts)
     nc, lead = packed.nc, T.shape[:-1]
     a, lam, J, gamma = np.empty(lead + (nv,)), np.empty(lead + (nc,)), np.empty(lead + (nc, nv)), np.empty(lead + (nc,))
     if single:

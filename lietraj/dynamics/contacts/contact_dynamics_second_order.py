@@ -412,7 +412,7 @@ def _covector(model: RobotModel, x: State | Trajectory, mu, what: str) -> np.nda
 def _curvature(model: RobotModel, X: Trajectory, contacts: tuple[Contact, ...], drift: bool, A, PSI, LAM, PHI, DLQ,
                DLV, DLT, what: str, workspace: Workspace) -> tuple[np.ndarray, ...]:
     """Terms 2-3 of the module docstring at every knot: (XQQ, XQV, XVV, XQT, BPHI)."""
-    packed = pack_contacts(model, contacts, what, workspace)
+    packed = pack_contacts(model, contacts, what)
     N, nv = len(X), model.nv
     out = tuple(np.empty((N, nv, nv)) for _ in range(3)) + (np.empty((N, nv, DLT.shape[2])), np.empty((N, nv, nv)))
     c = np.ascontiguousarray

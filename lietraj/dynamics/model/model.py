@@ -292,9 +292,9 @@ class RobotModel:
         return replace(self, **changes)
 
     def derived(self, key: str, build: Callable[["RobotModel"], object]) -> object:
-        """Immutable data derived from this model by ``build`` (read-only arrays, tuples, models), computed on first
-        use and kept with the model. Two threads may both compute it: each gets an equal value, one is kept.
-        Work arrays never go here but into a ``Workspace``."""
+        """Immutable data derived from this model by ``build`` (read-only arrays, tuples, models, or a thread-safe
+        memo of such data), computed on first use and kept with the model. Two threads may both compute it; both
+        get the one that is kept. Work arrays never go here but into a ``Workspace``."""
         value = self._derived.get(key)
         if value is None:
             value = self._derived.setdefault(key, build(self))

@@ -14,12 +14,34 @@ field order, which is how the kernels take it (see ``ModelArrays`` for why a pla
 
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 from lietraj.dynamics.model.model import RobotModel
 
-# Object sets (contact sets) kept per kind by ``Workspace.for_objects``: a gait's phases, with room to spare.
-_SETS_KEPT = 64
+
+class KeptByIdentity:
+    """Values built from tuples of immutable objects (e.g. contact sets), kept for the last ``size`` tuples by the
+    identities of the objects, so that repeated calls (a solver's iterations) skip building them again. Safe to
+    share between threads: a hit is one dict lookup; a miss builds outside the lock (two threads may both build, one
+    value is kept) and only the insertion is serialised."""
+
+    def __init__(self, size: int = 64):
+        self._size = size
+        self._kept: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, objects: tuple, build: Callable[[], object]) -> object:
+        key = tuple(map(id, objects))
+        hit = self._kept.get(key)
+        if hit is not None:  # the entry holds the objects, so their ids cannot have been reused
+            return hit[1]
+        value = build()
+        with self._lock:
+            if len(self._kept) >= self._size:
+                del self._kept[next(iter(self._kept))]
+            self._kept[key] = (objects, value)
+        return value
 
 
 class Workspace:
@@ -50,21 +72,9 @@ class Workspace:
         return value
 
     def for_objects(self, kind: str, objects: tuple, build: Callable[[], object]) -> object:
-        """A value built from a tuple of immutable objects (e.g. a contact set: its tables for the kernels, its work
-        arrays), kept for the last sets of each ``kind`` by the identities of the objects, so that repeated calls
-        (a solver's iterations) skip building it."""
-        kept = self._work.get(kind)
-        if kept is None:
-            kept = self._work[kind] = {}
-        key = tuple(map(id, objects))
-        hit = kept.get(key)
-        if hit is not None:  # the entry holds the objects, so their ids cannot have been reused
-            return hit[1]
-        value = build()
-        if len(kept) >= _SETS_KEPT:
-            del kept[next(iter(kept))]
-        kept[key] = (objects, value)
-        return value
+        """A value built from a tuple of immutable objects (e.g. a contact set: its tables for the kernels and its
+        work arrays), kept for the last sets of each ``kind`` (``KeptByIdentity``)."""
+        return self.cached(("for_objects", kind), KeptByIdentity).get(objects, build)
 
     def __repr__(self) -> str:
         return f"Workspace({self.model.name!r}, {len(self._work)} work sets)"
