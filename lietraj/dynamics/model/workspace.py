@@ -58,7 +58,7 @@ class Workspace:
     def work(self, build: Callable[..., tuple], *sizes: int) -> tuple:
         """The work arrays ``build(model, *sizes)`` (a NamedTuple of arrays), built on first use for these sizes and
         returned as a plain tuple."""
-        key = (build, *sizes)
+        key = (build, *sizes) if sizes else build  # on every call's path: no tuple when there are no sizes
         arrays = self._work.get(key)
         if arrays is None:
             arrays = self._work[key] = tuple(build(self.model, *sizes))
