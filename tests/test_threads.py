@@ -89,7 +89,7 @@ def test_a_workspace_serves_only_its_model():
 
 def test_the_model_is_read_only():
     model = lietraj.load_robot("solo12")
-    for a in model.packed:
+    for a in model.packed + model.dof_tables:
         if isinstance(a, np.ndarray):
             assert not a.flags.writeable
     assert not hasattr(model, "scratch")

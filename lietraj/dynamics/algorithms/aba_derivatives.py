@@ -43,7 +43,7 @@ from lietraj.dynamics._checks import (
 )
 from lietraj.dynamics.algorithms.aba import _raise, aba_core, aba_work
 from lietraj.dynamics.algorithms.inverse_mass_matrix import minv_core, minv_work
-from lietraj.dynamics.model.model import JOINT_FREE, ModelArrays, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, DofTables, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea import body_frame_wrenches
 from lietraj.dynamics.algorithms.rnea_derivatives import (
@@ -140,18 +140,18 @@ def fd_derivatives_work(model: RobotModel) -> FdDerivativesWork:
 
 
 @kernel
-def fd_derivatives_kernel(model, H, s, v, tau, fext, fext_local, fext_ref, work, a, da_dq, da_dv, Minv):
+def fd_derivatives_kernel(model, dofs, H, s, v, tau, fext, fext_local, fext_ref, work, a, da_dq, da_dv, Minv):
     m, w = ModelArrays(*model), FdDerivativesWork(*work)
     status = check_dynamics_inputs(m.joints, m.floating, m.n, a.shape[0], H, s, v, tau, BAD_TAU, fext)
     if status == OK:
-        status = fd_derivatives_core(m.joints, m.bodies, m.gravity, m.subtree_end, H, s, v, tau, fext, fext_local,
-                                     fext_ref, w.aba, w.idsva_bodies, w.idsva_dofs, w.minv, w.T, w.tau_id, w.dtau_dq,
-                                     w.dtau_dv, w.M, a, da_dq, da_dv, Minv)
+        status = fd_derivatives_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).subtree_end, H, s, v, tau, fext,
+                                     fext_local, fext_ref, w.aba, w.idsva_bodies, w.idsva_dofs, w.minv, w.T, w.tau_id,
+                                     w.dtau_dq, w.dtau_dv, w.M, a, da_dq, da_dv, Minv)
     return status
 
 
 @kernel
-def fd_derivatives_batch_kernel(model, H, S, V, TAU, fext, fext_local, fext_ref, work, A, DA_DQ, DA_DV, MINV):
+def fd_derivatives_batch_kernel(model, dofs, H, S, V, TAU, fext, fext_local, fext_ref, work, A, DA_DQ, DA_DV, MINV):
     """Forward-dynamics derivatives over N knots in one compiled call; returns (status, failing knot)."""
     floating = ModelArrays(*model).floating
     N = S.shape[0]
@@ -161,8 +161,8 @@ def fd_derivatives_batch_kernel(model, H, S, V, TAU, fext, fext_local, fext_ref,
         return BAD_N, 0
     for k in range(N):
         fk, fl = (fext[k], fext_local[k]) if has_fext else (fext[0], fext_local[0])
-        status = fd_derivatives_kernel(model, H[k] if floating else H[0], S[k], V[k], TAU[k], fk, fl, fext_ref, work,
-                                       A[k], DA_DQ[k], DA_DV[k], MINV[k])
+        status = fd_derivatives_kernel(model, dofs, H[k] if floating else H[0], S[k], V[k], TAU[k], fk, fl, fext_ref,
+                                       work, A[k], DA_DQ[k], DA_DV[k], MINV[k])
         if status != OK:
             return status, k
     return OK, 0
@@ -206,8 +206,8 @@ def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None, fe
         fl = body_frame_wrenches(model, x, fe, workspace) if ref != LOCAL_WRENCH and fe.shape[0] else fe
         a, da_dq, da_dv, Minv = result_arrays(out, ForwardDynamicsDerivatives, ((nv,), (nv, nv), (nv, nv), (nv, nv)),
                                               "aba_derivatives")
-        status = fd_derivatives_kernel(model.packed, base_pose(x), x.s, x.v, as_vector(tau), fe, fl, ref, work, a,
-                                       da_dq, da_dv, Minv)
+        status = fd_derivatives_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, as_vector(tau), fe, fl,
+                                       ref, work, a, da_dq, da_dv, Minv)
         if status != OK:
             _raise_fd(status, model, None)
         return ForwardDynamicsDerivatives(a, da_dq, da_dv, Minv) if out is None else out
@@ -220,8 +220,8 @@ def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None, fe
     N = len(x)
     A, DQ, DV, MINV = result_arrays(out, ForwardDynamicsDerivatives, ((N, nv), (N, nv, nv), (N, nv, nv), (N, nv, nv)),
                                     "aba_derivatives")
-    status, k = fd_derivatives_batch_kernel(model.packed, base_poses(x), x.s, x.v, T, fe, fl, ref, work, A, DQ, DV,
-                                            MINV)
+    status, k = fd_derivatives_batch_kernel(model.packed, model.dof_tables, base_poses(x), x.s, x.v, T, fe, fl, ref,
+                                            work, A, DQ, DV, MINV)
     if status != OK:
         _raise_fd(status, model, k)
     return ForwardDynamicsDerivatives(A, DQ, DV, MINV) if out is None else out

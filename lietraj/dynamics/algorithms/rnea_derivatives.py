@@ -70,7 +70,7 @@ from lietraj.dynamics._spatial import (
     sub,
 )
 from lietraj.dynamics.algorithms.crba import body_in_base_frame, rigid_inertia_times
-from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, MF_MASS, ModelArrays, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, MF_MASS, DofTables, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
@@ -311,17 +311,17 @@ def idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv
 
 
 @kernel
-def idsva_kernel(model, H, s, v, a, fext, fext_ref, work, tau, dq, dv, M):
+def idsva_kernel(model, dofs, H, s, v, a, fext, fext_ref, work, tau, dq, dv, M):
     m, w = ModelArrays(*model), IdsvaWork(*work)
     status = check_dynamics_inputs(m.joints, m.floating, m.n, tau.shape[0], H, s, v, a, BAD_A, fext)
     if status == OK:
-        idsva_core(m.joints, m.bodies, m.gravity, m.subtree_end, H, s, v, a, fext, fext_ref, w.bodies, w.dofs, tau,
-                   dq, dv, M)
+        idsva_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).subtree_end, H, s, v, a, fext, fext_ref, w.bodies,
+                   w.dofs, tau, dq, dv, M)
     return status
 
 
 @kernel
-def idsva_batch_kernel(model, H, S, V, A, fext, fext_ref, work, TAU, DQ, DV, MM):
+def idsva_batch_kernel(model, dofs, H, S, V, A, fext, fext_ref, work, TAU, DQ, DV, MM):
     """IDSVA over N knots in one compiled call; returns (status, failing knot)."""
     floating = ModelArrays(*model).floating
     N = S.shape[0]
@@ -330,8 +330,8 @@ def idsva_batch_kernel(model, H, S, V, A, fext, fext_ref, work, TAU, DQ, DV, MM)
             or (has_fext and fext.shape[0] != N)):
         return BAD_N, 0
     for k in range(N):
-        status = idsva_kernel(model, H[k] if floating else H[0], S[k], V[k], A[k], fext[k] if has_fext else fext[0],
-                              fext_ref, work, TAU[k], DQ[k], DV[k], MM[k])
+        status = idsva_kernel(model, dofs, H[k] if floating else H[0], S[k], V[k], A[k],
+                              fext[k] if has_fext else fext[0], fext_ref, work, TAU[k], DQ[k], DV[k], MM[k])
         if status != OK:
             return status, k
     return OK, 0
@@ -377,7 +377,8 @@ def rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext=None, fex
         fe = as_fext(fext, model, "rnea_derivatives")
         tau, dq, dv, M = result_arrays(out, InverseDynamicsDerivatives, ((nv,), (nv, nv), (nv, nv), (nv, nv)),
                                        "rnea_derivatives")
-        status = idsva_kernel(model.packed, base_pose(x), x.s, x.v, as_vector(a), fe, ref, work, tau, dq, dv, M)
+        status = idsva_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, as_vector(a), fe, ref, work, tau,
+                              dq, dv, M)
         raise_for_status(status, model, "rnea_derivatives")
         return InverseDynamicsDerivatives(tau, dq, dv, M) if out is None else out
     check_type(x, "rnea_derivatives")
@@ -388,6 +389,7 @@ def rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext=None, fex
     N = len(x)
     TAU, DQ, DV, MM = result_arrays(out, InverseDynamicsDerivatives, ((N, nv), (N, nv, nv), (N, nv, nv), (N, nv, nv)),
                                     "rnea_derivatives")
-    status, k = idsva_batch_kernel(model.packed, base_poses(x), x.s, x.v, A, fe, ref, work, TAU, DQ, DV, MM)
+    status, k = idsva_batch_kernel(model.packed, model.dof_tables, base_poses(x), x.s, x.v, A, fe, ref, work, TAU, DQ,
+                                   DV, MM)
     raise_for_status(status, model, "rnea_derivatives", k)
     return InverseDynamicsDerivatives(TAU, DQ, DV, MM) if out is None else out

@@ -78,7 +78,7 @@ from lietraj.dynamics.algorithms.crba import _COLS as CRBA_COLS
 from lietraj.dynamics.algorithms.crba import crba_core
 from lietraj.dynamics.kinematics.kinematics import LOCAL_WORLD_ALIGNED, act_motion, frame_id
 from lietraj.dynamics.kinematics.kinematics_derivatives import jlog_coefficients, log3
-from lietraj.dynamics.model.model import JOINT_FREE, ModelArrays, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, DofTables, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import KeptByIdentity, Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea import _COLS as RNEA_COLS
 from lietraj.dynamics.algorithms.rnea import rnea_core
@@ -439,18 +439,18 @@ def _check(mi, nv, H, s, v, tau):
 
 
 @kernel
-def contact_dynamics_kernel(model, H, s, v, tau, CI, CF, damping, work, a, lam, J, gamma):
+def contact_dynamics_kernel(model, dofs, H, s, v, tau, CI, CF, damping, work, a, lam, J, gamma):
     """Input checks and contact_dynamics_core (work: ``ContactDynamicsWork``); returns a status."""
     m, w = ModelArrays(*model), ContactDynamicsWork(*work)
     status = _check(m.joints, a.shape[0], H, s, v, tau)
     if status == OK:
-        status = contact_dynamics_core(m.joints, m.bodies, m.gravity, m.dof_parent, H, s, v, tau, CI, CF, damping,
-                                       w.bodies, w.crba, w.M, w.Z, w.S, a, lam, J, gamma)
+        status = contact_dynamics_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).dof_parent, H, s, v, tau, CI, CF,
+                                       damping, w.bodies, w.crba, w.M, w.Z, w.S, a, lam, J, gamma)
     return status
 
 
 @kernel
-def contact_dynamics_batch_kernel(model, H, SS, V, TAU, CI, CF, damping, work, A, LAM, JJ, GAMMA):
+def contact_dynamics_batch_kernel(model, dofs, H, SS, V, TAU, CI, CF, damping, work, A, LAM, JJ, GAMMA):
     """contact_dynamics_kernel at N knots; JJ and GAMMA may have a single knot, then overwritten at every knot
     (when only a and lambda are wanted). Returns (status, failing knot)."""
     m, w = ModelArrays(*model), ContactDynamicsWork(*work)
@@ -463,8 +463,8 @@ def contact_dynamics_batch_kernel(model, H, SS, V, TAU, CI, CF, damping, work, A
         Hk = H[k] if m.floating else H[0]
         status = _check(m.joints, nv, Hk, SS[k], V[k], TAU[k])
         if status == OK:
-            status = contact_dynamics_core(m.joints, m.bodies, m.gravity, m.dof_parent, Hk, SS[k], V[k], TAU[k], CI,
-                                           CF, damping, w.bodies, w.crba, w.M, w.Z, w.S, A[k], LAM[k],
+            status = contact_dynamics_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).dof_parent, Hk, SS[k], V[k],
+                                           TAU[k], CI, CF, damping, w.bodies, w.crba, w.M, w.Z, w.S, A[k], LAM[k],
                                            JJ[k] if per_knot_J else JJ[0], GAMMA[k] if per_knot_gamma else GAMMA[0])
         if status != OK:
             return status, k
@@ -529,9 +529,9 @@ def solve_contact_dynamics(model: RobotModel, X: Trajectory, TAU: np.ndarray, pa
     """The batched kernel into A (N, nv), LAM (N, nc), JJ (N or 1, nc, nv), GAMMA (N or 1, nc), raising its
     ValueError; inputs as contact_dynamics' (TAU (N, nv) float64, damping checked), work arrays from
     ``workspace``."""
-    status, k = contact_dynamics_batch_kernel(model.packed, base_poses(X), X.s, X.v, TAU, packed.CI, packed.CF,
-                                              damping, workspace.work(contact_dynamics_work, packed.nc), A, LAM, JJ,
-                                              GAMMA)
+    status, k = contact_dynamics_batch_kernel(model.packed, model.dof_tables, base_poses(X), X.s, X.v, TAU, packed.CI,
+                                              packed.CF, damping, workspace.work(contact_dynamics_work, packed.nc), A,
+                                              LAM, JJ, GAMMA)
     raise_for_contact_status(status, model, k)
 
 
@@ -562,8 +562,9 @@ def contact_dynamics(model: RobotModel, x: State | Trajectory, tau, contacts: Se
     nc, lead = packed.nc, T.shape[:-1]
     a, lam, J, gamma = np.empty(lead + (nv,)), np.empty(lead + (nc,)), np.empty(lead + (nc, nv)), np.empty(lead + (nc,))
     if single:
-        status = contact_dynamics_kernel(model.packed, base_pose(x), x.s, x.v, T, packed.CI, packed.CF,
-                                         float(damping), workspace.work(contact_dynamics_work, nc), a, lam, J, gamma)
+        status = contact_dynamics_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, T, packed.CI,
+                                         packed.CF, float(damping), workspace.work(contact_dynamics_work, nc), a, lam,
+                                         J, gamma)
         raise_for_contact_status(status, model)
     else:
         solve_contact_dynamics(model, x, T, packed, float(damping), a, lam, J, gamma, workspace)

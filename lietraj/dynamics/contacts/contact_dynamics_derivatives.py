@@ -73,7 +73,7 @@ from lietraj.dynamics.kinematics.kinematics import (
     model_tables,
 )
 from lietraj.dynamics.kinematics.kinematics_derivatives import motion_derivatives_core, placement_error_core
-from lietraj.dynamics.model.model import ModelArrays, RobotModel
+from lietraj.dynamics.model.model import DofTables, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea_derivatives import LOCAL_WRENCH, idsva_core, idsva_work
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -304,8 +304,8 @@ def contact_derivatives_work(model: RobotModel, m: int, nc: int) -> ContactDeriv
 
 
 @kernel
-def contact_derivatives_batch_kernel(model, contacts, damping, H, S, V, A, LAM, work, DA_DQ, DA_DV, DA_DTAU, DF_DQ,
-                                     DF_DV, DF_DTAU):
+def contact_derivatives_batch_kernel(model, dofs, contacts, damping, H, S, V, A, LAM, work, DA_DQ, DA_DV, DA_DTAU,
+                                     DF_DQ, DF_DV, DF_DTAU):
     """The derivative blocks at N knots in one compiled call (contacts: ``ContactTables``, work:
     ``ContactDerivativesWork``); returns (status, failing knot)."""
     m, c, w = ModelArrays(*model), ContactTables(*contacts), ContactDerivativesWork(*work)
@@ -323,9 +323,9 @@ def contact_derivatives_batch_kernel(model, contacts, damping, H, S, V, A, LAM, 
                 if not math.isfinite(LAM[t, r]):
                     status = NOT_FINITE
         if status == OK:
-            status = contact_derivatives_core(m.joints, m.bodies, m.gravity, m.subtree_end, c.fb, c.ff, c.ci, c.gains,
-                                              c.targets, c.a_last, damping, Ht, S[t], V[t], A[t], LAM[t], w,
-                                              DA_DQ[t], DA_DV[t], DA_DTAU[t], DF_DQ[t], DF_DV[t], DF_DTAU[t])
+            status = contact_derivatives_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).subtree_end, c.fb, c.ff,
+                                              c.ci, c.gains, c.targets, c.a_last, damping, Ht, S[t], V[t], A[t], LAM[t],
+                                              w, DA_DQ[t], DA_DV[t], DA_DTAU[t], DF_DQ[t], DF_DV[t], DF_DTAU[t])
         if status != OK:
             return status, t
     return OK, 0
@@ -421,7 +421,7 @@ def contact_dynamics_derivatives(model: RobotModel, x: State | Trajectory, tau, 
         blocks = tuple(b[None] for b in arrays[2:])
     else:
         H, S, V, blocks = base_poses(x), x.s, x.v, arrays[2:]
-    status, k = contact_derivatives_batch_kernel(model.packed, plan.tables, float(damping), H, S, V,
+    status, k = contact_derivatives_batch_kernel(model.packed, model.dof_tables, plan.tables, float(damping), H, S, V,
                                                  np.ascontiguousarray(A), np.ascontiguousarray(LAM), plan.work, *blocks)
     if status != OK:
         _raise(status, model, None if single else k)

@@ -49,7 +49,7 @@ from lietraj.dynamics.contacts.contact_dynamics import (
 )
 from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
 from lietraj.dynamics.contacts.contact_dynamics_second_order import contact_hessian_contraction
-from lietraj.dynamics.model.model import ModelArrays, RobotModel
+from lietraj.dynamics.model.model import DofTables, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import State, Trajectory
 from lietraj.optimal_control.dynamics.discrete_dynamics import (
@@ -98,8 +98,8 @@ def contact_rollout_work(model: RobotModel, nc: int) -> ContactRolloutWork:
 
 
 @kernel
-def _contact_rollout_kernel(model, dt, CI, CF, damping, H0, s0, v0, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB, UB,
-                            bounded, H, S, V, U, DX, work):
+def _contact_rollout_kernel(model, dofs, dt, CI, CF, damping, H0, s0, v0, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB,
+                            UB, bounded, H, S, V, U, DX, work):
     """The closed-loop rollout of ContactRobotDynamics.rollout_policy into (H, S, V), U, DX (shapes checked by the
     caller): (status, knot), OK and N when every state and control is finite and valid and every contact solve
     succeeds, else the knot of the first bad control or state (t + 1 when the step from knot t fails). Work arrays:
@@ -118,8 +118,8 @@ def _contact_rollout_kernel(model, dt, CI, CF, damping, H0, s0, v0, HR, SR, VR, 
         if t == N:
             break
         Ht = H[t] if floating else H[0]
-        status = contact_dynamics_core(m.joints, m.bodies, m.gravity, m.dof_parent, Ht, S[t], V[t], tau, CI, CF,
-                                       damping, w.bodies, w.crba, w.M, w.Z, w.S, acc, w.lam, w.J, w.gamma)
+        status = contact_dynamics_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).dof_parent, Ht, S[t], V[t], tau,
+                                       CI, CF, damping, w.bodies, w.crba, w.M, w.Z, w.S, acc, w.lam, w.J, w.gamma)
         if status != OK:
             return status, t + 1
         euler_update(t, floating, n, dt, acc, Ht, H, S, V, z, E)
@@ -185,7 +185,7 @@ class ContactRobotDynamics(TorqueDriven, DiscreteDynamics):
         LB, UB = (U_ref, U_ref) if bounds is None else bounds
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # only Python (NUMBA_DISABLE_JIT) warns on a divergence
             status, knot = _contact_rollout_kernel(
-                m.packed, self.dt, self._packed.CI, self._packed.CF, self.damping,
+                m.packed, m.dof_tables, self.dt, self._packed.CI, self._packed.CF, self.damping,
                 np.ascontiguousarray(x0.H, dtype=np.float64) if floating else IDENTITY4,
                 np.ascontiguousarray(x0.s, dtype=np.float64), np.ascontiguousarray(x0.v, dtype=np.float64),
                 X_ref.H if floating else IDENTITY4_STACK, X_ref.s, X_ref.v, U_ref, k, K, float(alpha),
