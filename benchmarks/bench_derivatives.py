@@ -5,7 +5,7 @@ For each robot: dRNEA (``rnea_derivatives`` vs ``computeRNEADerivatives``), dABA
 in numpy, which is what a Pinocchio user writes). Same states for both, rounds interleaved, medians reported;
 the last column is lietraj's batched time per knot over a 100-knot trajectory (one compiled call, writing into
 the arrays of the previous call's result as a solver does; fresh arrays add the first-touch cost of their
-memory, about 1 us per 4 KiB page). Run:
+memory, about 1 us per 4 KiB page). lietraj computes in a workspace made once, as Pinocchio in its ``data``. Run:
 
     python benchmarks/bench_derivatives.py            # ur5, solo12, talos
     python benchmarks/bench_derivatives.py --quick
@@ -21,7 +21,7 @@ import pinocchio as pin
 
 import lietraj
 from bench_dynamics import run, time_cases
-from lietraj.dynamics import aba_derivatives, rnea_derivatives
+from lietraj.dynamics import Workspace, aba_derivatives, rnea_derivatives
 from lietraj.dynamics.algorithms.linearization import linearize
 from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 
@@ -45,7 +45,7 @@ def pin_linearize(pm, pd, q, v, tau, nu, n):
 
 def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
     model, pm = lietraj.load_robot(name), pin_model(name)
-    pd = pm.createData()
+    ws, pd = Workspace(model), pm.createData()
     rng = np.random.default_rng(0)
     x = model.state_space.random(rng)
     a, u = rng.normal(size=model.nv), rng.normal(size=model.n)
@@ -57,12 +57,13 @@ def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
     nu = x.v[:6] if model.floating_base else None
     d_id, d_fd, lin = rnea_derivatives(model, X, A), aba_derivatives(model, X, T), linearize(model, X, U)
     cases = [
-        ("dRNEA", lambda: rnea_derivatives(model, x, a), lambda: pin.computeRNEADerivatives(pm, pd, q, v, a),
-         lambda: rnea_derivatives(model, X, A, out=d_id)),
-        ("dABA", lambda: aba_derivatives(model, x, tau), lambda: pin.computeABADerivatives(pm, pd, q, v, tau),
-         lambda: aba_derivatives(model, X, T, out=d_fd)),
-        ("A, B", lambda: linearize(model, x, u), lambda: pin_linearize(pm, pd, q, v, tau, nu, model.n),
-         lambda: linearize(model, X, U, out=lin)),
+        ("dRNEA", lambda: rnea_derivatives(model, x, a, workspace=ws),
+         lambda: pin.computeRNEADerivatives(pm, pd, q, v, a), lambda: rnea_derivatives(model, X, A, out=d_id, workspace=ws)),
+        ("dABA", lambda: aba_derivatives(model, x, tau, workspace=ws),
+         lambda: pin.computeABADerivatives(pm, pd, q, v, tau),
+         lambda: aba_derivatives(model, X, T, out=d_fd, workspace=ws)),
+        ("A, B", lambda: linearize(model, x, u, workspace=ws), lambda: pin_linearize(pm, pd, q, v, tau, nu, model.n),
+         lambda: linearize(model, X, U, out=lin, workspace=ws)),
     ]
     return time_cases(name, cases, number, rounds, knots)
 

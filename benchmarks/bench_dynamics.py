@@ -1,7 +1,8 @@
 """lietraj vs Pinocchio: per-call time of RNEA, CRBA, ABA and M^-1 from Python, plus batched per-knot time.
 
 Both libraries get the same states in the same run; rounds of the two are interleaved and the median over
-rounds is reported, because these machines are shared and noisy. Run:
+rounds is reported, because these machines are shared and noisy. lietraj computes in a workspace made once, as
+Pinocchio computes in a ``data`` made once. Run:
 
     python benchmarks/bench_dynamics.py            # ur5, solo12, talos
     python benchmarks/bench_dynamics.py --quick    # fewer rounds
@@ -18,7 +19,7 @@ import numpy as np
 import pinocchio as pin
 
 import lietraj
-from lietraj.dynamics import aba, inverse_mass_matrix, mass_matrix, rnea
+from lietraj.dynamics import Workspace, aba, inverse_mass_matrix, mass_matrix, rnea
 from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -40,7 +41,7 @@ def interleaved(ours, theirs, number: int, rounds: int) -> tuple[float, float]:
 
 def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
     model, pm = lietraj.load_robot(name), pin_model(name)
-    pd = pm.createData()
+    ws, pd = Workspace(model), pm.createData()
     rng = np.random.default_rng(0)
     x = model.state_space.random(rng)
     a = rng.normal(size=model.nv)
@@ -48,11 +49,13 @@ def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
     X = model.state_space.random_trajectory(knots, rng)
     A = rng.normal(size=(knots, model.nv))
     cases = [
-        ("RNEA", lambda: rnea(model, x, a), lambda: pin.rnea(pm, pd, q, v, a), lambda: rnea(model, X, A)),
-        ("CRBA", lambda: mass_matrix(model, x), lambda: pin.crba(pm, pd, q), lambda: mass_matrix(model, X)),
-        ("ABA", lambda: aba(model, x, a), lambda: pin.aba(pm, pd, q, v, a), lambda: aba(model, X, A)),
-        ("M^-1", lambda: inverse_mass_matrix(model, x), lambda: pin.computeMinverse(pm, pd, q),
-         lambda: inverse_mass_matrix(model, X)),
+        ("RNEA", lambda: rnea(model, x, a, workspace=ws), lambda: pin.rnea(pm, pd, q, v, a),
+         lambda: rnea(model, X, A, workspace=ws)),
+        ("CRBA", lambda: mass_matrix(model, x, ws), lambda: pin.crba(pm, pd, q), lambda: mass_matrix(model, X, ws)),
+        ("ABA", lambda: aba(model, x, a, workspace=ws), lambda: pin.aba(pm, pd, q, v, a),
+         lambda: aba(model, X, A, workspace=ws)),
+        ("M^-1", lambda: inverse_mass_matrix(model, x, ws), lambda: pin.computeMinverse(pm, pd, q),
+         lambda: inverse_mass_matrix(model, X, ws)),
     ]
     return time_cases(name, cases, number, rounds, knots)
 

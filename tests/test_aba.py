@@ -101,7 +101,8 @@ def test_bad_torque_shape_is_a_clear_error():
 
 def test_kernels_run_without_jit():
     """NUMBA_DISABLE_JIT=1 (for debugging in pure Python) gives the same results."""
-    code = ("import numpy as np, lietraj; from lietraj.dynamics.algorithms.aba import aba; from lietraj.dynamics.algorithms.rnea import rnea;"
+    code = ("import numpy as np, lietraj; from lietraj.dynamics.algorithms.aba import aba;"
+            "from lietraj.dynamics.algorithms.rnea import rnea;"
             "m = lietraj.load_robot('solo12'); x = m.state_space.random(np.random.default_rng(0));"
             "a = np.arange(m.nv) / 10.0; print(repr(aba(m, x, rnea(m, x, a)).tolist()))")
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")

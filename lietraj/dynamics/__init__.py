@@ -2,7 +2,9 @@
 
 Conventions (DESIGN.md): spatial vectors linear first; floating-base state ``x = (H, s, nu, sdot)`` in
 SE(3) x R^n x R^6 x R^n with ``nu`` the body twist; generalized velocity ``v = [nu; sdot]``. Every
-algorithm takes a ``State``, or a ``Trajectory`` to evaluate all its knots in one compiled call.
+algorithm takes a ``State``, or a ``Trajectory`` to evaluate all its knots in one compiled call, and an optional
+``workspace`` (a ``Workspace(model)``, Pinocchio's ``Data``) whose work arrays it reuses; the model itself is
+read-only, so threads may share it.
 """
 
 from lietraj.dynamics.lie import se3, so3
@@ -63,7 +65,8 @@ from lietraj.dynamics.kinematics.kinematics import (
     frame_placements,
     frame_velocity,
 )
-from lietraj.dynamics.model.model import Frame, Posture, RobotModel, Visual
+from lietraj.dynamics.model.model import Frame, ModelArrays, Posture, RobotModel, Visual
+from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from lietraj.dynamics.algorithms.rnea_derivatives import (
     InverseDynamicsDerivatives,
@@ -85,8 +88,8 @@ __all__ = [
     "ForwardDynamicsDerivatives", "ForwardDynamicsHessian", "ForwardDynamicsSecondOrder", "Frame",
     "FrameAccelerationDerivatives", "FramePlacementError", "HybridDerivatives", "HybridResult",
     "ImpulseDynamicsDerivatives", "ImpulseDynamicsHessian", "ImpulseDynamicsResult", "InverseDynamicsDerivatives",
-    "InverseDynamicsHessian", "InverseDynamicsSecondOrder", "Linearization", "Posture", "RobotModel", "State",
-    "StateSpace", "Trajectory", "URDFError", "Visual", "aba", "aba_derivatives", "aba_hessian_contraction",
+    "InverseDynamicsHessian", "InverseDynamicsSecondOrder", "Linearization", "ModelArrays", "Posture", "RobotModel",
+    "State", "StateSpace", "Trajectory", "URDFError", "Visual", "Workspace", "aba", "aba_derivatives", "aba_hessian_contraction",
     "aba_second_order_derivatives", "available_robots", "body_placements", "center_of_mass",
     "center_of_mass_derivatives", "center_of_mass_jacobian", "center_of_mass_velocity", "contact_dynamics",
     "contact_dynamics_derivatives", "contact_hessian_contraction", "contact_linearization",

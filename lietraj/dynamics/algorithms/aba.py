@@ -14,6 +14,8 @@ to the base (zero for a free-floating robot) and the base acceleration solves ``
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from lietraj._jit import helper, kernel
@@ -59,7 +61,8 @@ from lietraj.dynamics._spatial import (
     store_inertia_blocks,
     sub,
 )
-from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea import local_wrenches
 from lietraj.dynamics.lie.state import State, Trajectory
 
@@ -68,6 +71,16 @@ from lietraj.dynamics.lie.state import State, Trajectory
 WORK_LAYOUT = (0, 9, 12, 18, 24, 45, 51, 57, 58, 59, 65)
 _R, _P, _V, _C, _IA, _PA, _U, _DINV, _UU, _A, _COLS = WORK_LAYOUT
 _ZERO3 = (0.0, 0.0, 0.0)
+
+
+class AbaWork(NamedTuple):
+    """ABA's work array: per body the columns of ``WORK_LAYOUT``."""
+
+    bodies: np.ndarray
+
+
+def aba_work(model: RobotModel) -> AbaWork:
+    return AbaWork(np.zeros((model.nb, _COLS)))
 
 
 @helper
@@ -171,33 +184,33 @@ def aba_core(mi, mf, g, H, s, v, tau, fext, W, ddq):
 
 
 @kernel
-def aba_kernel(mi, mf, g, floating, n, H, s, v, tau, fext, W, ddq):
-    status = check_dynamics_inputs(mi, floating, n, ddq.shape[0], H, s, v, tau, BAD_TAU, fext)
+def aba_kernel(model, H, s, v, tau, fext, work, ddq):
+    m, w = ModelArrays(*model), AbaWork(*work)
+    status = check_dynamics_inputs(m.joints, m.floating, m.n, ddq.shape[0], H, s, v, tau, BAD_TAU, fext)
     if status == OK:
-        status = aba_core(mi, mf, g, H, s, v, tau, fext, W, ddq)
+        status = aba_core(m.joints, m.bodies, m.gravity, H, s, v, tau, fext, w.bodies, ddq)
     return status
 
 
 @kernel
-def aba_batch_kernel(mi, mf, g, floating, n, H, S, V, TAU, fext, W, DDQ):
+def aba_batch_kernel(model, H, S, V, TAU, fext, work, DDQ):
     """ABA over N knots in one compiled call; returns (status, failing knot)."""
+    m, w = ModelArrays(*model), AbaWork(*work)
     N = S.shape[0]
     has_fext = fext.shape[1] > 0
-    if (V.shape[0] != N or TAU.shape[0] != N or DDQ.shape[0] != N or (floating and H.shape[0] != N)
+    if (V.shape[0] != N or TAU.shape[0] != N or DDQ.shape[0] != N or (m.floating and H.shape[0] != N)
             or (has_fext and fext.shape[0] != N)):
         return BAD_N, 0
     nv = DDQ.shape[1]
     for k in range(N):
-        Hk = H[k] if floating else H[0]
+        Hk = H[k] if m.floating else H[0]
         fk = fext[k] if has_fext else fext[0]
-        status = check_dynamics_inputs(mi, floating, n, nv, Hk, S[k], V[k], TAU[k], BAD_TAU, fk)
+        status = check_dynamics_inputs(m.joints, m.floating, m.n, nv, Hk, S[k], V[k], TAU[k], BAD_TAU, fk)
         if status == OK:
-            status = aba_core(mi, mf, g, Hk, S[k], V[k], TAU[k], fk, W, DDQ[k])
+            status = aba_core(m.joints, m.bodies, m.gravity, Hk, S[k], V[k], TAU[k], fk, w.bodies, DDQ[k])
         if status != OK:
             return status, k
     return OK, 0
-
-
 
 
 def _raise(status: int, model: RobotModel, knot: int | None = None) -> None:
@@ -208,22 +221,24 @@ def _raise(status: int, model: RobotModel, knot: int | None = None) -> None:
     raise_for_status(status, model, "aba", knot)
 
 
-def aba(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference: str = "local") -> np.ndarray:
+def aba(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference: str = "local",
+        workspace: Workspace | None = None) -> np.ndarray:
     """Forward dynamics: the acceleration ``a = [nu_dot; s_ddot]`` produced by the torques ``tau``.
 
     ``tau`` has ``nv`` entries; for a floating base its first six are a wrench on the base (zero for a
     free-floating robot). ``x`` is a State (returns ``(nv,)``) or a Trajectory with ``tau`` of shape
     ``(N, nv)`` (returns ``(N, nv)`` from one compiled call). ``fext``: optional wrenches ``[force; torque]``,
     ``(nb, 6)`` or ``(N, nb, 6)``, in each body's frame (``fext_reference="local"``) or in the world frame at the
-    world origin (``"world"``).
+    world origin (``"world"``). ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one,
+    each call allocates its own).
     """
-    W = model.scratch("aba", (model.nb, _COLS))
-    fext = local_wrenches(model, x, fext, fext_reference, "aba")
+    workspace = workspace_for(model, workspace, "aba")
+    work = workspace.work(aba_work)
+    fext = local_wrenches(model, x, fext, fext_reference, "aba", workspace)
     if type(x) is State:
         fe = as_fext(fext, model, "aba")
         ddq = np.empty(model.nv)
-        status = aba_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
-                            base_pose(x), x.s, x.v, as_vector(tau), fe, W, ddq)
+        status = aba_kernel(model.packed, base_pose(x), x.s, x.v, as_vector(tau), fe, work, ddq)
         if status != OK:
             _raise(status, model)
         return ddq
@@ -233,8 +248,7 @@ def aba(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference
     if T.ndim != 2:
         raise ValueError(f"aba({model.name}): for a trajectory, tau must be (N, nv)")
     DDQ = np.empty((len(x), model.nv))
-    status, k = aba_batch_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
-                                 base_poses(x), x.s, x.v, T, fe, W, DDQ)
+    status, k = aba_batch_kernel(model.packed, base_poses(x), x.s, x.v, T, fe, work, DDQ)
     if status != OK:
         _raise(status, model, k)
     return DDQ

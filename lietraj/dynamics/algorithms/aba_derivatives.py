@@ -21,6 +21,7 @@ acts as a base acceleration: ``ID(H exp(z)) = ID_0(nu_dot + [g_b + g_b x z_w; 0]
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,18 +41,16 @@ from lietraj.dynamics._checks import (
     raise_for_status,
     result_arrays,
 )
-from lietraj.dynamics.algorithms.aba import _COLS as _ABA_COLS
-from lietraj.dynamics.algorithms.aba import _raise, aba_core
-from lietraj.dynamics.algorithms.inverse_mass_matrix import _PC as _MINV_PC
-from lietraj.dynamics.algorithms.inverse_mass_matrix import minv_core
-from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
+from lietraj.dynamics.algorithms.aba import _raise, aba_core, aba_work
+from lietraj.dynamics.algorithms.inverse_mass_matrix import minv_core, minv_work
+from lietraj.dynamics.model.model import JOINT_FREE, DofTables, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea import body_frame_wrenches
 from lietraj.dynamics.algorithms.rnea_derivatives import (
     LOCAL_WRENCH,
-    dof_end,
     fext_reference_code,
     idsva_core,
-    work_arrays,
+    idsva_work,
 )
 from lietraj.dynamics.lie.state import State, Trajectory
 
@@ -119,20 +118,42 @@ def fd_derivatives_core(mi, mf, g, dof_end, H, s, v, tau, fext, fext_local, fext
     return OK
 
 
+class FdDerivativesWork(NamedTuple):
+    """Work arrays of the forward-dynamics derivatives: those of ABA, IDSVA and M^-1, the product scratch ``T``,
+    and IDSVA's outputs at the consistent acceleration."""
+
+    aba: np.ndarray
+    idsva_bodies: np.ndarray
+    idsva_dofs: np.ndarray
+    minv: np.ndarray
+    T: np.ndarray
+    tau_id: np.ndarray
+    dtau_dq: np.ndarray
+    dtau_dv: np.ndarray
+    M: np.ndarray
+
+
+def fd_derivatives_work(model: RobotModel) -> FdDerivativesWork:
+    nv = model.nv
+    return FdDerivativesWork(*aba_work(model), *idsva_work(model), *minv_work(model), np.zeros((nv, nv)),
+                             np.zeros(nv), np.zeros((nv, nv)), np.zeros((nv, nv)), np.zeros((nv, nv)))
+
+
 @kernel
-def fd_derivatives_kernel(mi, mf, g, dof_end, floating, n, H, s, v, tau, fext, fext_local, fext_ref, Wa, Wi, D, Wm,
-                          T, tau_id, dtau_dq, dtau_dv, M, a, da_dq, da_dv, Minv):
-    status = check_dynamics_inputs(mi, floating, n, a.shape[0], H, s, v, tau, BAD_TAU, fext)
+def fd_derivatives_kernel(model, dofs, H, s, v, tau, fext, fext_local, fext_ref, work, a, da_dq, da_dv, Minv):
+    m, w = ModelArrays(*model), FdDerivativesWork(*work)
+    status = check_dynamics_inputs(m.joints, m.floating, m.n, a.shape[0], H, s, v, tau, BAD_TAU, fext)
     if status == OK:
-        status = fd_derivatives_core(mi, mf, g, dof_end, H, s, v, tau, fext, fext_local, fext_ref, Wa, Wi, D, Wm, T,
-                                     tau_id, dtau_dq, dtau_dv, M, a, da_dq, da_dv, Minv)
+        status = fd_derivatives_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).subtree_end, H, s, v, tau, fext,
+                                     fext_local, fext_ref, w.aba, w.idsva_bodies, w.idsva_dofs, w.minv, w.T, w.tau_id,
+                                     w.dtau_dq, w.dtau_dv, w.M, a, da_dq, da_dv, Minv)
     return status
 
 
 @kernel
-def fd_derivatives_batch_kernel(mi, mf, g, dof_end, floating, n, H, S, V, TAU, fext, fext_local, fext_ref, Wa, Wi,
-                                D, Wm, T, tau_id, dtau_dq, dtau_dv, M, A, DA_DQ, DA_DV, MINV):
+def fd_derivatives_batch_kernel(model, dofs, H, S, V, TAU, fext, fext_local, fext_ref, work, A, DA_DQ, DA_DV, MINV):
     """Forward-dynamics derivatives over N knots in one compiled call; returns (status, failing knot)."""
+    floating = ModelArrays(*model).floating
     N = S.shape[0]
     has_fext = fext.shape[1] > 0
     if (V.shape[0] != N or TAU.shape[0] != N or A.shape[0] != N or (floating and H.shape[0] != N)
@@ -140,9 +161,8 @@ def fd_derivatives_batch_kernel(mi, mf, g, dof_end, floating, n, H, S, V, TAU, f
         return BAD_N, 0
     for k in range(N):
         fk, fl = (fext[k], fext_local[k]) if has_fext else (fext[0], fext_local[0])
-        status = fd_derivatives_kernel(mi, mf, g, dof_end, floating, n, H[k] if floating else H[0], S[k], V[k],
-                                       TAU[k], fk, fl, fext_ref, Wa, Wi, D, Wm, T, tau_id, dtau_dq, dtau_dv, M,
-                                       A[k], DA_DQ[k], DA_DV[k], MINV[k])
+        status = fd_derivatives_kernel(model, dofs, H[k] if floating else H[0], S[k], V[k], TAU[k], fk, fl, fext_ref,
+                                       work, A[k], DA_DQ[k], DA_DV[k], MINV[k])
         if status != OK:
             return status, k
     return OK, 0
@@ -160,18 +180,6 @@ class ForwardDynamicsDerivatives:
     da_dtau: np.ndarray
 
 
-def _build_work(model: RobotModel) -> tuple:
-    nv = model.nv
-    Wi, D = work_arrays(model)
-    return (model.scratch("aba", (model.nb, _ABA_COLS)), Wi, D, model.scratch("minv", (model.nb, _MINV_PC + 6 * nv)),
-            np.zeros((nv, nv)), np.zeros(nv), np.zeros((nv, nv)), np.zeros((nv, nv)), np.zeros((nv, nv)))
-
-
-def _work(model: RobotModel) -> tuple:
-    """Work arrays: those of ABA, IDSVA and M^-1, the product scratch, and IDSVA's outputs at the consistent a."""
-    return model.derived("fd_derivatives_work", _build_work)
-
-
 def _raise_fd(status: int, model: RobotModel, knot: int | None) -> None:
     if status == SINGULAR:  # aba's own message speaks of articulated inertias; these derivatives factor M itself
         raise_for_status(status, model, "aba_derivatives", knot)
@@ -179,24 +187,27 @@ def _raise_fd(status: int, model: RobotModel, knot: int | None) -> None:
 
 
 def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference: str = "local",
-                    out: ForwardDynamicsDerivatives | None = None) -> ForwardDynamicsDerivatives:
+                    out: ForwardDynamicsDerivatives | None = None,
+                    workspace: Workspace | None = None) -> ForwardDynamicsDerivatives:
     """Forward dynamics and its analytical first-order derivatives (seed 001 eq. 5 with IDSVA and IMMAmb).
 
     Same inputs as ``aba``; ``fext`` (optional, ``(nb, 6)``) are wrenches in each body's frame
     (``fext_reference="local"``) or in the world frame at the world origin (``"world"``), their dependence on
     ``q`` included. ``x`` a Trajectory evaluates all knots in one compiled call. Equals Pinocchio's
     ``computeABADerivatives`` (``ddq_dq, ddq_dv, ddq_dtau``). ``out``, a previous result of the same shapes, is
-    overwritten and returned instead of allocating new arrays.
+    overwritten and returned instead of allocating new arrays; so are the work arrays of ``workspace``, a
+    ``Workspace(model)`` (without one, each call allocates its own).
     """
     ref = fext_reference_code(fext_reference, "aba_derivatives")
-    nv, args = model.nv, (model.mi, model.mf, model.gravity, dof_end(model), model.floating_base, model.n)
+    workspace = workspace_for(model, workspace, "aba_derivatives")
+    nv, work = model.nv, workspace.work(fd_derivatives_work)
     if type(x) is State:
         fe = as_fext(fext, model, "aba_derivatives")
-        fl = body_frame_wrenches(model, x, fe) if ref != LOCAL_WRENCH and fe.shape[0] else fe
+        fl = body_frame_wrenches(model, x, fe, workspace) if ref != LOCAL_WRENCH and fe.shape[0] else fe
         a, da_dq, da_dv, Minv = result_arrays(out, ForwardDynamicsDerivatives, ((nv,), (nv, nv), (nv, nv), (nv, nv)),
                                               "aba_derivatives")
-        status = fd_derivatives_kernel(*args, base_pose(x), x.s, x.v, as_vector(tau), fe, fl, ref, *_work(model),
-                                       a, da_dq, da_dv, Minv)
+        status = fd_derivatives_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, as_vector(tau), fe, fl,
+                                       ref, work, a, da_dq, da_dv, Minv)
         if status != OK:
             _raise_fd(status, model, None)
         return ForwardDynamicsDerivatives(a, da_dq, da_dv, Minv) if out is None else out
@@ -205,12 +216,12 @@ def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None, fe
     if T.ndim != 2:
         raise ValueError(f"aba_derivatives({model.name}): for a trajectory, tau must be (N, nv)")
     fe = as_fext_batch(fext, model, "aba_derivatives")
-    fl = body_frame_wrenches(model, x, fe) if ref != LOCAL_WRENCH and fe.shape[1] else fe
+    fl = body_frame_wrenches(model, x, fe, workspace) if ref != LOCAL_WRENCH and fe.shape[1] else fe
     N = len(x)
     A, DQ, DV, MINV = result_arrays(out, ForwardDynamicsDerivatives, ((N, nv), (N, nv, nv), (N, nv, nv), (N, nv, nv)),
                                     "aba_derivatives")
-    status, k = fd_derivatives_batch_kernel(*args, base_poses(x), x.s, x.v, T, fe, fl, ref, *_work(model),
-                                            A, DQ, DV, MINV)
+    status, k = fd_derivatives_batch_kernel(model.packed, model.dof_tables, base_poses(x), x.s, x.v, T, fe, fl, ref,
+                                            work, A, DQ, DV, MINV)
     if status != OK:
         _raise_fd(status, model, k)
     return ForwardDynamicsDerivatives(A, DQ, DV, MINV) if out is None else out

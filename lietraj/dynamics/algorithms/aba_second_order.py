@@ -29,6 +29,7 @@ import numpy as np
 
 from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives
 from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea_second_order import rnea_second_order_contraction, rnea_second_order_derivatives
 from lietraj.dynamics.lie.state import State, Trajectory
 
@@ -56,10 +57,13 @@ class ForwardDynamicsHessian:
     qtau: np.ndarray
 
 
-def aba_second_order_derivatives(model: RobotModel, x: State, tau) -> ForwardDynamicsSecondOrder:
-    """The full second-order tensors of forward dynamics at ``(x, tau)`` (one state; no external wrenches)."""
-    first = aba_derivatives(model, x, tau)
-    so = rnea_second_order_derivatives(model, x, first.a)
+def aba_second_order_derivatives(model: RobotModel, x: State, tau,
+                                 workspace: Workspace | None = None) -> ForwardDynamicsSecondOrder:
+    """The full second-order tensors of forward dynamics at ``(x, tau)`` (one state; no external wrenches).
+    ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own)."""
+    workspace = workspace_for(model, workspace, "aba_second_order_derivatives")
+    first = aba_derivatives(model, x, tau, workspace=workspace)
+    so = rnea_second_order_derivatives(model, x, first.a, workspace=workspace)
     Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
     dM_uq = np.einsum("ika,kb->iab", so.dM_dq, u_q)
     u_qq = -np.einsum("ij,jab->iab", Minv, so.d2tau_dq2 + dM_uq + dM_uq.transpose(0, 2, 1))
@@ -69,23 +73,25 @@ def aba_second_order_derivatives(model: RobotModel, x: State, tau) -> ForwardDyn
     return ForwardDynamicsSecondOrder(u_qq, u_qv, u_vv, u_qtau, first)
 
 
-def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam) -> ForwardDynamicsHessian:
+def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam,
+                            workspace: Workspace | None = None) -> ForwardDynamicsHessian:
     """``sum_i lam_i d2FD_i / d(q, v, tau)^2`` at ``(x, tau)`` by one product with ``M^-1`` and the contraction of
     the inverse-dynamics second-order terms with ``mu = M^-1 lam``, accumulated during the IDSVA SO pass
     (``rnea_second_order_contraction``): no third-order tensor is formed (seed 003 digest §3).
 
     ``x`` a Trajectory takes ``tau`` and ``lam`` as (N, nv) arrays and returns blocks with a leading N; the
-    first- and second-order passes then run once over all knots.
+    first- and second-order passes then run once over all knots. ``workspace``: as for ``aba_derivatives``.
     """
     lam = np.asarray(lam, dtype=float)
     single = type(x) is State
     if lam.shape != ((model.nv,) if single else (len(x), model.nv)) or not np.all(np.isfinite(lam)):
         shape = f"({model.nv},)" if single else f"({len(x)}, {model.nv})"
         raise ValueError(f"aba_hessian_contraction({model.name}): lam must be a finite array of shape {shape}")
-    first = aba_derivatives(model, x, tau)
+    workspace = workspace_for(model, workspace, "aba_hessian_contraction")
+    first = aba_derivatives(model, x, tau, workspace=workspace)
     Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
     mu = (Minv @ lam[..., None])[..., 0]
-    h = rnea_second_order_contraction(model, x, first.a, mu)
+    h = rnea_second_order_contraction(model, x, first.a, mu, workspace=workspace)
     P = h.M_q  # P[k, a] = sum_i mu_i dM_ik/dq_a
     Pt = np.swapaxes(P, -1, -2)
     PtU = Pt @ u_q

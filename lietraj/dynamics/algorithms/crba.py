@@ -18,6 +18,8 @@ triangle only).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from lietraj._jit import helper, kernel
@@ -35,12 +37,25 @@ from lietraj.dynamics._spatial import (
     store3,
     store9,
 )
-from lietraj.dynamics.model.model import JOINT_FREE, JOINT_REVOLUTE, MF_ARMATURE, MF_AXIS, MF_H, MF_IO, MF_MASS, RobotModel
+from lietraj.dynamics.model.model import (JOINT_FREE, JOINT_REVOLUTE, MF_ARMATURE, MF_AXIS, MF_H, MF_IO, MF_MASS,
+                                         ModelArrays,
+                                         RobotModel)
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
 # Work-array columns, all in the base frame: pose R (9), p (3); composite inertia: mass, h (3), I (6: xx yy zz xy
 # xz yz); S (6).
 _R, _M, _H, _I, _S, _COLS = 0, 12, 13, 16, 22, 28
+
+
+class CrbaWork(NamedTuple):
+    """CRBA's work array: per body the columns above."""
+
+    bodies: np.ndarray
+
+
+def crba_work(model: RobotModel) -> CrbaWork:
+    return CrbaWork(np.zeros((model.nb, _COLS)))
 _ZERO3 = (0.0, 0.0, 0.0)
 
 
@@ -160,44 +175,46 @@ def check_positions(mi, H, s, v, nv):
 
 
 @kernel
-def crba_kernel(mi, mf, H, s, v, W, M):
-    status = check_positions(mi, H, s, v, M.shape[0])
+def crba_kernel(model, H, s, v, work, M):
+    m, w = ModelArrays(*model), CrbaWork(*work)
+    status = check_positions(m.joints, H, s, v, M.shape[0])
     if status == OK:
-        crba_core(mi, mf, s, W, M)
+        crba_core(m.joints, m.bodies, s, w.bodies, M)
     return status
 
 
 @kernel
-def crba_batch_kernel(mi, mf, H, S, V, W, MM):
+def crba_batch_kernel(model, H, S, V, work, MM):
     """Mass matrices at N knots in one compiled call; returns (status, failing knot)."""
+    m, w = ModelArrays(*model), CrbaWork(*work)
     N = S.shape[0]
-    floating = mi[0, 1] == JOINT_FREE
-    if V.shape[0] != N or MM.shape[0] != N or (floating and H.shape[0] != N):
+    if V.shape[0] != N or MM.shape[0] != N or (m.floating and H.shape[0] != N):
         return BAD_N, 0
     for k in range(N):
-        status = check_positions(mi, H[k] if floating else H[0], S[k], V[k], MM.shape[1])
+        status = check_positions(m.joints, H[k] if m.floating else H[0], S[k], V[k], MM.shape[1])
         if status != OK:
             return status, k
-        crba_core(mi, mf, S[k], W, MM[k])
+        crba_core(m.joints, m.bodies, S[k], w.bodies, MM[k])
     return OK, 0
 
 
-def mass_matrix(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+def mass_matrix(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """The joint-space mass matrix M(q), full and symmetric, armature on the diagonal.
 
     Only the joint positions matter (``x.v`` and the base pose are checked, not used). ``x`` is a State
     (returns ``(nv, nv)``) or a Trajectory of N knots (returns ``(N, nv, nv)`` from one compiled call).
+    ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
-    nv, W = model.nv, model.scratch("crba", (model.mi.shape[0], _COLS))
+    nv, work = model.nv, workspace_for(model, workspace, "mass_matrix").work(crba_work)
     if type(x) is State:
         M = np.empty((nv, nv))
-        status = crba_kernel(model.mi, model.mf, base_pose(x), x.s, x.v, W, M)
+        status = crba_kernel(model.packed, base_pose(x), x.s, x.v, work, M)
         if status != OK:
             raise_for_status(status, model, "mass_matrix")
         return M
     check_type(x, "mass_matrix")
     MM = np.empty((len(x), nv, nv))
-    status, k = crba_batch_kernel(model.mi, model.mf, base_poses(x), x.s, x.v, W, MM)
+    status, k = crba_batch_kernel(model.packed, base_poses(x), x.s, x.v, work, MM)
     raise_for_status(status, model, "mass_matrix", k)
     return MM
 

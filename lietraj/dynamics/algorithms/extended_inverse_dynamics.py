@@ -29,6 +29,7 @@ and zero base wrench, so ``tau_b`` vanishes (to rounding).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -66,7 +67,8 @@ from lietraj.dynamics._spatial import (
     sub,
     transpose,
 )
-from lietraj.dynamics.model.model import MF_ARMATURE, MF_MASS, RobotModel
+from lietraj.dynamics.model.model import MF_ARMATURE, MF_MASS, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea_derivatives import rnea_derivatives
 from lietraj.dynamics.lie.state import State, Trajectory
 
@@ -74,6 +76,16 @@ from lietraj.dynamics.lie.state import State, Trajectory
 # (m, h (3), I_o (6: xx yy zz xy xz yz)), b^c (6), b^vp (6), pose of the body in the base frame R0 (9), p0 (3),
 # base acceleration in the body frame a0 (6).
 _R, _P, _V, _AR, _AVP, _MC, _BC, _BVP, _R0, _P0, _A0, _COLS = 0, 9, 12, 18, 24, 30, 40, 46, 52, 61, 64, 70
+
+
+class ExtendedIDWork(NamedTuple):
+    """EIDAmb's work array: per body the columns above."""
+
+    bodies: np.ndarray
+
+
+def extended_id_work(model: RobotModel) -> ExtendedIDWork:
+    return ExtendedIDWork(np.zeros((model.nb, _COLS)))
 _ZERO3 = (0.0, 0.0, 0.0)
 
 
@@ -228,25 +240,28 @@ def _check(n, nv, H, s, v, a):
 
 
 @kernel
-def eid_kernel(mi, mf, g, consistent, n, H, s, v, a, W, tau, a_used, M11, M12, h1):
-    status = _check(n, tau.shape[0], H, s, v, a)
+def eid_kernel(model, consistent, H, s, v, a, work, tau, a_used, M11, M12, h1):
+    m, w = ModelArrays(*model), ExtendedIDWork(*work)
+    status = _check(m.n, tau.shape[0], H, s, v, a)
     if status == OK:
-        eid_core(mi, mf, g, consistent, H, s, v, a, W, tau, a_used, M11, M12, h1)
+        eid_core(m.joints, m.bodies, m.gravity, consistent, H, s, v, a, w.bodies, tau, a_used, M11, M12, h1)
     return status
 
 
 @kernel
-def eid_batch_kernel(mi, mf, g, consistent, n, H, S, V, A, W, TAU, A_used, M11, M12, H1):
+def eid_batch_kernel(model, consistent, H, S, V, A, work, TAU, A_used, M11, M12, H1):
     """EIDAmb over N knots in one compiled call; returns (status, failing knot)."""
+    m, w = ModelArrays(*model), ExtendedIDWork(*work)
     N = S.shape[0]
     if V.shape[0] != N or A.shape[0] != N or H.shape[0] != N:
         return BAD_N, 0
     nv = TAU.shape[1]
     for k in range(N):
-        status = _check(n, nv, H[k], S[k], V[k], A[k])
+        status = _check(m.n, nv, H[k], S[k], V[k], A[k])
         if status != OK:
             return status, k
-        eid_core(mi, mf, g, consistent, H[k], S[k], V[k], A[k], W, TAU[k], A_used[k], M11[k], M12[k], H1[k])
+        eid_core(m.joints, m.bodies, m.gravity, consistent, H[k], S[k], V[k], A[k], w.bodies, TAU[k], A_used[k],
+                 M11[k], M12[k], H1[k])
     return OK, 0
 
 
@@ -266,24 +281,26 @@ class ExtendedIDResult:
     h1: np.ndarray
 
 
-def extended_inverse_dynamics(model: RobotModel, x: State | Trajectory, a, consistent: bool = False) -> ExtendedIDResult:
+def extended_inverse_dynamics(model: RobotModel, x: State | Trajectory, a, consistent: bool = False,
+                              workspace: Workspace | None = None) -> ExtendedIDResult:
     """EIDAmb (seed 000 Table 4): ``tau_bar = M a + h`` for any ``a = [nu_dot; sddot]`` and the blocks M11, M12, h1.
 
     ``tau_bar[:6]`` is the base wrench needed for the given, possibly inconsistent, base acceleration (equal to
     ``rnea(model, x, a)``). With ``consistent=True``, ``a[:6]`` is ignored and replaced by the base acceleration
     of the free-floating robot for the given joint accelerations, so that ``tau_bar[:6] = 0``; ``result.a`` holds
-    it. ``x`` is a State (``a`` of shape ``(nv,)``) or a Trajectory (``a`` of shape ``(N, nv)``).
+    it. ``x`` is a State (``a`` of shape ``(nv,)``) or a Trajectory (``a`` of shape ``(N, nv)``). ``workspace``:
+    a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
     if not model.floating_base:
         raise ValueError(f"extended_inverse_dynamics({model.name}): the model has a fixed base; "
                          "use rnea(model, x, a), which is its inverse dynamics")
-    W = model.scratch("extended_inverse_dynamics", (model.nb, _COLS))
+    work = workspace_for(model, workspace, "extended_inverse_dynamics").work(extended_id_work)
     nv, n = model.nv, model.n
     if type(x) is State:
         tau, a_used, M11, M12, h1 = np.empty(nv), np.empty(nv), np.empty((6, 6)), np.empty((6, n)), np.empty(6)
         H = x.H if x.H is not None else np.zeros((0, 0))
-        status = eid_kernel(model.mi, model.mf, model.gravity, bool(consistent), n, H, x.s, x.v, as_vector(a), W,
-                            tau, a_used, M11, M12, h1)
+        status = eid_kernel(model.packed, bool(consistent), H, x.s, x.v, as_vector(a), work, tau, a_used, M11, M12,
+                            h1)
         raise_for_status(status, model, "extended_inverse_dynamics")
         return ExtendedIDResult(tau, a_used, M11, M12, h1)
     check_type(x, "extended_inverse_dynamics")
@@ -294,8 +311,7 @@ def extended_inverse_dynamics(model: RobotModel, x: State | Trajectory, a, consi
     N = len(x)
     TAU, A_used, M11, M12, H1 = (np.empty((N, nv)), np.empty((N, nv)), np.empty((N, 6, 6)), np.empty((N, 6, n)),
                                  np.empty((N, 6)))
-    status, k = eid_batch_kernel(model.mi, model.mf, model.gravity, bool(consistent), n, x.H, x.s, x.v, A, W, TAU,
-                                 A_used, M11, M12, H1)
+    status, k = eid_batch_kernel(model.packed, bool(consistent), x.H, x.s, x.v, A, work, TAU, A_used, M11, M12, H1)
     raise_for_status(status, model, "extended_inverse_dynamics", k)
     return ExtendedIDResult(TAU, A_used, M11, M12, H1)
 
@@ -317,7 +333,8 @@ class ExtendedIDDerivatives:
     M: np.ndarray
 
 
-def extended_inverse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, a) -> ExtendedIDDerivatives:
+def extended_inverse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, a,
+                                          workspace: Workspace | None = None) -> ExtendedIDDerivatives:
     """Derivatives of the extended inverse dynamics with respect to H, s, nu and sdot (seed 000 Tables 5-8).
 
     Any ``a = [nu_dot; sddot]`` is accepted, consistent or not (digest P5: the linearization needs the consistent
@@ -325,11 +342,12 @@ def extended_inverse_dynamics_derivatives(model: RobotModel, x: State | Trajecto
     (Table 5 with line 1 set to zero, digest P1), so that ``d_dH = M[:, :6] (a_0^r x)`` with ``a_0^r = [R^T (-g); 0]``
     (digest §4.2). They are computed by IDSVA (``rnea_derivatives``), which yields all four in one O(N d) pass where
     Tables 5-8 need four passes and Table 6 O(n^2) work; the results are equal, the extended inverse dynamics being
-    the inverse dynamics of the floating base taken as a 6-DoF joint with a given acceleration.
+    the inverse dynamics of the floating base taken as a 6-DoF joint with a given acceleration. ``workspace``: as
+    for ``rnea_derivatives``.
     """
     if not model.floating_base:
         raise ValueError(f"extended_inverse_dynamics_derivatives({model.name}): the model has a fixed base; "
                          "use rnea_derivatives(model, x, a)")
-    d = rnea_derivatives(model, x, a)
+    d = rnea_derivatives(model, x, a, workspace=workspace)
     return ExtendedIDDerivatives(d.tau, d.dtau_dq[..., :6], d.dtau_dq[..., 6:], d.dtau_dv[..., :6], d.dtau_dv[..., 6:],
                                  d.M)

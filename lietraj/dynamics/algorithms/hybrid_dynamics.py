@@ -68,8 +68,9 @@ from lietraj.dynamics._spatial import (
     solve_inertia,
     store3,
 )
-from lietraj.dynamics.algorithms.aba import WORK_LAYOUT, articulated_forward_pass
-from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, RobotModel
+from lietraj.dynamics.algorithms.aba import WORK_LAYOUT, AbaWork, aba_work, articulated_forward_pass
+from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
 # The work array is ABA's: its first pass fills placements, v_i, c_i, I^A_i and p^A_i.
@@ -185,29 +186,33 @@ def check_hybrid_inputs(mi, floating, n, nv, H, s, v, known, a_in, tau_in, fext)
 
 
 @kernel
-def hybrid_kernel(mi, mf, g, floating, n, H, s, v, known, a_in, tau_in, fext, W, a_out, tau_out):
-    status = check_hybrid_inputs(mi, floating, n, a_out.shape[0], H, s, v, known, a_in, tau_in, fext)
+def hybrid_kernel(model, H, s, v, known, a_in, tau_in, fext, work, a_out, tau_out):
+    """Hybrid dynamics for one state; work: ABA's (``AbaWork``), whose layout it shares."""
+    m, w = ModelArrays(*model), AbaWork(*work)
+    status = check_hybrid_inputs(m.joints, m.floating, m.n, a_out.shape[0], H, s, v, known, a_in, tau_in, fext)
     if status == OK:
-        hybrid_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, a_out, tau_out)
+        hybrid_core(m.joints, m.bodies, m.gravity, H, s, v, known, a_in, tau_in, fext, w.bodies, a_out, tau_out)
     return status
 
 
 @kernel
-def hybrid_batch_kernel(mi, mf, g, floating, n, H, S, V, known, A_in, TAU_in, fext, W, A_out, TAU_out):
+def hybrid_batch_kernel(model, H, S, V, known, A_in, TAU_in, fext, work, A_out, TAU_out):
     """Hybrid dynamics over N knots in one compiled call (one mask for all knots); returns (status, failing knot)."""
+    m, w = ModelArrays(*model), AbaWork(*work)
     N = S.shape[0]
     has_fext = fext.shape[1] > 0
-    if (V.shape[0] != N or A_in.shape[0] != N or TAU_in.shape[0] != N or (floating and H.shape[0] != N)
+    if (V.shape[0] != N or A_in.shape[0] != N or TAU_in.shape[0] != N or (m.floating and H.shape[0] != N)
             or (has_fext and fext.shape[0] != N)):
         return BAD_N, 0
     nv = A_out.shape[1]
     for k in range(N):
-        Hk = H[k] if floating else H[0]
+        Hk = H[k] if m.floating else H[0]
         fk = fext[k] if has_fext else fext[0]
-        status = check_hybrid_inputs(mi, floating, n, nv, Hk, S[k], V[k], known, A_in[k], TAU_in[k], fk)
+        status = check_hybrid_inputs(m.joints, m.floating, m.n, nv, Hk, S[k], V[k], known, A_in[k], TAU_in[k], fk)
         if status != OK:
             return status, k
-        hybrid_core(mi, mf, g, Hk, S[k], V[k], known, A_in[k], TAU_in[k], fk, W, A_out[k], TAU_out[k])
+        hybrid_core(m.joints, m.bodies, m.gravity, Hk, S[k], V[k], known, A_in[k], TAU_in[k], fk, w.bodies, A_out[k],
+                    TAU_out[k])
     return OK, 0
 
 
@@ -223,8 +228,6 @@ class HybridResult:
     tau: np.ndarray
 
 
-
-
 def _raise_for_status(status: int, model: RobotModel, knot: int | None) -> None:
     where = f" at knot {knot}" if knot is not None else ""
     if status == BAD_MASK:
@@ -235,24 +238,26 @@ def _raise_for_status(status: int, model: RobotModel, knot: int | None) -> None:
     raise_for_status(status, model, "hybrid_dynamics", knot)
 
 
-def hybrid_dynamics(model: RobotModel, x: State | Trajectory, known, a_known, tau_known, fext=None) -> HybridResult:
+def hybrid_dynamics(model: RobotModel, x: State | Trajectory, known, a_known, tau_known, fext=None,
+                    workspace: Workspace | None = None) -> HybridResult:
     """Accelerations where ``known`` is False and torques where it is True, from the given other halves.
 
     ``known`` is a boolean mask over the ``nv`` generalized velocities (shared by all knots of a trajectory);
     for a floating base its six base entries must agree. ``a_known`` and ``tau_known`` are full ``(nv,)``
     vectors (``(N, nv)`` for a trajectory) of which only the entries with ``known`` True, respectively False,
     are read. ``fext`` (optional): body-frame wrenches ``[force; torque]``, ``(nb, 6)`` or ``(N, nb, 6)``.
-    All ``known`` is ``rnea``; all unknown is forward dynamics (ABA), with armature as Pinocchio's.
+    All ``known`` is ``rnea``; all unknown is forward dynamics (ABA), with armature as Pinocchio's. ``workspace``:
+    a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
     mask = np.asarray(known)
     if mask.dtype != np.bool_ or mask.ndim != 1:
         raise ValueError(f"hybrid_dynamics({model.name}): known must be a 1-D boolean mask of shape ({model.nv},)")
-    W = model.scratch("hybrid_dynamics", (model.nb, _COLS))
+    work = workspace_for(model, workspace, "hybrid_dynamics").work(aba_work)
     if type(x) is State:
         fe = as_fext(fext, model, "hybrid_dynamics")
         a, tau = np.empty(model.nv), np.empty(model.nv)
-        status = hybrid_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n, base_pose(x), x.s,
-                               x.v, mask, as_vector(a_known), as_vector(tau_known), fe, W, a, tau)
+        status = hybrid_kernel(model.packed, base_pose(x), x.s, x.v, mask, as_vector(a_known), as_vector(tau_known),
+                               fe, work, a, tau)
         _raise_for_status(status, model, None)
         return HybridResult(a, tau)
     check_type(x, "hybrid_dynamics")
@@ -261,7 +266,6 @@ def hybrid_dynamics(model: RobotModel, x: State | Trajectory, known, a_known, ta
     if A_in.ndim != 2 or TAU_in.ndim != 2:
         raise ValueError(f"hybrid_dynamics({model.name}): for a trajectory, a_known and tau_known must be (N, nv)")
     A, TAU = np.empty((len(x), model.nv)), np.empty((len(x), model.nv))
-    status, k = hybrid_batch_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n, base_poses(x),
-                                    x.s, x.v, mask, A_in, TAU_in, fe, W, A, TAU)
+    status, k = hybrid_batch_kernel(model.packed, base_poses(x), x.s, x.v, mask, A_in, TAU_in, fe, work, A, TAU)
     _raise_for_status(status, model, k)
     return HybridResult(A, TAU)

@@ -49,6 +49,7 @@ kind (``q``, ``v``, ``u``) over all of that kind's columns. Cost: 3 nv direction
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -93,7 +94,8 @@ from lietraj.dynamics._spatial import (
 )
 from lietraj.dynamics.algorithms.hybrid_dynamics import BAD_MASK, MIXED_BASE, HybridResult, check_hybrid_inputs, hybrid_core
 from lietraj.dynamics.algorithms.aba import WORK_LAYOUT
-from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
 # Work-array columns: hybrid_core's, then per body Pi (21), beta (6), I_i v_i (6), dv (6), dc (6), the dI^A and
@@ -106,6 +108,17 @@ _DIA, _DPA, _END, _IAINV, _COLS = _HYB + 45, _HYB + 66, _HYB + 72, _HYB + 73, _H
 # forward pass (row 6), da_i (rows 7-12). Rows 0-6 are zero between directions: the last forward pass resets
 # them after reading, and a new scratch array starts at zero.
 _E, _RT, _DA, _DROWS = 0, 6, 7, 13
+
+
+class HybridDerivativesWork(NamedTuple):
+    """Work arrays: per body the columns above, and the per-direction columns ``D`` (nb, 13, nv)."""
+
+    bodies: np.ndarray
+    columns: np.ndarray
+
+
+def hybrid_derivatives_work(model: RobotModel) -> HybridDerivativesWork:
+    return HybridDerivativesWork(np.zeros((model.nb, _COLS)), np.zeros((model.nb, _DROWS, model.nv)))
 _ZERO3 = (0.0, 0.0, 0.0)
 _Z9 = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 _Q, _VEL, _U_IN = 0, 1, 2  # direction kinds: configuration, velocity, given input
@@ -486,33 +499,36 @@ def hybrid_derivatives_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, D,
 
 
 @kernel
-def hybrid_derivatives_kernel(mi, mf, g, floating, n, H, s, v, known, a_in, tau_in, fext, W, D, a_out, tau_out,
-                              da_dq, da_dv, da_du, dtau_dq, dtau_dv, dtau_du):
-    status = check_hybrid_inputs(mi, floating, n, a_out.shape[0], H, s, v, known, a_in, tau_in, fext)
+def hybrid_derivatives_kernel(model, H, s, v, known, a_in, tau_in, fext, work, a_out, tau_out, da_dq, da_dv, da_du,
+                              dtau_dq, dtau_dv, dtau_du):
+    m, w = ModelArrays(*model), HybridDerivativesWork(*work)
+    status = check_hybrid_inputs(m.joints, m.floating, m.n, a_out.shape[0], H, s, v, known, a_in, tau_in, fext)
     if status == OK:
-        hybrid_derivatives_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, D, a_out, tau_out,
-                                da_dq, da_dv, da_du, dtau_dq, dtau_dv, dtau_du)
+        hybrid_derivatives_core(m.joints, m.bodies, m.gravity, H, s, v, known, a_in, tau_in, fext, w.bodies,
+                                w.columns, a_out, tau_out, da_dq, da_dv, da_du, dtau_dq, dtau_dv, dtau_du)
     return status
 
 
 @kernel
-def hybrid_derivatives_batch_kernel(mi, mf, g, floating, n, H, S, V, known, A_in, TAU_in, fext, W, D, A_out, TAU_out,
-                                    DA_DQ, DA_DV, DA_DU, DTAU_DQ, DTAU_DV, DTAU_DU):
+def hybrid_derivatives_batch_kernel(model, H, S, V, known, A_in, TAU_in, fext, work, A_out, TAU_out, DA_DQ, DA_DV,
+                                    DA_DU, DTAU_DQ, DTAU_DV, DTAU_DU):
     """Hybrid dynamics and its Jacobians over N knots (one mask for all); returns (status, failing knot)."""
+    m, w = ModelArrays(*model), HybridDerivativesWork(*work)
     N = S.shape[0]
     has_fext = fext.shape[1] > 0
-    if (V.shape[0] != N or A_in.shape[0] != N or TAU_in.shape[0] != N or (floating and H.shape[0] != N)
+    if (V.shape[0] != N or A_in.shape[0] != N or TAU_in.shape[0] != N or (m.floating and H.shape[0] != N)
             or (has_fext and fext.shape[0] != N)):
         return BAD_N, 0
     nv = A_out.shape[1]
     for k in range(N):
-        Hk = H[k] if floating else H[0]
+        Hk = H[k] if m.floating else H[0]
         fk = fext[k] if has_fext else fext[0]
-        status = check_hybrid_inputs(mi, floating, n, nv, Hk, S[k], V[k], known, A_in[k], TAU_in[k], fk)
+        status = check_hybrid_inputs(m.joints, m.floating, m.n, nv, Hk, S[k], V[k], known, A_in[k], TAU_in[k], fk)
         if status != OK:
             return status, k
-        hybrid_derivatives_core(mi, mf, g, Hk, S[k], V[k], known, A_in[k], TAU_in[k], fk, W, D, A_out[k], TAU_out[k],
-                                DA_DQ[k], DA_DV[k], DA_DU[k], DTAU_DQ[k], DTAU_DV[k], DTAU_DU[k])
+        hybrid_derivatives_core(m.joints, m.bodies, m.gravity, Hk, S[k], V[k], known, A_in[k], TAU_in[k], fk,
+                                w.bodies, w.columns, A_out[k], TAU_out[k], DA_DQ[k], DA_DV[k], DA_DU[k], DTAU_DQ[k],
+                                DTAU_DV[k], DTAU_DU[k])
     return OK, 0
 
 
@@ -545,24 +561,24 @@ def _raise(status: int, model: RobotModel, knot: int | None) -> None:
 
 
 def hybrid_dynamics_derivatives(model: RobotModel, x: State | Trajectory, known, a_known, tau_known,
-                                fext=None) -> HybridDerivatives:
+                                fext=None, workspace: Workspace | None = None) -> HybridDerivatives:
     """Hybrid dynamics (see ``hybrid_dynamics``, same arguments) and its analytical Jacobians.
 
     Returns ``HybridDerivatives`` with ``a``, ``tau`` and ``da_dq, da_dv, da_du, dtau_dq, dtau_dv, dtau_du``,
     where ``u[k] = a_known[k] if known[k] else tau_known[k]``. ``fext`` (body-frame wrenches, constant in the
-    body frames) enters the solution but has no derivative of its own.
+    body frames) enters the solution but has no derivative of its own. ``workspace``: a ``Workspace(model)`` whose
+    work arrays are reused (without one, each call allocates its own).
     """
     mask = np.asarray(known)
     if mask.dtype != np.bool_ or mask.ndim != 1:
         raise ValueError(f"{_NAME}({model.name}): known must be a 1-D boolean mask of shape ({model.nv},)")
     nv = model.nv
-    W, D = model.scratch(_NAME, (model.nb, _COLS)), model.scratch(_NAME + ".columns", (model.nb, _DROWS, nv))
+    work = workspace_for(model, workspace, _NAME).work(hybrid_derivatives_work)
     if type(x) is State:
         fe = as_fext(fext, model, _NAME)
         out = [np.empty(nv), np.empty(nv)] + [np.empty((nv, nv)) for _ in range(6)]
-        status = hybrid_derivatives_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
-                                           base_pose(x), x.s, x.v, mask, as_vector(a_known), as_vector(tau_known),
-                                           fe, W, D, *out)
+        status = hybrid_derivatives_kernel(model.packed, base_pose(x), x.s, x.v, mask, as_vector(a_known),
+                                           as_vector(tau_known), fe, work, *out)
         _raise(status, model, None)
         return HybridDerivatives(*out)
     check_type(x, _NAME)
@@ -572,7 +588,7 @@ def hybrid_dynamics_derivatives(model: RobotModel, x: State | Trajectory, known,
         raise ValueError(f"{_NAME}({model.name}): for a trajectory, a_known and tau_known must be (N, nv)")
     N = len(x)
     out = [np.empty((N, nv)), np.empty((N, nv))] + [np.empty((N, nv, nv)) for _ in range(6)]
-    status, k = hybrid_derivatives_batch_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
-                                                base_poses(x), x.s, x.v, mask, A_in, TAU_in, fe, W, D, *out)
+    status, k = hybrid_derivatives_batch_kernel(model.packed, base_poses(x), x.s, x.v, mask, A_in, TAU_in, fe, work,
+                                                *out)
     _raise(status, model, k)
     return HybridDerivatives(*out)

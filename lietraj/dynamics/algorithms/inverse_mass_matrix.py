@@ -22,6 +22,8 @@ computes the same matrix (it fills the upper triangle only).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from lietraj._jit import helper, kernel
@@ -39,7 +41,8 @@ from lietraj.dynamics._spatial import (
     store_inertia_blocks,
 )
 from lietraj.dynamics.algorithms.crba import body_in_base_frame, check_positions
-from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, MF_MASS, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, MF_MASS, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
 NOT_DEPTH_FIRST = 101
@@ -47,6 +50,16 @@ NOT_DEPTH_FIRST = 101
 # Work-array columns, all in the base frame: pose R (9), p (3) of the body; I^A (21: A sym 6, B 9, C sym 6);
 # S (6); U (6); 1/D; subtree size; then P_i[:, j] at _PC + 6 j (row 0 holds F until P_0 replaces it).
 _R, _IA, _S, _U, _DINV, _NSUB, _PC = 0, 12, 33, 39, 45, 46, 47
+
+
+class MinvWork(NamedTuple):
+    """The work array of M^-1: per body the columns above, then ``F`` (6 x nv)."""
+
+    bodies: np.ndarray
+
+
+def minv_work(model: RobotModel) -> MinvWork:
+    return MinvWork(np.zeros((model.nb, _PC + 6 * model.nv)))
 
 
 @helper
@@ -173,24 +186,25 @@ def _check(mi, H, s, v, nv):
 
 
 @kernel
-def minv_kernel(mi, mf, H, s, v, W, Minv):
-    status = _check(mi, H, s, v, Minv.shape[0])
+def minv_kernel(model, H, s, v, work, Minv):
+    m, w = ModelArrays(*model), MinvWork(*work)
+    status = _check(m.joints, H, s, v, Minv.shape[0])
     if status == OK:
-        status = minv_core(mi, mf, s, W, Minv)
+        status = minv_core(m.joints, m.bodies, s, w.bodies, Minv)
     return status
 
 
 @kernel
-def minv_batch_kernel(mi, mf, H, S, V, W, MINV):
+def minv_batch_kernel(model, H, S, V, work, MINV):
     """M^{-1} at N knots in one compiled call; returns (status, failing knot)."""
+    m, w = ModelArrays(*model), MinvWork(*work)
     N = S.shape[0]
-    floating = mi[0, 1] == JOINT_FREE
-    if V.shape[0] != N or MINV.shape[0] != N or (floating and H.shape[0] != N):
+    if V.shape[0] != N or MINV.shape[0] != N or (m.floating and H.shape[0] != N):
         return BAD_N, 0
     for k in range(N):
-        status = _check(mi, H[k] if floating else H[0], S[k], V[k], MINV.shape[1])
+        status = _check(m.joints, H[k] if m.floating else H[0], S[k], V[k], MINV.shape[1])
         if status == OK:
-            status = minv_core(mi, mf, S[k], W, MINV[k])
+            status = minv_core(m.joints, m.bodies, S[k], w.bodies, MINV[k])
         if status != OK:
             return status, k
     return OK, 0
@@ -203,23 +217,23 @@ def _raise(status: int, model: RobotModel, knot: int | None = None) -> None:
     raise_for_status(status, model, "inverse_mass_matrix", knot)
 
 
-def inverse_mass_matrix(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+def inverse_mass_matrix(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """M(q)^{-1}, full and symmetric, computed recursively in O(n^2) (not by inverting M).
 
     Only the joint positions matter (``x.v`` and the base pose are checked, not used). ``x`` is a State
     (returns ``(nv, nv)``) or a Trajectory of N knots (returns ``(N, nv, nv)`` from one compiled call).
+    ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
-    nv = model.nv
-    W = model.scratch("minv", (model.mi.shape[0], _PC + 6 * nv))
+    nv, work = model.nv, workspace_for(model, workspace, "inverse_mass_matrix").work(minv_work)
     if type(x) is State:
         Minv = np.empty((nv, nv))
-        status = minv_kernel(model.mi, model.mf, base_pose(x), x.s, x.v, W, Minv)
+        status = minv_kernel(model.packed, base_pose(x), x.s, x.v, work, Minv)
         if status != OK:
             _raise(status, model)
         return Minv
     check_type(x, "inverse_mass_matrix")
     MINV = np.empty((len(x), nv, nv))
-    status, k = minv_batch_kernel(model.mi, model.mf, base_poses(x), x.s, x.v, W, MINV)
+    status, k = minv_batch_kernel(model.packed, base_poses(x), x.s, x.v, work, MINV)
     if status != OK:
         _raise(status, model, k)
     return MINV

@@ -28,6 +28,7 @@ from lietraj.dynamics._checks import result_arrays
 from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.se3 import ad_into
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
@@ -80,30 +81,32 @@ def _assemble_batch(NU, DA_DQ, DA_DV, MINV, A, B):
 _NO_NU, _NO_NU_BATCH = np.zeros(0), np.zeros((1, 0))
 
 
-def _derivatives_scratch(model: RobotModel, lead: tuple[int, ...]) -> ForwardDynamicsDerivatives:
-    """Model-owned arrays for the forward-dynamics derivatives that A and B are assembled from."""
-    nv = model.nv
+def _derivatives_scratch(workspace: Workspace, lead: tuple[int, ...]) -> ForwardDynamicsDerivatives:
+    """The workspace's arrays for the forward-dynamics derivatives that A and B are assembled from."""
+    nv = workspace.model.nv
     shapes = (lead + (nv,), lead + (nv, nv), lead + (nv, nv), lead + (nv, nv))
-    return model.derived(f"linearize_scratch_{lead}",
-                         lambda m: ForwardDynamicsDerivatives(*(np.zeros(shape) for shape in shapes)))
+    return workspace.cached(("linearize", lead),
+                            lambda: ForwardDynamicsDerivatives(*(np.zeros(shape) for shape in shapes)))
 
 
 def linearize(model: RobotModel, x: State | Trajectory, u, fext=None, fext_reference: str = "local",
-              out: Linearization | None = None) -> Linearization:
+              out: Linearization | None = None, workspace: Workspace | None = None) -> Linearization:
     """Continuous-time A, B of the dynamics about the state ``x`` and joint torques ``u`` (``(n,)``; the base of a
     floating-base robot is unactuated), in the Lie algebra of the state group (seed 000 eq. 42).
 
     ``x`` a Trajectory (with ``u`` of shape (N, n)) linearizes every knot, the derivatives coming from one compiled
     call. ``fext`` (optional) are external wrenches held constant, as in ``aba_derivatives``. ``out``, a previous
-    result of the same shapes, is overwritten and returned instead of allocating new arrays.
+    result of the same shapes, is overwritten and returned instead of allocating new arrays; so are the work arrays
+    of ``workspace``, a ``Workspace(model)`` (without one, each call allocates its own).
     """
     single = type(x) is State
     U = np.asarray(u, dtype=np.float64)
     if U.ndim != (1 if single else 2):
         raise ValueError(f"linearize({model.name}): u must have shape ({model.n},), or (N, {model.n}) for a trajectory")
     nv, lead = model.nv, U.shape[:-1]
+    workspace = workspace_for(model, workspace, "linearize")
     d = aba_derivatives(model, x, generalized_force(model, U, "linearize"), fext, fext_reference,
-                        out=_derivatives_scratch(model, lead))
+                        out=_derivatives_scratch(workspace, lead), workspace=workspace)
     A, B, a = result_arrays(out, Linearization, (lead + (2 * nv, 2 * nv), lead + (2 * nv, model.n), lead + (nv,)),
                             "linearize")
     if single:

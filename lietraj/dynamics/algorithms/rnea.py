@@ -19,6 +19,8 @@ body frames first.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from lietraj._jit import helper, kernel
@@ -53,12 +55,23 @@ from lietraj.dynamics._spatial import (
     store9,
 )
 from lietraj.dynamics.kinematics.kinematics import body_placements
-from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
 # Work-array columns: placement R (9), p (3), velocity (6), acceleration (6), force (6).
 _R, _P, _V, _A, _F, _COLS = 0, 9, 12, 18, 24, 30
 _ZERO3 = (0.0, 0.0, 0.0)
+
+
+class RneaWork(NamedTuple):
+    """RNEA's work array: per body its placement, velocity, acceleration and force (columns above)."""
+
+    bodies: np.ndarray
+
+
+def rnea_work(model: RobotModel) -> RneaWork:
+    return RneaWork(np.zeros((model.nb, _COLS)))
 
 
 @helper
@@ -120,38 +133,39 @@ def rnea_core(mi, mf, g, H, s, v, a, fext, W, tau):
 
 
 @kernel
-def rnea_kernel(mi, mf, g, floating, n, H, s, v, a, fext, W, tau):
-    status = check_dynamics_inputs(mi, floating, n, tau.shape[0], H, s, v, a, BAD_A, fext)
+def rnea_kernel(model, H, s, v, a, fext, work, tau):
+    m, w = ModelArrays(*model), RneaWork(*work)
+    status = check_dynamics_inputs(m.joints, m.floating, m.n, tau.shape[0], H, s, v, a, BAD_A, fext)
     if status == OK:
-        rnea_core(mi, mf, g, H, s, v, a, fext, W, tau)
+        rnea_core(m.joints, m.bodies, m.gravity, H, s, v, a, fext, w.bodies, tau)
     return status
 
 
 @kernel
-def rnea_batch_kernel(mi, mf, g, floating, n, H, S, V, A, fext, W, TAU):
+def rnea_batch_kernel(model, H, S, V, A, fext, work, TAU):
     """RNEA over N knots in one compiled call; returns (status, failing knot)."""
+    m, w = ModelArrays(*model), RneaWork(*work)
     N = S.shape[0]
     has_fext = fext.shape[1] > 0
-    if (V.shape[0] != N or A.shape[0] != N or TAU.shape[0] != N or (floating and H.shape[0] != N)
+    if (V.shape[0] != N or A.shape[0] != N or TAU.shape[0] != N or (m.floating and H.shape[0] != N)
             or (has_fext and fext.shape[0] != N)):
         return BAD_N, 0
     nv = TAU.shape[1]
     for k in range(N):
-        Hk = H[k] if floating else H[0]
+        Hk = H[k] if m.floating else H[0]
         fk = fext[k] if has_fext else fext[0]
-        status = check_dynamics_inputs(mi, floating, n, nv, Hk, S[k], V[k], A[k], BAD_A, fk)
+        status = check_dynamics_inputs(m.joints, m.floating, m.n, nv, Hk, S[k], V[k], A[k], BAD_A, fk)
         if status != OK:
             return status, k
-        rnea_core(mi, mf, g, Hk, S[k], V[k], A[k], fk, W, TAU[k])
+        rnea_core(m.joints, m.bodies, m.gravity, Hk, S[k], V[k], A[k], fk, w.bodies, TAU[k])
     return OK, 0
 
 
-
-
-def body_frame_wrenches(model: RobotModel, x: State | Trajectory, fext) -> np.ndarray:
+def body_frame_wrenches(model: RobotModel, x: State | Trajectory, fext, workspace: Workspace | None = None
+                        ) -> np.ndarray:
     """Per-body wrenches ``[f; n]`` given in the world frame at the world origin, expressed in each body's frame:
     ``(R^T f, R^T (n - p x f))`` with ``(R, p)`` the body's world pose. ``(nb, 6)``, or ``(N, nb, 6)``."""
-    P = body_placements(model, x)
+    P = body_placements(model, x, workspace=workspace)
     R, p = P[..., :3, :3], P[..., :3, 3]
     fe = np.asarray(fext, dtype=np.float64)
     if fe.shape != p.shape[:-1] + (6,):
@@ -162,30 +176,33 @@ def body_frame_wrenches(model: RobotModel, x: State | Trajectory, fext) -> np.nd
                            np.einsum("...ij,...j->...i", RT, n - np.cross(p, f))], axis=-1)
 
 
-def local_wrenches(model: RobotModel, x: State | Trajectory, fext, fext_reference: str, what: str):
+def local_wrenches(model: RobotModel, x: State | Trajectory, fext, fext_reference: str, what: str,
+                   workspace: Workspace | None = None):
     """``fext`` in the body frames: as given for ``fext_reference="local"``, converted for ``"world"``."""
     if fext_reference not in ("local", "world"):
         raise ValueError(f"{what}: fext_reference must be 'local' or 'world', got {fext_reference!r}")
     if fext is None or fext_reference == "local":
         return fext
-    return body_frame_wrenches(model, x, fext)
+    return body_frame_wrenches(model, x, fext, workspace)
 
 
-def rnea(model: RobotModel, x: State | Trajectory, a, fext=None, fext_reference: str = "local") -> np.ndarray:
+def rnea(model: RobotModel, x: State | Trajectory, a, fext=None, fext_reference: str = "local",
+         workspace: Workspace | None = None) -> np.ndarray:
     """Inverse dynamics tau = M a + h - sum_i J_i^T f_ext_i (for a floating base, ``tau[:6]`` is the base wrench).
 
     ``x`` is a State (returns ``(nv,)``) or a Trajectory of N knots with ``a`` of shape ``(N, nv)``
     (returns ``(N, nv)``, computed in one compiled call). ``fext`` is optional: ``(nb, 6)`` wrenches
     ``[force; torque]`` per body, or ``(N, nb, 6)`` for a trajectory, in each body's frame
-    (``fext_reference="local"``) or in the world frame at the world origin (``"world"``).
+    (``fext_reference="local"``) or in the world frame at the world origin (``"world"``). ``workspace``: a
+    ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
-    W = model.scratch("rnea", (model.nb, _COLS))
-    fext = local_wrenches(model, x, fext, fext_reference, "rnea")
+    workspace = workspace_for(model, workspace, "rnea")
+    work = workspace.work(rnea_work)
+    fext = local_wrenches(model, x, fext, fext_reference, "rnea", workspace)
     if type(x) is State:
         fe = as_fext(fext, model, "rnea")
         tau = np.empty(model.nv)
-        status = rnea_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
-                             base_pose(x), x.s, x.v, as_vector(a), fe, W, tau)
+        status = rnea_kernel(model.packed, base_pose(x), x.s, x.v, as_vector(a), fe, work, tau)
         raise_for_status(status, model, "rnea")
         return tau
     check_type(x, "rnea")
@@ -194,22 +211,21 @@ def rnea(model: RobotModel, x: State | Trajectory, a, fext=None, fext_reference:
     if A.ndim != 2:
         raise ValueError(f"rnea({model.name}): for a trajectory, a must be (N, nv)")
     TAU = np.empty((len(x), model.nv))
-    status, k = rnea_batch_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
-                                  base_poses(x), x.s, x.v, A, fe, W, TAU)
+    status, k = rnea_batch_kernel(model.packed, base_poses(x), x.s, x.v, A, fe, work, TAU)
     raise_for_status(status, model, "rnea", k)
     return TAU
 
 
-def nonlinear_effects(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+def nonlinear_effects(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """h(q, v) = C(q, v) v + g(q): the inverse dynamics at zero acceleration."""
     if type(x) is State:
-        return rnea(model, x, np.zeros(model.nv))
-    return rnea(model, x, np.zeros((len(x), model.nv)))
+        return rnea(model, x, np.zeros(model.nv), workspace=workspace)
+    return rnea(model, x, np.zeros((len(x), model.nv)), workspace=workspace)
 
 
-def generalized_gravity(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+def generalized_gravity(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """g(q): the generalized gravity force (the inverse dynamics at zero velocity and acceleration)."""
     if type(x) is State:
-        return rnea(model, State(x.H, x.s, np.zeros(model.nv)), np.zeros(model.nv))
+        return rnea(model, State(x.H, x.s, np.zeros(model.nv)), np.zeros(model.nv), workspace=workspace)
     zeros = np.zeros((len(x), model.nv))
-    return rnea(model, Trajectory(x.H, x.s, zeros), zeros)
+    return rnea(model, Trajectory(x.H, x.s, zeros), zeros, workspace=workspace)

@@ -37,6 +37,7 @@ subtree's world wrenches (derived from seed 001 J3, checked by finite difference
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -69,7 +70,8 @@ from lietraj.dynamics._spatial import (
     sub,
 )
 from lietraj.dynamics.algorithms.crba import body_in_base_frame, rigid_inertia_times
-from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, MF_MASS, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, MF_MASS, DofTables, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
 # Per-body work columns (base frame): pose R (9), p (3); v (6), a (6); composite inertia m, h (3), I (6: xx yy zz xy
@@ -81,6 +83,17 @@ _S, _PSD, _PSDD, _U, _T1, _T2, _T3, _T4, _T5, _DOF_COLS = 0, 6, 12, 18, 24, 30, 
 LOCAL_WRENCH, WORLD_WRENCH = 0, 1
 FEXT_REFERENCES = {"local": LOCAL_WRENCH, "world": WORLD_WRENCH}
 _ZERO3 = (0.0, 0.0, 0.0)
+
+
+class IdsvaWork(NamedTuple):
+    """IDSVA's work arrays: per body and per dof, the columns above."""
+
+    bodies: np.ndarray
+    dofs: np.ndarray
+
+
+def idsva_work(model: RobotModel) -> IdsvaWork:
+    return IdsvaWork(np.zeros((model.nb, _COLS)), np.zeros((model.nv, _DOF_COLS)))
 
 
 @helper
@@ -298,42 +311,30 @@ def idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv
 
 
 @kernel
-def idsva_kernel(mi, mf, g, dof_end, floating, n, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv, M):
-    status = check_dynamics_inputs(mi, floating, n, tau.shape[0], H, s, v, a, BAD_A, fext)
+def idsva_kernel(model, dofs, H, s, v, a, fext, fext_ref, work, tau, dq, dv, M):
+    m, w = ModelArrays(*model), IdsvaWork(*work)
+    status = check_dynamics_inputs(m.joints, m.floating, m.n, tau.shape[0], H, s, v, a, BAD_A, fext)
     if status == OK:
-        idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, fext_ref, W, D, tau, dq, dv, M)
+        idsva_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).subtree_end, H, s, v, a, fext, fext_ref, w.bodies,
+                   w.dofs, tau, dq, dv, M)
     return status
 
 
 @kernel
-def idsva_batch_kernel(mi, mf, g, dof_end, floating, n, H, S, V, A, fext, fext_ref, W, D, TAU, DQ, DV, MM):
+def idsva_batch_kernel(model, dofs, H, S, V, A, fext, fext_ref, work, TAU, DQ, DV, MM):
     """IDSVA over N knots in one compiled call; returns (status, failing knot)."""
+    floating = ModelArrays(*model).floating
     N = S.shape[0]
     has_fext = fext.shape[1] > 0
     if (V.shape[0] != N or A.shape[0] != N or TAU.shape[0] != N or (floating and H.shape[0] != N)
             or (has_fext and fext.shape[0] != N)):
         return BAD_N, 0
     for k in range(N):
-        status = idsva_kernel(mi, mf, g, dof_end, floating, n, H[k] if floating else H[0], S[k], V[k], A[k],
-                              fext[k] if has_fext else fext[0], fext_ref, W, D, TAU[k], DQ[k], DV[k], MM[k])
+        status = idsva_kernel(model, dofs, H[k] if floating else H[0], S[k], V[k], A[k],
+                              fext[k] if has_fext else fext[0], fext_ref, work, TAU[k], DQ[k], DV[k], MM[k])
         if status != OK:
             return status, k
     return OK, 0
-
-
-def _dof_end(model: RobotModel) -> np.ndarray:
-    """One past the last dof of each body's subtree (bodies are numbered depth first)."""
-    nd = np.where(model.mi[:, 1] == JOINT_FREE, 6, 1)
-    end = model.mi[:, 2] + nd
-    for i in range(model.nb - 1, 0, -1):
-        p = model.mi[i, 0]
-        if p >= 0:
-            end[p] = max(end[p], end[i])
-    return end.astype(np.int64)
-
-
-def dof_end(model: RobotModel) -> np.ndarray:
-    return model.derived("dof_end", _dof_end)
 
 
 def fext_reference_code(reference: str, what: str) -> int:
@@ -341,10 +342,6 @@ def fext_reference_code(reference: str, what: str) -> int:
         return FEXT_REFERENCES[reference]
     except (KeyError, TypeError):
         raise ValueError(f"{what}: fext_reference must be 'local' or 'world', got {reference!r}") from None
-
-
-def work_arrays(model: RobotModel) -> tuple[np.ndarray, np.ndarray]:
-    return model.scratch("idsva", (model.nb, _COLS)), model.scratch("idsva_dof", (model.nv, _DOF_COLS))
 
 
 @dataclass(eq=False)
@@ -360,7 +357,8 @@ class InverseDynamicsDerivatives:
 
 
 def rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext=None, fext_reference: str = "local",
-                     out: InverseDynamicsDerivatives | None = None) -> InverseDynamicsDerivatives:
+                     out: InverseDynamicsDerivatives | None = None,
+                     workspace: Workspace | None = None) -> InverseDynamicsDerivatives:
     """Inverse dynamics and its analytical first-order derivatives (IDSVA, seed 001 Algorithm 1).
 
     ``a`` is the generalized acceleration (for a floating base any ``nu_dot``, consistent or not: the first
@@ -369,17 +367,18 @@ def rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext=None, fex
     in the world frame at the world origin (``"world"``); the derivatives include how either depends on ``q``.
     ``x`` a Trajectory evaluates all knots in one compiled call (``a`` (N, nv), ``fext`` (N, nb, 6)).
     Equals Pinocchio's ``computeRNEADerivatives`` (``dtau_dq, dtau_dv, dtau_da``). ``out``, a previous result
-    of the same shapes, is overwritten and returned instead of allocating new arrays.
+    of the same shapes, is overwritten and returned instead of allocating new arrays; so are the work arrays of
+    ``workspace``, a ``Workspace(model)`` (without one, each call allocates its own).
     """
     ref = fext_reference_code(fext_reference, "rnea_derivatives")
-    W, D = work_arrays(model)
+    work = workspace_for(model, workspace, "rnea_derivatives").work(idsva_work)
     nv = model.nv
     if type(x) is State:
         fe = as_fext(fext, model, "rnea_derivatives")
         tau, dq, dv, M = result_arrays(out, InverseDynamicsDerivatives, ((nv,), (nv, nv), (nv, nv), (nv, nv)),
                                        "rnea_derivatives")
-        status = idsva_kernel(model.mi, model.mf, model.gravity, dof_end(model), model.floating_base, model.n,
-                              base_pose(x), x.s, x.v, as_vector(a), fe, ref, W, D, tau, dq, dv, M)
+        status = idsva_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, as_vector(a), fe, ref, work, tau,
+                              dq, dv, M)
         raise_for_status(status, model, "rnea_derivatives")
         return InverseDynamicsDerivatives(tau, dq, dv, M) if out is None else out
     check_type(x, "rnea_derivatives")
@@ -390,7 +389,7 @@ def rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext=None, fex
     N = len(x)
     TAU, DQ, DV, MM = result_arrays(out, InverseDynamicsDerivatives, ((N, nv), (N, nv, nv), (N, nv, nv), (N, nv, nv)),
                                     "rnea_derivatives")
-    status, k = idsva_batch_kernel(model.mi, model.mf, model.gravity, dof_end(model), model.floating_base, model.n,
-                                   base_poses(x), x.s, x.v, A, fe, ref, W, D, TAU, DQ, DV, MM)
+    status, k = idsva_batch_kernel(model.packed, model.dof_tables, base_poses(x), x.s, x.v, A, fe, ref, work, TAU, DQ,
+                                   DV, MM)
     raise_for_status(status, model, "rnea_derivatives", k)
     return InverseDynamicsDerivatives(TAU, DQ, DV, MM) if out is None else out

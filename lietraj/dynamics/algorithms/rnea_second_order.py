@@ -36,6 +36,7 @@ inner products are components of vectors computed once per ``(i, p, j, t)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import types
@@ -46,7 +47,8 @@ from lietraj.dynamics._checks import BAD_A, BAD_N, NO_FEXT, OK, as_vector, base_
     check_type, check_vector, raise_for_status, result_arrays
 from lietraj.dynamics._spatial import add, cross, cross_force, cross_motion, mtv
 from lietraj.dynamics.algorithms.crba import body_in_base_frame, rigid_inertia_times
-from lietraj.dynamics.model.model import JOINT_FREE, MF_MASS, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, MF_MASS, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea_derivatives import joint_kinematics, unit_motion
 from lietraj.dynamics.lie.state import State, Trajectory
 
@@ -387,34 +389,54 @@ def idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, m
                     BC[parent, r, c] += BCi[r, c]
 
 
+class IdsvaSecondOrderWork(NamedTuple):
+    """IDSVA SO's work arrays: per body the placement (R, p), twist, acceleration, composite inertia, composite
+    Coriolis matrix and composite force; per dof the four motion vectors; four 6x6 scratch matrices."""
+
+    placements: np.ndarray
+    velocities: np.ndarray
+    accelerations: np.ndarray
+    IC: np.ndarray
+    BC: np.ndarray
+    FC: np.ndarray
+    dofs: np.ndarray
+    T: np.ndarray
+
+
+def idsva_so_work(model: RobotModel) -> IdsvaSecondOrderWork:
+    nb, nv = model.nb, model.nv
+    return IdsvaSecondOrderWork(np.zeros((nb, 12)), np.zeros((nb, 6)), np.zeros((nb, 6)), np.zeros((nb, 6, 6)),
+                                np.zeros((nb, 6, 6)), np.zeros((nb, 6)), np.zeros((nv, 4, 6)), np.zeros((4, 6, 6)))
+
+
 @kernel
-def idsva_so_kernel(mi, mf, g, floating, n, H, s, v, a, mu, zero, Wp, V, Acc, IC, BC, FC, Dof, T, D2q, D2v, Dqv, dM,
-                    Cq, Cv, Cqv, P):
-    status = check_dynamics_inputs(mi, floating, n, Dof.shape[0], H, s, v, a, BAD_A, NO_FEXT)
+def idsva_so_kernel(model, H, s, v, a, mu, zero, work, D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P):
+    m, w = ModelArrays(*model), IdsvaSecondOrderWork(*work)
+    nv = w.dofs.shape[0]
+    status = check_dynamics_inputs(m.joints, m.floating, m.n, nv, H, s, v, a, BAD_A, NO_FEXT)
     if status == OK and mu is not None:
-        status = check_vector(mu, Dof.shape[0], BAD_MU)
+        status = check_vector(mu, nv, BAD_MU)
     if status == OK:
-        idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, mu, D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P)
+        idsva_so_core(m.joints, m.bodies, m.gravity, H, s, v, a, zero, w.placements, w.velocities, w.accelerations,
+                      w.IC, w.BC, w.FC, w.dofs, w.T, mu, D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P)
     return status
 
 
 @kernel
-def idsva_so_batch_kernel(mi, mf, g, floating, n, H, S, V_, A, MU, zero, Wp, V, Acc, IC, BC, FC, Dof, T, D2Q, D2V, DQV, DM,
-                          CQ, CV, CQV, PP):
+def idsva_so_batch_kernel(model, H, S, V, A, MU, zero, work, D2Q, D2V, DQV, DM, CQ, CV, CQV, PP):
     """IDSVA SO over N knots in one compiled call (tensors, or contractions when MU has N rows); returns
     (status, failing knot)."""
+    floating = ModelArrays(*model).floating
     N = S.shape[0]
-    if V_.shape[0] != N or A.shape[0] != N or (floating and H.shape[0] != N) or (MU is not None and MU.shape[0] != N):
+    if V.shape[0] != N or A.shape[0] != N or (floating and H.shape[0] != N) or (MU is not None and MU.shape[0] != N):
         return BAD_N, 0
     for k in range(N):
         if MU is not None:
-            status = idsva_so_kernel(mi, mf, g, floating, n, H[k] if floating else H[0], S[k], V_[k], A[k], MU[k], zero,
-                                     Wp, V, Acc, IC, BC, FC, Dof, T, D2Q[0], D2V[0], DQV[0], DM[0], CQ[k], CV[k],
-                                     CQV[k], PP[k])
+            status = idsva_so_kernel(model, H[k] if floating else H[0], S[k], V[k], A[k], MU[k], zero, work, D2Q[0],
+                                     D2V[0], DQV[0], DM[0], CQ[k], CV[k], CQV[k], PP[k])
         else:
-            status = idsva_so_kernel(mi, mf, g, floating, n, H[k] if floating else H[0], S[k], V_[k], A[k], None, zero,
-                                     Wp, V, Acc, IC, BC, FC, Dof, T, D2Q[k], D2V[k], DQV[k], DM[k], CQ[0], CV[0],
-                                     CQV[0], PP[0])
+            status = idsva_so_kernel(model, H[k] if floating else H[0], S[k], V[k], A[k], None, zero, work, D2Q[k],
+                                     D2V[k], DQV[k], DM[k], CQ[0], CV[0], CQV[0], PP[0])
         if status != OK:
             return status, k
     return OK, 0
@@ -444,17 +466,11 @@ class InverseDynamicsHessian:
     M_q: np.ndarray
 
 
-def _work(model: RobotModel) -> tuple:
-    nb, nv = model.nb, model.nv
-    return (np.zeros((nb, 12)), np.zeros((nb, 6)), np.zeros((nb, 6)), np.zeros((nb, 6, 6)), np.zeros((nb, 6, 6)),
-            np.zeros((nb, 6)), np.zeros((nv, 4, 6)), np.zeros((4, 6, 6)))
-
-
-def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str):
+def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str, workspace: Workspace | None):
     check_type(x, what)
     nv = model.nv
     contract = mu is not None
-    work = model.derived("idsva_so_work", _work)
+    work = workspace_for(model, workspace, what).work(idsva_so_work)
     shape = (nv, nv) if contract else (nv, nv, nv)
     shapes = (shape if type(x) is State else (len(x),) + shape,) * 4
     if out is None and not contract:
@@ -465,9 +481,8 @@ def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str):
     zero = out is not None and getattr(out, "_pattern_of", None) is not model
     if type(x) is State:
         tensors, matrices = ((_NO_TENSOR,) * 4, arrays) if contract else (arrays, (_NO_MATRIX,) * 4)
-        status = idsva_so_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n, base_pose(x), x.s,
-                                 x.v, as_vector(a), as_vector(mu) if contract else None, zero, *work, *tensors,
-                                 *matrices)
+        status = idsva_so_kernel(model.packed, base_pose(x), x.s, x.v, as_vector(a),
+                                 as_vector(mu) if contract else None, zero, work, *tensors, *matrices)
         knot = None
     else:
         A = np.asarray(a, dtype=np.float64)
@@ -475,8 +490,8 @@ def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str):
         if A.ndim != 2 or (contract and MU.ndim != 2):
             raise ValueError(f"{what}({model.name}): for a trajectory, a{' and mu' if contract else ''} must be (N, nv)")
         tensors, matrices = ((_NO_TENSOR[None],) * 4, arrays) if contract else (arrays, (_NO_MATRIX[None],) * 4)
-        status, knot = idsva_so_batch_kernel(model.mi, model.mf, model.gravity, model.floating_base, model.n,
-                                             base_poses(x), x.s, x.v, A, MU, zero, *work, *tensors, *matrices)
+        status, knot = idsva_so_batch_kernel(model.packed, base_poses(x), x.s, x.v, A, MU, zero, work, *tensors,
+                                             *matrices)
     if status == BAD_MU:
         raise ValueError(f"{what}({model.name}): mu must be a finite vector of shape ({nv},)")
     raise_for_status(status, model, what, knot)
@@ -487,7 +502,8 @@ def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str):
 
 
 def rnea_second_order_derivatives(model: RobotModel, x: State | Trajectory, a,
-                                  out: InverseDynamicsSecondOrder | None = None) -> InverseDynamicsSecondOrder:
+                                  out: InverseDynamicsSecondOrder | None = None,
+                                  workspace: Workspace | None = None) -> InverseDynamicsSecondOrder:
     """IDSVA SO (seed 003 Algorithm 1): the second-order derivatives of the inverse dynamics at ``(x, a)``.
 
     ``a`` is any generalized acceleration (for a floating base the base row block is the extended inverse
@@ -495,15 +511,18 @@ def rnea_second_order_derivatives(model: RobotModel, x: State | Trajectory, a,
     compiled call (``a`` (N, nv)). ``out``, a previous result of the same shapes, is overwritten instead of
     allocating ``4 nv^3`` new entries per knot; if it came from this function and model, only the entries the
     pass writes are rewritten (the others are zero by the tree's structure), so do not modify it in place.
+    ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
-    return _run(model, x, a, None, out, InverseDynamicsSecondOrder, "rnea_second_order_derivatives")
+    return _run(model, x, a, None, out, InverseDynamicsSecondOrder, "rnea_second_order_derivatives", workspace)
 
 
 def rnea_second_order_contraction(model: RobotModel, x: State | Trajectory, a, mu,
-                                  out: InverseDynamicsHessian | None = None) -> InverseDynamicsHessian:
+                                  out: InverseDynamicsHessian | None = None,
+                                  workspace: Workspace | None = None) -> InverseDynamicsHessian:
     """``mu`` contracted with the IDSVA SO tensors over their first index, accumulated during the pass (no
     ``nv^3`` tensor is formed): the Hessian of ``mu . tau`` that DDP's second-order term needs.
 
-    ``x`` a Trajectory takes ``a`` and ``mu`` as (N, nv) arrays; ``out`` as in ``rnea_second_order_derivatives``.
+    ``x`` a Trajectory takes ``a`` and ``mu`` as (N, nv) arrays; ``out`` and ``workspace`` as in
+    ``rnea_second_order_derivatives``.
     """
-    return _run(model, x, a, mu, out, InverseDynamicsHessian, "rnea_second_order_contraction")
+    return _run(model, x, a, mu, out, InverseDynamicsHessian, "rnea_second_order_contraction", workspace)

@@ -75,7 +75,8 @@ from lietraj.dynamics._spatial import (
 from lietraj.dynamics.algorithms.crba import _COLS as CRBA_COLS
 from lietraj.dynamics.algorithms.crba import crba_core
 from lietraj.dynamics.kinematics.kinematics import LOCAL_WORLD_ALIGNED, act_motion, frame_id
-from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, DofTables, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import KeptByIdentity, Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea import _COLS as RNEA_COLS
 from lietraj.dynamics.algorithms.rnea import rnea_core
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -167,24 +168,25 @@ class PackedContacts(NamedTuple):
     offsets: tuple[int, ...]
 
 
+class ContactDynamicsWork(NamedTuple):
+    """Work arrays of the contact dynamics for nc contact rows: per body rnea_core's columns and the world pose
+    (``_COLS``), CRBA's, the mass matrix and its factor ``M`` (nv, nv), ``Z`` (max(nc, 1), nv) and the Schur
+    complement ``S`` (nc, nc)."""
+
+    bodies: np.ndarray
+    crba: np.ndarray
+    M: np.ndarray
+    Z: np.ndarray
+    S: np.ndarray
+
+
+def contact_dynamics_work(model: RobotModel, nc: int) -> ContactDynamicsWork:
+    nb, nv = model.nb, model.nv
+    return ContactDynamicsWork(np.zeros((nb, _COLS)), np.zeros((nb, CRBA_COLS)), np.zeros((nv, nv)),
+                               np.zeros((max(nc, 1), nv)), np.zeros((nc, nc)))
+
+
 # ---- compiled kernels -----------------------------------------------------------------------------------------
-
-
-@kernel
-def dof_parents(mi, nv):
-    """Parent of each dof in the tree of dofs (-1 for a root): the previous dof of the same joint, else the last
-    dof of the parent body's joint. The sparsity pattern of the LTDL factorization."""
-    dp = np.empty(nv, dtype=np.int64)
-    for i in range(mi.shape[0]):
-        parent, jt, iv = mi[i, 0], mi[i, 1], mi[i, 2]
-        if jt == JOINT_FREE:
-            for k in range(6):
-                dp[iv + k] = iv + k - 1 if k > 0 else -1
-        elif parent < 0:
-            dp[iv] = -1
-        else:
-            dp[iv] = mi[parent, 2] + (5 if mi[parent, 1] == JOINT_FREE else 0)
-    return dp
 
 
 @helper
@@ -419,22 +421,6 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
 
 
 @helper
-def split_work(work, nb, nv, nc):
-    """The work arrays W (nb, _COLS), WC (nb, CRBA_COLS), M (nv, nv), Z (max(nc, 1), nv), S (nc, nc) of
-    contact_dynamics_core as views of one flat array of ``work_size`` entries (one argument instead of five)."""
-    o1 = nb * _COLS
-    o2 = o1 + nb * CRBA_COLS
-    o3 = o2 + nv * nv
-    o4 = o3 + max(nc, 1) * nv
-    return (work[:o1].reshape((nb, _COLS)), work[o1:o2].reshape((nb, CRBA_COLS)), work[o2:o3].reshape((nv, nv)),
-            work[o3:o4].reshape((max(nc, 1), nv)), work[o4:o4 + nc * nc].reshape((nc, nc)))
-
-
-def work_size(nb: int, nv: int, nc: int) -> int:
-    return nb * (_COLS + CRBA_COLS) + nv * nv + max(nc, 1) * nv + nc * nc
-
-
-@helper
 def _check(mi, nv, H, s, v, tau):
     """Status of the state and tau, for a model given by its packed arrays (floating base iff body 0 has the free
     joint)."""
@@ -449,35 +435,33 @@ def _check(mi, nv, H, s, v, tau):
 
 
 @kernel
-def contact_dynamics_kernel(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, work, a, lam, J, gamma):
-    """Input checks and contact_dynamics_core (work: the flat work array of split_work); returns a status."""
-    nv, nc = a.shape[0], J.shape[0]
-    status = _check(mi, nv, H, s, v, tau)
+def contact_dynamics_kernel(model, dofs, H, s, v, tau, CI, CF, damping, work, a, lam, J, gamma):
+    """Input checks and contact_dynamics_core (work: ``ContactDynamicsWork``); returns a status."""
+    m, w = ModelArrays(*model), ContactDynamicsWork(*work)
+    status = _check(m.joints, a.shape[0], H, s, v, tau)
     if status == OK:
-        W, WC, M, Z, S = split_work(work, mi.shape[0], nv, nc)
-        status = contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M, Z, S, a, lam, J,
-                                       gamma)
+        status = contact_dynamics_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).dof_parent, H, s, v, tau, CI, CF,
+                                       damping, w.bodies, w.crba, w.M, w.Z, w.S, a, lam, J, gamma)
     return status
 
 
 @kernel
-def contact_dynamics_batch_kernel(mi, mf, g, dp, H, SS, V, TAU, CI, CF, damping, work, A, LAM, JJ, GAMMA):
+def contact_dynamics_batch_kernel(model, dofs, H, SS, V, TAU, CI, CF, damping, work, A, LAM, JJ, GAMMA):
     """contact_dynamics_kernel at N knots; JJ and GAMMA may have a single knot, then overwritten at every knot
     (when only a and lambda are wanted). Returns (status, failing knot)."""
-    N, nv, nc = SS.shape[0], A.shape[1], LAM.shape[1]
-    floating = mi[0, 1] == JOINT_FREE
-    if (V.shape[0] != N or TAU.shape[0] != N or A.shape[0] != N or LAM.shape[0] != N or (floating and H.shape[0] != N)
-            or JJ.shape[0] not in (1, N) or GAMMA.shape[0] not in (1, N)):
+    m, w = ModelArrays(*model), ContactDynamicsWork(*work)
+    N, nv = SS.shape[0], A.shape[1]
+    if (V.shape[0] != N or TAU.shape[0] != N or A.shape[0] != N or LAM.shape[0] != N
+            or (m.floating and H.shape[0] != N) or JJ.shape[0] not in (1, N) or GAMMA.shape[0] not in (1, N)):
         return BAD_N, 0
     per_knot_J, per_knot_gamma = JJ.shape[0] == N, GAMMA.shape[0] == N
-    W, WC, M, Z, S = split_work(work, mi.shape[0], nv, nc)
     for k in range(N):
-        Hk = H[k] if floating else H[0]
-        status = _check(mi, nv, Hk, SS[k], V[k], TAU[k])
+        Hk = H[k] if m.floating else H[0]
+        status = _check(m.joints, nv, Hk, SS[k], V[k], TAU[k])
         if status == OK:
-            status = contact_dynamics_core(mi, mf, g, dp, Hk, SS[k], V[k], TAU[k], CI, CF, damping, W, WC, M, Z, S,
-                                           A[k], LAM[k], JJ[k] if per_knot_J else JJ[0],
-                                           GAMMA[k] if per_knot_gamma else GAMMA[0])
+            status = contact_dynamics_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).dof_parent, Hk, SS[k], V[k],
+                                           TAU[k], CI, CF, damping, w.bodies, w.crba, w.M, w.Z, w.S, A[k], LAM[k],
+                                           JJ[k] if per_knot_J else JJ[0], GAMMA[k] if per_knot_gamma else GAMMA[0])
         if status != OK:
             return status, k
     return OK, 0
@@ -505,37 +489,17 @@ def _pack(model: RobotModel, contacts: tuple, what: str) -> PackedContacts:
             CF[c, CF_TR:CF_TR + 9] = contact.target[:3, :3].ravel()
             CF[c, CF_TP:CF_TP + 3] = contact.target[:3, 3]
         offsets.append(offsets[-1] + contact.dim)
+    CI.flags.writeable = CF.flags.writeable = False
     return PackedContacts(CI, CF, offsets[-1], tuple(offsets))
-
-
-_PACK_CACHE_SIZE = 64
 
 
 def pack_contacts(model: RobotModel, contacts: Sequence[Contact], what: str = "contact_dynamics") -> PackedContacts:
     """The kernels' form of ``contacts`` on ``model`` (TypeError for a non-Contact, ValueError for an unknown frame,
-    both prefixed by ``what``). Kept with the model for the last contact sets, by the identity of the Contact
-    objects (which are immutable): packing costs microseconds, each contact_dynamics call would pay it."""
+    both prefixed by ``what``): read-only data, kept with the model for its last contact sets by the identity of the
+    Contact objects (which are immutable): packing costs microseconds, each contact_dynamics call would pay it."""
     contacts = tuple(contacts)
-    cache = model.derived("contact_packs", lambda _: {})
-    key = tuple(map(id, contacts))
-    hit = cache.get(key)
-    if hit is not None:  # the entry holds the contacts, so their ids cannot have been reused
-        return hit[1]
-    packed = _pack(model, contacts, what)
-    if len(cache) >= _PACK_CACHE_SIZE:
-        del cache[next(iter(cache))]
-    cache[key] = (contacts, packed)
-    return packed
-
-
-def dof_parents_of(model: RobotModel) -> np.ndarray:
-    """``dof_parents`` of the model, computed once."""
-    return model.derived("dof_parents", lambda m: dof_parents(m.mi, m.nv))
-
-
-def work_array(model: RobotModel, nc: int) -> np.ndarray:
-    """The model's flat work array of the contact-dynamics kernels for nc contact rows (``split_work``)."""
-    return model.scratch("contact_dynamics", (work_size(model.nb, model.nv, nc),))
+    kept = model.derived("contact_packs", lambda _: KeptByIdentity())
+    return kept.get(contacts, lambda: _pack(model, contacts, what))
 
 
 def raise_for_contact_status(status: int, model: RobotModel, knot: int | None = None) -> None:
@@ -556,17 +520,19 @@ def raise_for_contact_status(status: int, model: RobotModel, knot: int | None = 
 
 
 def solve_contact_dynamics(model: RobotModel, X: Trajectory, TAU: np.ndarray, packed: PackedContacts, damping: float,
-                           A: np.ndarray, LAM: np.ndarray, JJ: np.ndarray, GAMMA: np.ndarray) -> None:
+                           A: np.ndarray, LAM: np.ndarray, JJ: np.ndarray, GAMMA: np.ndarray,
+                           workspace: Workspace) -> None:
     """The batched kernel into A (N, nv), LAM (N, nc), JJ (N or 1, nc, nv), GAMMA (N or 1, nc), raising its
-    ValueError; inputs as contact_dynamics' (TAU (N, nv) float64, damping checked)."""
-    status, k = contact_dynamics_batch_kernel(model.mi, model.mf, model.gravity, dof_parents_of(model), base_poses(X),
-                                              X.s, X.v, TAU, packed.CI, packed.CF, damping,
-                                              work_array(model, packed.nc), A, LAM, JJ, GAMMA)
+    ValueError; inputs as contact_dynamics' (TAU (N, nv) float64, damping checked), work arrays from
+    ``workspace``."""
+    status, k = contact_dynamics_batch_kernel(model.packed, model.dof_tables, base_poses(X), X.s, X.v, TAU, packed.CI,
+                                              packed.CF, damping, workspace.work(contact_dynamics_work, packed.nc), A,
+                                              LAM, JJ, GAMMA)
     raise_for_contact_status(status, model, k)
 
 
 def contact_dynamics(model: RobotModel, x: State | Trajectory, tau, contacts: Sequence[Contact],
-                     damping: float = 0.0) -> ContactDynamicsResult:
+                     damping: float = 0.0, workspace: Workspace | None = None) -> ContactDynamicsResult:
     """Forward dynamics under the rigid ``contacts``: accelerations and contact forces (see the module docstring).
 
     ``tau`` is the generalized force (nv,), as for ``aba``: for a floating base its first six entries are a wrench
@@ -574,8 +540,10 @@ def contact_dynamics(model: RobotModel, x: State | Trajectory, tau, contacts: Se
     results then get a leading axis N, computed in one compiled call). ``damping`` >= 0 is added to the diagonal of
     ``J M^-1 J^T`` (Pinocchio's ``forwardDynamics`` damping): with 0, redundant contacts (a rank-deficient ``J``)
     raise a ValueError; with a small positive value they are solved in the least-squares sense, the constraints
-    then holding approximately.
+    then holding approximately. ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one,
+    each call allocates its own).
     """
+    workspace = workspace_for(model, workspace, "contact_dynamics")
     single = type(x) is State
     if not single:
         check_type(x, "contact_dynamics")
@@ -590,12 +558,12 @@ def contact_dynamics(model: RobotModel, x: State | Trajectory, tau, contacts: Se
     nc, lead = packed.nc, T.shape[:-1]
     a, lam, J, gamma = np.empty(lead + (nv,)), np.empty(lead + (nc,)), np.empty(lead + (nc, nv)), np.empty(lead + (nc,))
     if single:
-        status = contact_dynamics_kernel(model.mi, model.mf, model.gravity, dof_parents_of(model), base_pose(x), x.s,
-                                         x.v, T, packed.CI, packed.CF, float(damping), work_array(model, nc), a, lam,
+        status = contact_dynamics_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, T, packed.CI,
+                                         packed.CF, float(damping), workspace.work(contact_dynamics_work, nc), a, lam,
                                          J, gamma)
         raise_for_contact_status(status, model)
     else:
-        solve_contact_dynamics(model, x, T, packed, float(damping), a, lam, J, gamma)
+        solve_contact_dynamics(model, x, T, packed, float(damping), a, lam, J, gamma, workspace)
     o = packed.offsets
     forces = tuple(lam[..., o[i]:o[i + 1]] for i in range(len(o) - 1))
     return ContactDynamicsResult(a, forces, lam, J, gamma)

@@ -62,8 +62,7 @@ from lietraj.dynamics._checks import (
 from lietraj.dynamics._spatial import add, cross, load3, load9, mtv, mv, sub
 from lietraj.dynamics.algorithms.aba_derivatives import minus_minv_dtau
 from lietraj.dynamics.contacts.contact_dynamics import Contact, ContactDynamicsResult, contact_dynamics
-from lietraj.dynamics.algorithms.inverse_mass_matrix import _PC as _MINV_PC
-from lietraj.dynamics.algorithms.inverse_mass_matrix import minv_core
+from lietraj.dynamics.algorithms.inverse_mass_matrix import minv_core, minv_work
 from lietraj.dynamics.kinematics.kinematics import (
     ACCELERATION,
     LOCAL,
@@ -74,8 +73,9 @@ from lietraj.dynamics.kinematics.kinematics import (
     model_tables,
 )
 from lietraj.dynamics.kinematics.kinematics_derivatives import motion_derivatives_core, placement_error_core
-from lietraj.dynamics.model.model import RobotModel
-from lietraj.dynamics.algorithms.rnea_derivatives import LOCAL_WRENCH, dof_end, idsva_core, work_arrays
+from lietraj.dynamics.model.model import DofTables, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
+from lietraj.dynamics.algorithms.rnea_derivatives import LOCAL_WRENCH, idsva_core, idsva_work
 from lietraj.dynamics.lie.state import State, Trajectory
 
 # Status of a Schur complement that is not positive definite (redundant contacts without damping).
@@ -253,26 +253,79 @@ def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_l
     return OK
 
 
+class ContactTables(NamedTuple):
+    """A contact set in the form of this module's kernel: the frame tables of the model (``fb``, ``ff``), the
+    contact table ``ci`` (m, 4) int64 (columns ``_CK``...), the Baumgarte ``gains`` (m, 2), the position
+    ``targets`` (m, 4, 4) and the last body whose acceleration the contacts need (``a_last``)."""
+
+    fb: np.ndarray
+    ff: np.ndarray
+    ci: np.ndarray
+    gains: np.ndarray
+    targets: np.ndarray
+    a_last: int
+
+
+class ContactDerivativesWork(NamedTuple):
+    """Work arrays for a contact set of m contacts and nc rows: those of forward kinematics, IDSVA and M^-1, the
+    product scratch ``T``, the frame motion derivatives (4, 6, nv), the placement-error Jacobian (6, nv) and
+    residual (6,), the contact wrenches as body wrenches (nb, 6), the forces in the contact frames (nc), IDSVA's
+    outputs, M^-1, the contact rows ``J`` (nc, nv) and their angular parts (m, 3, nv), ``G^T = J M^-1`` (nc, nv)
+    and the Schur complement (nc, nc)."""
+
+    kinematics: np.ndarray
+    idsva_bodies: np.ndarray
+    idsva_dofs: np.ndarray
+    minv: np.ndarray
+    T: np.ndarray
+    motion_derivatives: np.ndarray
+    placement_error: np.ndarray
+    residual: np.ndarray
+    fext: np.ndarray
+    lam_local: np.ndarray
+    tau_id: np.ndarray
+    dtau_dq: np.ndarray
+    dtau_dv: np.ndarray
+    M: np.ndarray
+    Minv: np.ndarray
+    J: np.ndarray
+    J_angular: np.ndarray
+    Gt: np.ndarray
+    S: np.ndarray
+
+
+def contact_derivatives_work(model: RobotModel, m: int, nc: int) -> ContactDerivativesWork:
+    nb, nv = model.nb, model.nv
+    return ContactDerivativesWork(
+        np.zeros((nb, W_COLS)), *idsva_work(model), *minv_work(model), np.zeros((nv, nv)), np.zeros((4, 6, nv)),
+        np.zeros((6, nv)), np.zeros(6), np.zeros((nb, 6)), np.zeros(nc), np.zeros(nv), np.zeros((nv, nv)),
+        np.zeros((nv, nv)), np.zeros((nv, nv)), np.zeros((nv, nv)), np.zeros((nc, nv)), np.zeros((m, 3, nv)),
+        np.zeros((nc, nv)), np.zeros((nc, nc)))
+
+
 @kernel
-def contact_derivatives_batch_kernel(mi, mf, g, dof_end, floating, n, fb, ff, ci, gains, targets, a_last, damping,
-                                     H, S, V, A, LAM, work, DA_DQ, DA_DV, DA_DTAU, DF_DQ, DF_DV, DF_DTAU):
-    """The derivative blocks at N knots in one compiled call; returns (status, failing knot)."""
+def contact_derivatives_batch_kernel(model, dofs, contacts, damping, H, S, V, A, LAM, work, DA_DQ, DA_DV, DA_DTAU,
+                                     DF_DQ, DF_DV, DF_DTAU):
+    """The derivative blocks at N knots in one compiled call (contacts: ``ContactTables``, work:
+    ``ContactDerivativesWork``); returns (status, failing knot)."""
+    m, c, w = ModelArrays(*model), ContactTables(*contacts), ContactDerivativesWork(*work)
     N, nc = S.shape[0], DF_DQ.shape[1]
-    if (V.shape[0] != N or A.shape[0] != N or LAM.shape[0] != N or DA_DQ.shape[0] != N or (floating and H.shape[0] != N)
-            or LAM.shape[1] != nc):
+    if (V.shape[0] != N or A.shape[0] != N or LAM.shape[0] != N or DA_DQ.shape[0] != N
+            or (m.floating and H.shape[0] != N) or LAM.shape[1] != nc):
         return BAD_N, 0
-    no_fext = work[8][:0]  # an empty fext: only the state and a are checked
+    no_fext = w.fext[:0]  # an empty fext: only the state and a are checked
     for t in range(N):
-        Ht = H[t] if floating else H[0]
-        status = check_dynamics_inputs(mi, floating, n, DA_DQ.shape[1], Ht, S[t], V[t], A[t], BAD_A, no_fext)
+        Ht = H[t] if m.floating else H[0]
+        status = check_dynamics_inputs(m.joints, m.floating, m.n, DA_DQ.shape[1], Ht, S[t], V[t], A[t], BAD_A,
+                                       no_fext)
         if status == OK:
             for r in range(nc):
                 if not math.isfinite(LAM[t, r]):
                     status = NOT_FINITE
         if status == OK:
-            status = contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_last, damping, Ht,
-                                              S[t], V[t], A[t], LAM[t], work, DA_DQ[t], DA_DV[t], DA_DTAU[t],
-                                              DF_DQ[t], DF_DV[t], DF_DTAU[t])
+            status = contact_derivatives_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).subtree_end, c.fb, c.ff,
+                                              c.ci, c.gains, c.targets, c.a_last, damping, Ht, S[t], V[t], A[t], LAM[t],
+                                              w, DA_DQ[t], DA_DV[t], DA_DTAU[t], DF_DQ[t], DF_DV[t], DF_DTAU[t])
         if status != OK:
             return status, t
     return OK, 0
@@ -293,17 +346,17 @@ def _frame_ids(model: RobotModel, contacts: tuple[Contact, ...]) -> list[int]:
 
 
 class _Plan(NamedTuple):
-    """What the kernel needs about one contact set: the model and contact tables (the kernel's leading
-    arguments), the work arrays and the number of rows."""
+    """What the kernel needs about one contact set: its tables and work arrays (plain tuples of
+    ``ContactTables`` and ``ContactDerivativesWork``) and its number of rows."""
 
-    args: tuple
+    tables: tuple
     work: tuple
     nc: int
 
 
 def _build_plan(model: RobotModel, contacts: tuple[Contact, ...]) -> _Plan:
     ids = _frame_ids(model, contacts)
-    m, nb, nv = len(contacts), model.nb, model.nv
+    m = len(contacts)
     ci, gains, targets = np.zeros((m, 4), dtype=np.int64), np.zeros((m, 2)), np.zeros((m, 4, 4))
     o = 0
     for c, (contact, k) in enumerate(zip(contacts, ids)):
@@ -315,34 +368,10 @@ def _build_plan(model: RobotModel, contacts: tuple[Contact, ...]) -> _Plan:
         targets[c] = contact.target if position else np.eye(4)
         o += contact.dim
     nc = o
-    tables = model_tables(model)
-    a_last = max((int(tables.body[k]) for k in ids), default=-1)
-    args = (model.mi, model.mf, model.gravity, dof_end(model), model.floating_base, model.n, tables.body, tables.pose,
-            ci, gains, targets, a_last)
-    Wi, D = work_arrays(model)
-    work = (np.zeros((nb, W_COLS)), Wi, D, model.scratch("minv", (nb, _MINV_PC + 6 * nv)), np.zeros((nv, nv)),
-            np.zeros((4, 6, nv)), np.zeros((6, nv)), np.zeros(6), np.zeros((nb, 6)), np.zeros(nc), np.zeros(nv),
-            np.zeros((nv, nv)), np.zeros((nv, nv)), np.zeros((nv, nv)), np.zeros((nv, nv)), np.zeros((nc, nv)),
-            np.zeros((m, 3, nv)), np.zeros((nc, nv)), np.zeros((nc, nc)))
-    return _Plan(args, work, nc)
-
-
-_PLANS_KEPT = 32
-
-
-def _plan(model: RobotModel, contacts: tuple[Contact, ...]) -> _Plan:
-    """The plan of a contact set, kept with the model per tuple of Contact objects (they are immutable) so that
-    repeated calls (a solver's iterations) skip building the tables."""
-    plans = model.derived("contact_derivatives_plans", lambda _: {})
-    key = tuple(map(id, contacts))
-    hit = plans.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], contacts)):
-        return hit[1]
-    plan = _build_plan(model, contacts)
-    if len(plans) >= _PLANS_KEPT:
-        plans.clear()
-    plans[key] = (contacts, plan)  # holding the contacts keeps their ids from being reused
-    return plan
+    frames = model_tables(model)
+    a_last = max((int(frames.body[k]) for k in ids), default=-1)
+    tables = ContactTables(frames.body, frames.pose, ci, gains, targets, a_last)
+    return _Plan(tuple(tables), tuple(contact_derivatives_work(model, m, nc)), nc)
 
 
 def _raise(status: int, model: RobotModel, knot: int | None) -> None:
@@ -355,7 +384,8 @@ def _raise(status: int, model: RobotModel, knot: int | None) -> None:
 
 def contact_dynamics_derivatives(model: RobotModel, x: State | Trajectory, tau, contacts: Sequence[Contact],
                                  damping: float = 0.0, out: ContactDynamicsDerivatives | None = None,
-                                 dynamics: ContactDynamicsResult | None = None) -> ContactDynamicsDerivatives:
+                                 dynamics: ContactDynamicsResult | None = None,
+                                 workspace: Workspace | None = None) -> ContactDynamicsDerivatives:
     """``contact_dynamics(model, x, tau, contacts, damping)`` (accelerations and stacked contact forces) and their
     analytical derivatives w.r.t. the state (tangent columns ``[z_q; z_v]``) and ``tau`` (module docstring).
 
@@ -363,18 +393,20 @@ def contact_dynamics_derivatives(model: RobotModel, x: State | Trajectory, tau, 
     ``out``, a previous result of the same shapes, is overwritten and returned instead of allocating new arrays.
     ``dynamics``, the result of that very ``contact_dynamics`` call if the caller already has it, saves solving it
     again (``tau`` is then not read). Raises ValueError as ``contact_dynamics`` does (shapes, NaN, unknown frames,
-    redundant contacts without damping).
+    redundant contacts without damping). ``workspace``: a ``Workspace(model)`` whose work arrays (and the tables
+    of its last contact sets) are reused (without one, each call allocates its own).
     """
     what = "contact_dynamics_derivatives"
+    workspace = workspace_for(model, workspace, what)
     contacts = tuple(contacts)
     single = type(x) is State
     if not single:
         check_type(x, what)
-    if dynamics is None:
-        dynamics = contact_dynamics(model, x, tau, contacts, damping)  # also validates the inputs, with clear messages
+    if dynamics is None:  # also validates the inputs, with clear messages
+        dynamics = contact_dynamics(model, x, tau, contacts, damping, workspace=workspace)
     elif not (np.isfinite(damping) and damping >= 0.0):
         raise ValueError(f"{what}({model.name}): damping must be finite and >= 0, got {damping!r}")
-    plan = _plan(model, contacts)
+    plan = workspace.for_objects("contact derivatives", contacts, lambda: _build_plan(model, contacts))
     nv, nc, lead = model.nv, plan.nc, () if single else (len(x),)
     A, LAM = np.asarray(dynamics.a, dtype=np.float64), np.asarray(dynamics.lagrangian, dtype=np.float64)
     if A.shape != lead + (nv,) or LAM.shape != lead + (nc,):
@@ -389,8 +421,8 @@ def contact_dynamics_derivatives(model: RobotModel, x: State | Trajectory, tau, 
         blocks = tuple(b[None] for b in arrays[2:])
     else:
         H, S, V, blocks = base_poses(x), x.s, x.v, arrays[2:]
-    status, k = contact_derivatives_batch_kernel(*plan.args, float(damping), H, S, V, np.ascontiguousarray(A),
-                                                 np.ascontiguousarray(LAM), plan.work, *blocks)
+    status, k = contact_derivatives_batch_kernel(model.packed, model.dof_tables, plan.tables, float(damping), H, S, V,
+                                                 np.ascontiguousarray(A), np.ascontiguousarray(LAM), plan.work, *blocks)
     if status != OK:
         _raise(status, model, None if single else k)
     return ContactDynamicsDerivatives(*arrays) if out is None else out

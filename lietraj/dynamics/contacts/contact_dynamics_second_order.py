@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -79,10 +80,11 @@ from lietraj.dynamics.contacts.contact_dynamics import (
     pack_contacts,
 )
 from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
-from lietraj.dynamics.contacts.impulse_dynamics import _impact, _in_references, _no_gravity, impulse_dynamics_derivatives
+from lietraj.dynamics.contacts.impulse_dynamics import _impact, _in_references, impulse_dynamics_derivatives, no_gravity
 from lietraj.dynamics.kinematics.kinematics import LOCAL_WORLD_ALIGNED, PLACEMENT, W_COLS, W_P, W_R, forward_kinematics_core, \
     world_motion_subspace
-from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea_second_order import rnea_second_order_contraction
 from lietraj.dynamics.lie.se3 import between, jlog6
 from lietraj.dynamics.lie.so3 import log3
@@ -95,6 +97,21 @@ from lietraj.dynamics.lie.state import State, Trajectory
 _C, _BPSI, _BW, _VP, _SV, _G, _GC, _CHAIN_COLS = 0, 6, 12, 18, 24, 30, 36, 42
 _ZERO3 = (0.0, 0.0, 0.0)
 _ZERO6 = (_ZERO3, _ZERO3)
+
+
+class ContactCurvatureWork(NamedTuple):
+    """Work arrays of the curvature terms: forward kinematics' (nb, W_COLS), the chain columns (nv + 1,
+    _CHAIN_COLS) and the chain position of each dof (nv + 1,) int64."""
+
+    kinematics: np.ndarray
+    chain: np.ndarray
+    chain_index: np.ndarray
+
+
+def contact_curvature_work(model: RobotModel) -> ContactCurvatureWork:
+    nv = model.nv
+    return ContactCurvatureWork(np.zeros((model.nb, W_COLS)), np.zeros((nv + 1, _CHAIN_COLS)),
+                                np.zeros(nv + 1, dtype=np.int64))
 
 
 @helper
@@ -356,13 +373,14 @@ def contact_curvature_core(mi, mf, CI, CF, drift, H, s, v, a, psi, lam, phi, DLQ
 
 
 @kernel
-def contact_curvature_batch_kernel(mi, mf, CI, CF, drift, H, S, V, A, PSI, LAM, PHI, DLQ, DLV, DLT, W, CW, idx, NQQ,
-                                   XQV, XVV, XQT, BPHI):
+def contact_curvature_batch_kernel(model, CI, CF, drift, H, S, V, A, PSI, LAM, PHI, DLQ, DLV, DLT, work, NQQ, XQV, XVV,
+                                   XQT, BPHI):
     """contact_curvature_core at every knot (states already checked by the first-order pass)."""
-    floating = mi[0, 1] == JOINT_FREE
+    m, w = ModelArrays(*model), ContactCurvatureWork(*work)
     for k in range(S.shape[0]):
-        contact_curvature_core(mi, mf, CI, CF, drift, H[k] if floating else H[0], S[k], V[k], A[k], PSI[k], LAM[k],
-                               PHI[k], DLQ[k], DLV[k], DLT[k], W, CW, idx, NQQ[k], XQV[k], XVV[k], XQT[k], BPHI[k])
+        contact_curvature_core(m.joints, m.bodies, CI, CF, drift, H[k] if m.floating else H[0], S[k], V[k], A[k],
+                               PSI[k], LAM[k], PHI[k], DLQ[k], DLV[k], DLT[k], w.kinematics, w.chain, w.chain_index,
+                               NQQ[k], XQV[k], XVV[k], XQT[k], BPHI[k])
 
 
 @dataclass(eq=False)
@@ -389,17 +407,14 @@ def _covector(model: RobotModel, x: State | Trajectory, mu, what: str) -> np.nda
 
 
 def _curvature(model: RobotModel, X: Trajectory, contacts: tuple[Contact, ...], drift: bool, A, PSI, LAM, PHI, DLQ,
-               DLV, DLT, what: str) -> tuple[np.ndarray, ...]:
+               DLV, DLT, what: str, workspace: Workspace) -> tuple[np.ndarray, ...]:
     """Terms 2-3 of the module docstring at every knot: (XQQ, XQV, XVV, XQT, BPHI)."""
     packed = pack_contacts(model, contacts, what)
     N, nv = len(X), model.nv
     out = tuple(np.empty((N, nv, nv)) for _ in range(3)) + (np.empty((N, nv, DLT.shape[2])), np.empty((N, nv, nv)))
-    idx = model.derived("contact_curvature_idx", lambda m: np.zeros(m.nv + 1, dtype=np.int64))
     c = np.ascontiguousarray
-    contact_curvature_batch_kernel(model.mi, model.mf, packed.CI, packed.CF, drift, base_poses(X), X.s, X.v, c(A),
-                                   c(PSI), c(LAM), c(PHI), c(DLQ), c(DLV), c(DLT),
-                                   model.scratch("contact_curvature_fk", (model.nb, W_COLS)),
-                                   model.scratch("contact_curvature_chain", (nv + 1, _CHAIN_COLS)), idx, *out)
+    contact_curvature_batch_kernel(model.packed, packed.CI, packed.CF, drift, base_poses(X), X.s, X.v, c(A), c(PSI),
+                                   c(LAM), c(PHI), c(DLQ), c(DLV), c(DLT), workspace.work(contact_curvature_work), *out)
     return out
 
 
@@ -410,8 +425,8 @@ def _single(result, single: bool):
 
 
 def contact_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, contacts: Sequence[Contact], mu,
-                                damping: float = 0.0, derivatives: ContactDynamicsDerivatives | None = None
-                                ) -> ForwardDynamicsHessian:
+                                damping: float = 0.0, derivatives: ContactDynamicsDerivatives | None = None,
+                                workspace: Workspace | None = None) -> ForwardDynamicsHessian:
     """``Σ_i mu_i ∂²a_i / ∂(q, v, τ)²`` for ``a = contact_dynamics(model, x, tau, contacts, damping)``, in the
     blocks of ``aba_hessian_contraction`` (``qq`` taken one direction after the other, ``qv``, ``vv``, ``qtau``; the
     ``vτ`` and ``ττ`` blocks are zero, ``a`` being affine in ``τ``). Exact but for the Jlog6 curvature of 6d
@@ -419,13 +434,17 @@ def contact_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, c
 
     ``x`` a Trajectory takes ``tau`` and ``mu`` as (N, nv) and returns blocks with a leading N. ``derivatives``, the
     ``contact_dynamics_derivatives`` of the same arguments if the caller has them, saves computing them again.
-    Raises ValueError for bad shapes or NaN (as ``contact_dynamics``) and for a bad ``mu``.
+    Raises ValueError for bad shapes or NaN (as ``contact_dynamics``) and for a bad ``mu``. ``workspace``: a
+    ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
     what = "contact_hessian_contraction"
     check_type(x, what)
+    workspace = workspace_for(model, workspace, what)
     contacts, single = tuple(contacts), type(x) is State
     MU = _covector(model, x, mu, what)
-    d = contact_dynamics_derivatives(model, x, tau, contacts, damping) if derivatives is None else derivatives
+    if derivatives is None:
+        derivatives = contact_dynamics_derivatives(model, x, tau, contacts, damping, workspace=workspace)
+    d = derivatives
     X = _knots(x)
     nv = model.nv
     blocks = [np.asarray(b).reshape((len(X),) + np.shape(b)[-2:]) for b in (d.da_dq, d.da_dv, d.da_dtau, d.df_dq,
@@ -434,8 +453,8 @@ def contact_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, c
     a, lam = np.asarray(d.a).reshape(-1, nv), np.asarray(d.forces).reshape(len(X), -1)
     PSI = (MU[:, None, :] @ At)[:, 0]
     PHI = -(Ft @ MU[:, :, None])[:, :, 0]
-    h = rnea_second_order_contraction(model, X, a, PSI)
-    XQQ, XQV, XVV, XQT, BPHI = _curvature(model, X, contacts, True, a, PSI, lam, PHI, Fq, Fv, Ft, what)
+    h = rnea_second_order_contraction(model, X, a, PSI, workspace=workspace)
+    XQQ, XQV, XVV, XQT, BPHI = _curvature(model, X, contacts, True, a, PSI, lam, PHI, Fq, Fv, Ft, what, workspace)
     Pt = np.swapaxes(h.M_q + BPHI, -1, -2)
     PtA = Pt @ Aq
     result = ForwardDynamicsHessian(XQQ - h.qq - PtA - np.swapaxes(PtA, -1, -2), XQV - h.qv - Pt @ Av, XVV - h.vv,
@@ -444,28 +463,32 @@ def contact_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, c
 
 
 def impulse_hessian_contraction(model: RobotModel, x: State | Trajectory, contacts: Sequence[Contact], mu,
-                                restitution: float = 0.0, damping: float = 0.0) -> ImpulseDynamicsHessian:
+                                restitution: float = 0.0, damping: float = 0.0,
+                                workspace: Workspace | None = None) -> ImpulseDynamicsHessian:
     """``Σ_i mu_i ∂²v⁺_i / ∂(q, v)²`` for ``v⁺ = impulse_dynamics(model, x, contacts, restitution, damping)``,
     exact (module docstring: no drift, no Baumgarte terms at an impact). ``x`` a Trajectory takes ``mu`` (N, nv).
-    Raises ValueError as ``impulse_dynamics`` does, and for a bad ``mu``."""
+    Raises ValueError as ``impulse_dynamics`` does, and for a bad ``mu``. ``workspace``: as for
+    ``contact_hessian_contraction``."""
     what = "impulse_hessian_contraction"
     check_type(x, what)
+    workspace = workspace_for(model, workspace, what)
     contacts, single = tuple(contacts), type(x) is State
     MU = _covector(model, x, mu, what)
     X = _knots(x)
     N, nv = len(X), model.nv
-    d = impulse_dynamics_derivatives(model, X, contacts, restitution, damping)
+    d = impulse_dynamics_derivatives(model, X, contacts, restitution, damping, workspace)
     if not contacts:
         return _single(ImpulseDynamicsHessian(np.zeros((N, nv, nv)), np.zeros((N, nv, nv))), single)
-    s = _impact(model, X, contacts, restitution, damping, what)
+    s = _impact(model, X, contacts, restitution, damping, what, workspace)
     phi = np.linalg.solve(s.S, np.swapaxes(s.MinvJt, -1, -2) @ MU[:, :, None])  # S⁻¹ Gᵀ μ, LOCAL
     PSI = (s.Minv @ MU[:, :, None] - s.MinvJt @ phi)[:, :, 0]
     PHI = _in_references(contacts, s.poses, phi)[:, :, 0]
-    free = model.derived("impulse_dynamics.no_gravity", _no_gravity)
-    h = rnea_second_order_contraction(free, Trajectory(X.H, X.s, np.zeros_like(X.v)), d.v_plus - X.v, PSI)
+    free, free_workspace = no_gravity(model, workspace)
+    h = rnea_second_order_contraction(free, Trajectory(X.H, X.s, np.zeros_like(X.v)), d.v_plus - X.v, PSI,
+                                      workspace=free_workspace)
     W = d.v_plus + restitution * X.v
     XQQ, XQV, _, _, BPHI = _curvature(model, X, contacts, False, W, PSI, d.impulses, PHI, d.dimpulse_dq,
-                                      d.dimpulse_dv, np.zeros((N, d.impulses.shape[1], 0)), what)
+                                      d.dimpulse_dv, np.zeros((N, d.impulses.shape[1], 0)), what, workspace)
     P = np.swapaxes(h.M_q, -1, -2)
     Pt = P + np.swapaxes(BPHI, -1, -2)
     PtV = Pt @ d.dvplus_dq

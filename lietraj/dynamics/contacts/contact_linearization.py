@@ -44,6 +44,7 @@ from lietraj.dynamics.contacts.contact_dynamics import Contact
 from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_dynamics_derivatives
 from lietraj.dynamics.algorithms.linearization import _NO_NU, _NO_NU_BATCH, _assemble, _assemble_batch, generalized_force
 from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
@@ -63,20 +64,22 @@ class ContactLinearization:
 
 
 def contact_linearization(model: RobotModel, x: State | Trajectory, u, contacts: Sequence[Contact],
-                          damping: float = 0.0) -> ContactLinearization:
+                          damping: float = 0.0, workspace: Workspace | None = None) -> ContactLinearization:
     """Continuous-time A, B of the dynamics under the rigid ``contacts`` about the state ``x`` and joint torques
     ``u`` ((n,); the base of a floating-base robot is unactuated), in the Lie algebra of the state group.
 
     ``x`` a Trajectory with ``u`` (N, n) linearizes every knot. ``damping`` is ``contact_dynamics``' regularization
     of redundant contacts. With no contacts this is ``linearize``. Raises ValueError as ``contact_dynamics`` does
-    (shapes, NaN, unknown frames, redundant contacts without damping).
+    (shapes, NaN, unknown frames, redundant contacts without damping). ``workspace``: a ``Workspace(model)`` whose
+    work arrays are reused (without one, each call allocates its own).
     """
     single = type(x) is State
     U = np.asarray(u, dtype=np.float64)
     if U.ndim != (1 if single else 2):
         raise ValueError(f"contact_linearization({model.name}): u must have shape ({model.n},), or (N, {model.n}) "
                          "for a trajectory")
-    d = contact_dynamics_derivatives(model, x, generalized_force(model, U, "contact_linearization"), contacts, damping)
+    d = contact_dynamics_derivatives(model, x, generalized_force(model, U, "contact_linearization"), contacts, damping,
+                                     workspace=workspace)
     nv, n, lead = model.nv, model.n, U.shape[:-1]
     A, B = np.empty(lead + (2 * nv, 2 * nv)), np.empty(lead + (2 * nv, n))
     da_dq, da_dv, da_dtau = (np.ascontiguousarray(m) for m in (d.da_dq, d.da_dv, d.da_dtau))

@@ -58,6 +58,7 @@ from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix
 from lietraj.dynamics.kinematics.kinematics import frame_id, frame_jacobian, frame_placement
 from lietraj.dynamics.kinematics.kinematics_derivatives import frame_velocity_derivatives
 from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea_derivatives import rnea_derivatives
 from lietraj.dynamics.lie.state import State, Trajectory
 
@@ -124,14 +125,15 @@ def _check_inputs(model: RobotModel, x, contacts, restitution, damping, name: st
 
 
 def _impact(model: RobotModel, x: State | Trajectory, contacts: tuple[Contact, ...], restitution: float,
-            damping: float, name: str) -> _Impact:
+            damping: float, name: str, workspace: Workspace) -> _Impact:
     ids = _check_inputs(model, x, contacts, restitution, damping, name)
-    Minv = inverse_mass_matrix(model, x)  # also checks the state (shapes, NaN, a valid base pose)
+    Minv = inverse_mass_matrix(model, x, workspace)  # also checks the state (shapes, NaN, a valid base pose)
     v = x.v
     if not contacts:
         J = np.zeros(v.shape[:-1] + (0, model.nv))
         return _Impact(ids, [], Minv, J, np.swapaxes(J, -1, -2), J[..., :0], J[..., 0], v.copy())
-    J = np.concatenate([frame_jacobian(model, x, k, "local")[..., :c.dim, :] for k, c in zip(ids, contacts)], axis=-2)
+    J = np.concatenate([frame_jacobian(model, x, k, "local", workspace)[..., :c.dim, :] for k, c in zip(ids, contacts)],
+                       axis=-2)
     MinvJt = Minv @ np.swapaxes(J, -1, -2)
     S = J @ MinvJt  # the inverse contact-space inertia; LOCAL or world-aligned rows give the same rank
     if damping == 0.0:
@@ -147,7 +149,7 @@ def _impact(model: RobotModel, x: State | Trajectory, contacts: tuple[Contact, .
     v_plus = v + (MinvJt @ lam[..., None])[..., 0]
     if not (np.all(np.isfinite(v_plus)) and np.all(np.isfinite(lam))):
         raise ValueError(f"{name}({model.name}): the solution is not finite (ill-conditioned contacts)")
-    poses = [frame_placement(model, x, k) if c.reference == "local_world_aligned" else None
+    poses = [frame_placement(model, x, k, workspace) if c.reference == "local_world_aligned" else None
              for k, c in zip(ids, contacts)]
     return _Impact(ids, poses, Minv, J, MinvJt, S, lam, v_plus)
 
@@ -167,15 +169,17 @@ def _in_references(contacts: Sequence[Contact], poses, X: np.ndarray) -> np.ndar
 
 
 def impulse_dynamics(model: RobotModel, x: State | Trajectory, contacts: Sequence[Contact], restitution: float = 0.0,
-                     damping: float = 0.0) -> ImpulseDynamicsResult:
+                     damping: float = 0.0, workspace: Workspace | None = None) -> ImpulseDynamicsResult:
     """The velocity after a rigid impact on ``contacts`` and the contact impulses (module docstring).
 
     ``restitution`` ``e`` in [0, 1]: 0 (default) is an inelastic impact, the contact frames stop; 1 reverses
     their velocity. ``damping`` >= 0 as in ``contact_dynamics``: with 0 redundant contacts raise a ValueError.
-    ``x`` a Trajectory gives every result a leading axis N (one impact per knot).
+    ``x`` a Trajectory gives every result a leading axis N (one impact per knot). ``workspace``: a
+    ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
     contacts = tuple(contacts)
-    s = _impact(model, x, contacts, restitution, damping, "impulse_dynamics")
+    workspace = workspace_for(model, workspace, "impulse_dynamics")
+    s = _impact(model, x, contacts, restitution, damping, "impulse_dynamics", workspace)
     lam = _in_references(contacts, s.poses, s.lam[..., None])[..., 0]
     impulses, o = [], 0
     for c in contacts:
@@ -212,19 +216,25 @@ def _with_velocity(x: State | Trajectory, v: np.ndarray) -> State | Trajectory:
     return (State if type(x) is State else Trajectory)(x.H, x.s, v)
 
 
-def _no_gravity(model: RobotModel) -> RobotModel:
-    return model.replace(gravity=np.zeros(3))
+def no_gravity(model: RobotModel, workspace: Workspace) -> tuple[RobotModel, Workspace]:
+    """The model without gravity (whose inverse dynamics at zero velocity is ``M dv - J^T lam``), kept with the
+    model, and a workspace for it, kept in ``workspace``."""
+    free = model.derived("impulse_dynamics.no_gravity", lambda m: m.replace(gravity=np.zeros(3)))
+    return free, workspace.cached("impulse_dynamics.no_gravity", lambda: Workspace(free))
 
 
 def impulse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, contacts: Sequence[Contact],
-                                 restitution: float = 0.0, damping: float = 0.0) -> ImpulseDynamicsDerivatives:
+                                 restitution: float = 0.0, damping: float = 0.0,
+                                 workspace: Workspace | None = None) -> ImpulseDynamicsDerivatives:
     """``impulse_dynamics(model, x, contacts, restitution, damping)`` (``v_plus`` and the stacked impulses) and
     their analytical derivatives w.r.t. the state, q in the tangent basis and v (module docstring).
 
     ``x`` a Trajectory gives every result a leading axis N. Raises ValueError as ``impulse_dynamics`` does.
+    ``workspace``: as for ``impulse_dynamics``.
     """
     contacts = tuple(contacts)
-    s = _impact(model, x, contacts, restitution, damping, "impulse_dynamics_derivatives")
+    workspace = workspace_for(model, workspace, "impulse_dynamics_derivatives")
+    s = _impact(model, x, contacts, restitution, damping, "impulse_dynamics_derivatives", workspace)
     nv, lead = model.nv, x.v.shape[:-1]
     eye = np.broadcast_to(np.eye(nv), lead + (nv, nv))
     if not contacts:
@@ -232,9 +242,9 @@ def impulse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, conta
         return ImpulseDynamicsDerivatives(s.v_plus, s.lam, np.zeros(lead + (nv, nv)), eye.copy(), e, e.copy())
 
     # dF/dq: M(q) dv - J(q)^T lam is the inverse dynamics without gravity, at zero velocity and acceleration dv.
-    free = model.derived("impulse_dynamics.no_gravity", _no_gravity)
+    free, free_workspace = no_gravity(model, workspace)
     dF_dq = rnea_derivatives(free, _with_velocity(x, np.zeros_like(x.v)), s.v_plus - x.v,
-                             _body_wrenches(model, contacts, s.ids, s.lam), "local").dtau_dq
+                             _body_wrenches(model, contacts, s.ids, s.lam), "local", workspace=free_workspace).dtau_dq
 
     nc = s.J.shape[-2]
     dC_dq = np.empty(lead + (nc, nv))
@@ -243,10 +253,11 @@ def impulse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, conta
     o = 0
     for c, k in zip(contacts, s.ids):
         d = c.dim
-        dv_dq, J = frame_velocity_derivatives(model, x_plus, k, "local")
+        dv_dq, J = frame_velocity_derivatives(model, x_plus, k, "local", workspace)
         dC_dq[..., o:o + d, :] = dv_dq[..., :d, :]
         if restitution != 0.0:
-            dC_dq[..., o:o + d, :] += restitution * frame_velocity_derivatives(model, x, k, "local")[0][..., :d, :]
+            dv_dq = frame_velocity_derivatives(model, x, k, "local", workspace)[0]
+            dC_dq[..., o:o + d, :] += restitution * dv_dq[..., :d, :]
         J_ang.append(J[..., 3:, :])
         o += d
 

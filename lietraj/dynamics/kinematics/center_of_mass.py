@@ -29,17 +29,20 @@ from lietraj.dynamics.kinematics.kinematics import (
     batch_size,
     check_inputs,
     forward_kinematics_core,
+    kinematics_arrays,
     model_tables,
     run,
     world_motion_subspace,
 )
-from lietraj.dynamics.model.model import JOINT_FREE, MF_H, MF_MASS, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, MF_H, MF_MASS, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
 @kernel
-def center_of_mass_kernel(mi, mf, floating, n, H, s, v, level, W, out):
+def center_of_mass_kernel(model, H, s, v, level, work, out):
     """World CoM position (level PLACEMENT) or velocity (level VELOCITY) into out (3,)."""
+    mi, mf, floating, n, W = kinematics_arrays(model, work)
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
     if status != OK:
         return status
@@ -58,12 +61,13 @@ def center_of_mass_kernel(mi, mf, floating, n, H, s, v, level, W, out):
 
 
 @kernel
-def center_of_mass_batch_kernel(mi, mf, floating, n, H, S, V, level, W, OUT):
+def center_of_mass_batch_kernel(model, H, S, V, level, work, OUT):
+    floating = ModelArrays(*model).floating
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0:
         return BAD_N, 0
     for t in range(N):
-        status = center_of_mass_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t], level, W, OUT[t])
+        status = center_of_mass_kernel(model, H[t] if floating else H[0], S[t], V[t], level, work, OUT[t])
         if status != OK:
             return status, t
     return OK, 0
@@ -88,8 +92,9 @@ def subtree_mass_moments(mi, mf, W):
 
 
 @kernel
-def center_of_mass_jacobian_kernel(mi, mf, floating, n, H, s, v, W, J):
+def center_of_mass_jacobian_kernel(model, H, s, v, work, J):
     """Jacobian (3, nv) of the world CoM with respect to v."""
+    mi, mf, floating, n, W = kinematics_arrays(model, work)
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
     if status != OK:
         return status
@@ -106,13 +111,13 @@ def center_of_mass_jacobian_kernel(mi, mf, floating, n, H, s, v, W, J):
 
 
 @kernel
-def center_of_mass_jacobian_batch_kernel(mi, mf, floating, n, H, S, V, W, OUT):
+def center_of_mass_jacobian_batch_kernel(model, H, S, V, work, OUT):
+    floating = ModelArrays(*model).floating
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0:
         return BAD_N, 0
     for t in range(N):
-        status = center_of_mass_jacobian_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t], W,
-                                                OUT[t])
+        status = center_of_mass_jacobian_kernel(model, H[t] if floating else H[0], S[t], V[t], work, OUT[t])
         if status != OK:
             return status, t
     return OK, 0
@@ -127,19 +132,21 @@ def check_mass(model: RobotModel, what: str) -> None:
         raise ValueError(f"{what}({model.name}): the robot has no mass, its centre of mass is undefined")
 
 
-def center_of_mass(model: RobotModel, x: State | Trajectory) -> np.ndarray:
-    """World position (3,) of the centre of mass (Pinocchio's ``centerOfMass``); (N, 3) for a trajectory."""
+def center_of_mass(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
+    """World position (3,) of the centre of mass (Pinocchio's ``centerOfMass``); (N, 3) for a trajectory.
+    ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own);
+    the same for every function of this module."""
     check_mass(model, "center_of_mass")
-    return run(model, x, "center_of_mass", _COM, (3,), PLACEMENT)
+    return run(model, x, "center_of_mass", _COM, (3,), PLACEMENT, workspace=workspace)
 
 
-def center_of_mass_velocity(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+def center_of_mass_velocity(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """World velocity (3,) of the centre of mass (Pinocchio's ``data.vcom[0]``); (N, 3) for a trajectory."""
     check_mass(model, "center_of_mass_velocity")
-    return run(model, x, "center_of_mass_velocity", _COM, (3,), VELOCITY)
+    return run(model, x, "center_of_mass_velocity", _COM, (3,), VELOCITY, workspace=workspace)
 
 
-def center_of_mass_jacobian(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+def center_of_mass_jacobian(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """Jacobian (3, nv) with ``cdot = J v`` (Pinocchio's ``jacobianCenterOfMass``); (N, 3, nv) for a trajectory."""
     check_mass(model, "center_of_mass_jacobian")
-    return run(model, x, "center_of_mass_jacobian", _COM_JACOBIAN, (3, model.nv))
+    return run(model, x, "center_of_mass_jacobian", _COM_JACOBIAN, (3, model.nv), workspace=workspace)

@@ -21,7 +21,8 @@ joints ``j`` (walking ``parent``), changed to the requested reference; other col
 from __future__ import annotations
 
 import operator
-from typing import NamedTuple
+from types import MappingProxyType
+from typing import Mapping, NamedTuple
 
 import numpy as np
 
@@ -55,7 +56,8 @@ from lietraj.dynamics._spatial import (
     store9,
     sub,
 )
-from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
@@ -67,6 +69,24 @@ PLACEMENT, VELOCITY, ACCELERATION = 0, 1, 2
 LOCAL, LOCAL_WORLD_ALIGNED, WORLD = 0, 1, 2
 REFERENCES = {"local": LOCAL, "local_world_aligned": LOCAL_WORLD_ALIGNED, "world": WORLD}
 _ZERO3 = (0.0, 0.0, 0.0)
+
+
+class KinematicsWork(NamedTuple):
+    """The work array of the kinematics kernels: per body the columns above."""
+
+    bodies: np.ndarray
+
+
+def kinematics_work(model: RobotModel) -> KinematicsWork:
+    return KinematicsWork(np.zeros((model.nb, W_COLS)))
+
+
+@helper
+def kinematics_arrays(model, work):
+    """What the kinematics kernels read of the model (``ModelArrays``) and their work array (``KinematicsWork``):
+    ``mi, mf, floating, n, W``."""
+    m = ModelArrays(*model)
+    return m.joints, m.bodies, m.floating, m.n, KinematicsWork(*work).bodies
 
 
 @helper
@@ -234,8 +254,9 @@ def batch_size(floating, H, S, V, A, level, OUT):
 
 
 @kernel
-def placements_kernel(mi, mf, floating, n, H, s, v, fb, ff, k0, W, out):
+def placements_kernel(model, H, s, v, fb, ff, k0, work, out):
     """World poses of frames k0 .. k0 + len(out) - 1 into out (m, 4, 4)."""
+    mi, mf, floating, n, W = kinematics_arrays(model, work)
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
     if status == OK:
         last = -1
@@ -249,19 +270,21 @@ def placements_kernel(mi, mf, floating, n, H, s, v, fb, ff, k0, W, out):
 
 
 @kernel
-def placements_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k0, W, OUT):
+def placements_batch_kernel(model, H, S, V, fb, ff, k0, work, OUT):
+    floating = ModelArrays(*model).floating
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0:
         return BAD_N, 0
     for t in range(N):
-        status = placements_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t], fb, ff, k0, W, OUT[t])
+        status = placements_kernel(model, H[t] if floating else H[0], S[t], V[t], fb, ff, k0, work, OUT[t])
         if status != OK:
             return status, t
     return OK, 0
 
 
 @kernel
-def frame_motion_kernel(mi, mf, floating, n, H, s, v, a, level, fb, ff, k, reference, classical, W, out):
+def frame_motion_kernel(model, H, s, v, a, level, fb, ff, k, reference, classical, work, out):
+    mi, mf, floating, n, W = kinematics_arrays(model, work)
     status = check_inputs(floating, n, H, s, v, a, level)
     if status == OK:
         forward_kinematics_core(mi, mf, H, s, v, a, level, fb[k], W)
@@ -270,21 +293,23 @@ def frame_motion_kernel(mi, mf, floating, n, H, s, v, a, level, fb, ff, k, refer
 
 
 @kernel
-def frame_motion_batch_kernel(mi, mf, floating, n, H, S, V, A, level, fb, ff, k, reference, classical, W, OUT):
+def frame_motion_batch_kernel(model, H, S, V, A, level, fb, ff, k, reference, classical, work, OUT):
+    floating = ModelArrays(*model).floating
     N = batch_size(floating, H, S, V, A, level, OUT)
     if N < 0:
         return BAD_N, 0
     for t in range(N):
-        status = frame_motion_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t],
+        status = frame_motion_kernel(model, H[t] if floating else H[0], S[t], V[t],
                                      A[t] if level == ACCELERATION else A[0], level, fb, ff, k, reference,
-                                     classical, W, OUT[t])
+                                     classical, work, OUT[t])
         if status != OK:
             return status, t
     return OK, 0
 
 
 @kernel
-def frame_jacobian_kernel(mi, mf, floating, n, H, s, v, fb, ff, k, reference, W, J):
+def frame_jacobian_kernel(model, H, s, v, fb, ff, k, reference, work, J):
+    mi, mf, floating, n, W = kinematics_arrays(model, work)
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
     if status == OK:
         forward_kinematics_core(mi, mf, H, s, v, v, PLACEMENT, fb[k], W)
@@ -293,35 +318,41 @@ def frame_jacobian_kernel(mi, mf, floating, n, H, s, v, fb, ff, k, reference, W,
 
 
 @kernel
-def frame_jacobian_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k, reference, W, OUT):
+def frame_jacobian_batch_kernel(model, H, S, V, fb, ff, k, reference, work, OUT):
+    floating = ModelArrays(*model).floating
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0:
         return BAD_N, 0
     for t in range(N):
-        status = frame_jacobian_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t], fb, ff, k,
-                                       reference, W, OUT[t])
+        status = frame_jacobian_kernel(model, H[t] if floating else H[0], S[t], V[t], fb, ff, k, reference, work,
+                                       OUT[t])
         if status != OK:
             return status, t
     return OK, 0
 
 
 class ModelTables(NamedTuple):
-    """Per-model data computed once: packed frame tables for the kernels, body (nf,) int64 and pose (nf, 12)
-    [R row major, p]; the same for the bodies themselves (identity poses); frame name -> index; total mass."""
+    """Per-model data computed once, read-only: packed frame tables for the kernels, body (nf,) int64 and pose
+    (nf, 12) [R row major, p]; the same for the bodies themselves (identity poses); frame name -> index; total
+    mass."""
 
     body: np.ndarray
     pose: np.ndarray
     bodies: tuple[np.ndarray, np.ndarray]
-    index: dict
+    index: Mapping[str, int]
     total_mass: float
 
 
 def _build_tables(model: RobotModel) -> ModelTables:
     body = np.array([f.body for f in model.frames], dtype=np.int64)
     pose = np.array([np.concatenate([np.ravel(f.R), f.p]) for f in model.frames], dtype=float).reshape(-1, 12)
-    index = {f.name: model.frame_index(f.name) for f in model.frames}
+    index = MappingProxyType({f.name: model.frame_index(f.name) for f in model.frames})
     identity = np.tile(np.concatenate([np.eye(3).ravel(), np.zeros(3)]), (model.nb, 1))
-    return ModelTables(body, pose, (np.arange(model.nb, dtype=np.int64), identity), index, model.total_mass)
+    for a in (body, pose, identity):
+        a.flags.writeable = False
+    bodies = np.arange(model.nb, dtype=np.int64)
+    bodies.flags.writeable = False
+    return ModelTables(body, pose, (bodies, identity), index, model.total_mass)
 
 
 def model_tables(model: RobotModel) -> ModelTables:
@@ -350,19 +381,21 @@ def reference_code(reference: str, what: str) -> int:
                          f"got {reference!r}") from None
 
 
-def run(model: RobotModel, x: State | Trajectory, what: str, kernels, shape: tuple[int, ...], *args) -> np.ndarray:
-    """Call ``kernel(mi, mf, floating, n, H, s, v, *args, W, out)`` for a State, or its batch form for a
-    Trajectory (output ``(N,) + shape``), and raise the ValueError of a failing status."""
-    W = model.scratch("kinematics", (model.nb, W_COLS))
+def run(model: RobotModel, x: State | Trajectory, what: str, kernels, shape: tuple[int, ...], *args,
+        workspace: Workspace | None = None) -> np.ndarray:
+    """Call ``kernel(model.packed, H, s, v, *args, work, out)`` for a State, or its batch form for a Trajectory
+    (output ``(N,) + shape``), with the kinematics work array of ``workspace`` (a fresh one if None), and raise the
+    ValueError of a failing status."""
+    work = workspace_for(model, workspace, what).work(kinematics_work)
     kernel, batch_kernel = kernels
     if type(x) is State:
         out = np.empty(shape)
-        status = kernel(model.mi, model.mf, model.floating_base, model.n, base_pose(x), x.s, x.v, *args, W, out)
+        status = kernel(model.packed, base_pose(x), x.s, x.v, *args, work, out)
         raise_for_status(status, model, what)
         return out
     check_type(x, what)
     out = np.empty((len(x),) + shape)
-    status, t = batch_kernel(model.mi, model.mf, model.floating_base, model.n, base_poses(x), x.s, x.v, *args, W, out)
+    status, t = batch_kernel(model.packed, base_poses(x), x.s, x.v, *args, work, out)
     raise_for_status(status, model, what, t)
     return out
 
@@ -373,38 +406,43 @@ _JACOBIAN = (frame_jacobian_kernel, frame_jacobian_batch_kernel)
 _NO_A, _NO_A_BATCH = np.zeros(0), np.zeros((1, 0))
 
 
-def body_placements(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+def body_placements(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """World poses (nb, 4, 4) of all bodies (the joint frames: Pinocchio's ``data.oMi[1:]``); (N, nb, 4, 4)
-    for a trajectory."""
+    for a trajectory. ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call
+    allocates its own); the same for every function of this module."""
     fb, ff = model_tables(model).bodies
-    return run(model, x, "body_placements", _PLACEMENTS, (model.nb, 4, 4), fb, ff, 0)
+    return run(model, x, "body_placements", _PLACEMENTS, (model.nb, 4, 4), fb, ff, 0, workspace=workspace)
 
 
-def frame_placements(model: RobotModel, x: State | Trajectory) -> np.ndarray:
+def frame_placements(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """World poses (nframes, 4, 4) of all frames, in the order of ``model.frames`` (Pinocchio's ``data.oMf``);
     (N, nframes, 4, 4) for a trajectory."""
     f = model_tables(model)
-    return run(model, x, "frame_placements", _PLACEMENTS, (len(model.frames), 4, 4), f.body, f.pose, 0)
+    return run(model, x, "frame_placements", _PLACEMENTS, (len(model.frames), 4, 4), f.body, f.pose, 0,
+               workspace=workspace)
 
 
-def frame_placement(model: RobotModel, x: State | Trajectory, frame: int | str) -> np.ndarray:
+def frame_placement(model: RobotModel, x: State | Trajectory, frame: int | str,
+                    workspace: Workspace | None = None) -> np.ndarray:
     """World pose (4, 4) of one frame, given by name or index; (N, 4, 4) for a trajectory."""
     f = model_tables(model)
-    out = run(model, x, "frame_placement", _PLACEMENTS, (1, 4, 4), f.body, f.pose, frame_id(model, frame))
+    out = run(model, x, "frame_placement", _PLACEMENTS, (1, 4, 4), f.body, f.pose, frame_id(model, frame),
+              workspace=workspace)
     return out[..., 0, :, :]
 
 
-def frame_velocity(model: RobotModel, x: State | Trajectory, frame: int | str, reference: str = "local") -> np.ndarray:
+def frame_velocity(model: RobotModel, x: State | Trajectory, frame: int | str, reference: str = "local",
+                   workspace: Workspace | None = None) -> np.ndarray:
     """Twist ``[v; w]`` (6,) of a frame in ``reference`` ("local", "local_world_aligned" or "world");
     (N, 6) for a trajectory. Pinocchio's ``getFrameVelocity``."""
     f, ref = model_tables(model), reference_code(reference, "frame_velocity")
     a = _NO_A if type(x) is State else _NO_A_BATCH
     return run(model, x, "frame_velocity", _MOTION, (6,), a, VELOCITY, f.body, f.pose, frame_id(model, frame),
-               ref, False)
+               ref, False, workspace=workspace)
 
 
 def frame_acceleration(model: RobotModel, x: State | Trajectory, a, frame: int | str, reference: str = "local",
-                       classical: bool = False) -> np.ndarray:
+                       classical: bool = False, workspace: Workspace | None = None) -> np.ndarray:
     """Spatial acceleration (6,) of a frame for the generalized acceleration ``a``, in ``reference``
     (Pinocchio's ``getFrameAcceleration``); with ``classical=True``, that plus ``w x v`` in the same reference,
     which for "local" and "local_world_aligned" is the classical acceleration of the frame origin
@@ -415,11 +453,13 @@ def frame_acceleration(model: RobotModel, x: State | Trajectory, a, frame: int |
         raise ValueError(f"frame_acceleration({model.name}): a must have shape ({model.nv},), or (N, {model.nv}) "
                          "for a trajectory")
     return run(model, x, "frame_acceleration", _MOTION, (6,), A, ACCELERATION, f.body, f.pose,
-               frame_id(model, frame), ref, bool(classical))
+               frame_id(model, frame), ref, bool(classical), workspace=workspace)
 
 
-def frame_jacobian(model: RobotModel, x: State | Trajectory, frame: int | str, reference: str = "local") -> np.ndarray:
+def frame_jacobian(model: RobotModel, x: State | Trajectory, frame: int | str, reference: str = "local",
+                   workspace: Workspace | None = None) -> np.ndarray:
     """Jacobian (6, nv) mapping ``v`` to the frame's twist in ``reference`` (Pinocchio's ``computeFrameJacobian``);
     (N, 6, nv) for a trajectory. Only the columns of the frame's ancestor joints are non-zero."""
     f, ref = model_tables(model), reference_code(reference, "frame_jacobian")
-    return run(model, x, "frame_jacobian", _JACOBIAN, (6, model.nv), f.body, f.pose, frame_id(model, frame), ref)
+    return run(model, x, "frame_jacobian", _JACOBIAN, (6, model.nv), f.body, f.pose, frame_id(model, frame), ref,
+               workspace=workspace)

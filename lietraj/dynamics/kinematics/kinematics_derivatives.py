@@ -89,12 +89,14 @@ from lietraj.dynamics.kinematics.kinematics import (
     check_inputs,
     forward_kinematics_core,
     frame_id,
+    kinematics_arrays,
     model_tables,
     reference_code,
     run,
     world_motion_subspace,
 )
-from lietraj.dynamics.model.model import JOINT_FREE, MF_H, MF_MASS, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, MF_H, MF_MASS, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
@@ -181,7 +183,8 @@ def motion_derivatives_core(mi, mf, fb, ff, k, level, reference, classical, W, o
 
 
 @kernel
-def motion_derivatives_kernel(mi, mf, floating, n, H, s, v, a, level, fb, ff, k, reference, classical, W, out):
+def motion_derivatives_kernel(model, H, s, v, a, level, fb, ff, k, reference, classical, work, out):
+    mi, mf, floating, n, W = kinematics_arrays(model, work)
     status = check_inputs(floating, n, H, s, v, a, level)
     if status == OK:
         forward_kinematics_core(mi, mf, H, s, v, a, level, fb[k], W)
@@ -190,15 +193,15 @@ def motion_derivatives_kernel(mi, mf, floating, n, H, s, v, a, level, fb, ff, k,
 
 
 @kernel
-def motion_derivatives_batch_kernel(mi, mf, floating, n, H, S, V, A, level, fb, ff, k, reference, classical, W,
-                                    OUT):
+def motion_derivatives_batch_kernel(model, H, S, V, A, level, fb, ff, k, reference, classical, work, OUT):
+    floating = ModelArrays(*model).floating
     N = batch_size(floating, H, S, V, A, level, OUT)
     if N < 0:
         return BAD_N, 0
     for t in range(N):
-        status = motion_derivatives_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t],
+        status = motion_derivatives_kernel(model, H[t] if floating else H[0], S[t], V[t],
                                            A[t] if level == ACCELERATION else A[0], level, fb, ff, k, reference,
-                                           classical, W, OUT[t])
+                                           classical, work, OUT[t])
         if status != OK:
             return status, t
     return OK, 0
@@ -232,7 +235,8 @@ def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
 
 
 @kernel
-def placement_error_kernel(mi, mf, floating, n, H, s, v, fb, ff, k, T, r, W, J):
+def placement_error_kernel(model, H, s, v, fb, ff, k, T, r, work, J):
+    mi, mf, floating, n, W = kinematics_arrays(model, work)
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
     if status == OK:
         forward_kinematics_core(mi, mf, H, s, v, v, PLACEMENT, fb[k], W)
@@ -241,13 +245,14 @@ def placement_error_kernel(mi, mf, floating, n, H, s, v, fb, ff, k, T, r, W, J):
 
 
 @kernel
-def placement_error_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k, T, R, W, OUT):
+def placement_error_batch_kernel(model, H, S, V, fb, ff, k, T, R, work, OUT):
+    floating = ModelArrays(*model).floating
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0 or R.shape[0] != N:
         return BAD_N, 0
     for t in range(N):
-        status = placement_error_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t], fb, ff, k, T,
-                                        R[t], W, OUT[t])
+        status = placement_error_kernel(model, H[t] if floating else H[0], S[t], V[t], fb, ff, k, T, R[t], work,
+                                        OUT[t])
         if status != OK:
             return status, t
     return OK, 0
@@ -257,8 +262,9 @@ def placement_error_batch_kernel(mi, mf, floating, n, H, S, V, fb, ff, k, T, R, 
 
 
 @kernel
-def com_derivatives_kernel(mi, mf, floating, n, H, s, v, W, out):
+def com_derivatives_kernel(model, H, s, v, work, out):
     """out = [dc_dq, dcdot_dq, dcdot_dv], each (3, nv)."""
+    mi, mf, floating, n, W = kinematics_arrays(model, work)
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
     if status != OK:
         return status
@@ -289,12 +295,13 @@ def com_derivatives_kernel(mi, mf, floating, n, H, s, v, W, out):
 
 
 @kernel
-def com_derivatives_batch_kernel(mi, mf, floating, n, H, S, V, W, OUT):
+def com_derivatives_batch_kernel(model, H, S, V, work, OUT):
+    floating = ModelArrays(*model).floating
     N = batch_size(floating, H, S, V, V, PLACEMENT, OUT)
     if N < 0:
         return BAD_N, 0
     for t in range(N):
-        status = com_derivatives_kernel(mi, mf, floating, n, H[t] if floating else H[0], S[t], V[t], W, OUT[t])
+        status = com_derivatives_kernel(model, H[t] if floating else H[0], S[t], V[t], work, OUT[t])
         if status != OK:
             return status, t
     return OK, 0
@@ -341,20 +348,23 @@ _NO_A, _NO_A_BATCH = np.zeros(0), np.zeros((1, 0))
 
 
 def frame_velocity_derivatives(model: RobotModel, x: State | Trajectory, frame: int | str,
-                               reference: str = "local") -> tuple[np.ndarray, np.ndarray]:
+                               reference: str = "local",
+                               workspace: Workspace | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(dv_dq, dv_dv)``, (6, nv) each ((N, 6, nv) for a trajectory): derivatives of the frame's twist in
     ``reference`` (``frame_velocity``) w.r.t. q (tangent basis) and v. Pinocchio's ``getFrameVelocityDerivatives``
-    (for "local_world_aligned", see the module docstring)."""
+    (for "local_world_aligned", see the module docstring). ``workspace``: a ``Workspace(model)`` whose work arrays
+    are reused (without one, each call allocates its own); the same for every function of this module."""
     what = "frame_velocity_derivatives"
     f, ref = model_tables(model), reference_code(reference, what)
     a = _NO_A if type(x) is State else _NO_A_BATCH
     out = run(model, x, what, _MOTION, (2, 6, model.nv), a, VELOCITY, f.body, f.pose, frame_id(model, frame), ref,
-              False)
+              False, workspace=workspace)
     return out[..., 0, :, :], out[..., 1, :, :]
 
 
 def frame_acceleration_derivatives(model: RobotModel, x: State | Trajectory, a, frame: int | str,
-                                   reference: str = "local", classical: bool = False) -> FrameAccelerationDerivatives:
+                                   reference: str = "local", classical: bool = False,
+                                   workspace: Workspace | None = None) -> FrameAccelerationDerivatives:
     """Derivatives of ``frame_acceleration(model, x, a, frame, reference, classical)`` w.r.t. q (tangent basis),
     v and a, and of the frame twist w.r.t. q (Pinocchio's ``getFrameAccelerationDerivatives`` for the spatial
     acceleration). For a trajectory ``a`` is (N, nv) and every output (N, 6, nv)."""
@@ -365,11 +375,12 @@ def frame_acceleration_derivatives(model: RobotModel, x: State | Trajectory, a, 
         raise ValueError(f"{what}({model.name}): a must have shape ({model.nv},), or (N, {model.nv}) for a "
                          "trajectory")
     out = run(model, x, what, _MOTION, (4, 6, model.nv), A, ACCELERATION, f.body, f.pose, frame_id(model, frame),
-              ref, bool(classical))
+              ref, bool(classical), workspace=workspace)
     return FrameAccelerationDerivatives(out[..., 0, :, :], out[..., 1, :, :], out[..., 2, :, :], out[..., 3, :, :])
 
 
-def frame_placement_error(model: RobotModel, x: State | Trajectory, frame: int | str, target) -> FramePlacementError:
+def frame_placement_error(model: RobotModel, x: State | Trajectory, frame: int | str, target,
+                          workspace: Workspace | None = None) -> FramePlacementError:
     """SE(3) error ``r = log(target^-1 oM_f(q))`` (linear first, ``se3.log``) of a frame w.r.t. a 4x4 rigid
     ``target`` (the same for every knot of a trajectory), and ``dr/dq = Jr(r)^-1 J_local`` (Pinocchio's
     ``log6`` and ``Jlog6 @ getFrameJacobian(LOCAL)``)."""
@@ -379,15 +390,16 @@ def frame_placement_error(model: RobotModel, x: State | Trajectory, frame: int |
     if type(x) is not State:
         check_type(x, what)
     r = np.empty(6) if type(x) is State else np.empty((len(x), 6))
-    J = run(model, x, what, _PLACEMENT_ERROR, (6, model.nv), f.body, f.pose, k, T, r)
+    J = run(model, x, what, _PLACEMENT_ERROR, (6, model.nv), f.body, f.pose, k, T, r, workspace=workspace)
     return FramePlacementError(r, J)
 
 
-def center_of_mass_derivatives(model: RobotModel, x: State | Trajectory) -> CenterOfMassDerivatives:
+def center_of_mass_derivatives(model: RobotModel, x: State | Trajectory,
+                               workspace: Workspace | None = None) -> CenterOfMassDerivatives:
     """Derivatives of the world centre of mass and of its velocity (``center_of_mass``,
     ``center_of_mass_velocity``) w.r.t. q (tangent basis) and v; Pinocchio's ``jacobianCenterOfMass`` and
     ``getCenterOfMassVelocityDerivatives``."""
     what = "center_of_mass_derivatives"
     check_mass(model, what)
-    out = run(model, x, what, _COM, (3, 3, model.nv))
+    out = run(model, x, what, _COM, (3, 3, model.nv), workspace=workspace)
     return CenterOfMassDerivatives(out[..., 0, :, :], out[..., 1, :, :], out[..., 2, :, :])

@@ -10,7 +10,8 @@ group's tangent order (linear first on SE(3), ``StateSpace``'s order for states)
     (x₁ exp(d₁)) ⊖ (x₀ exp(d₀)) ≈ x₁ ⊖ x₀ - Jl⁻¹(x₁ ⊖ x₀) d₀ + Jr⁻¹(x₁ ⊖ x₀) d₁
 
 The Jacobians of ⊕ and ⊖ follow from ``Ad`` and those of ``exp`` alike in every group: ``integrate_jacobians``
-and ``difference_jacobians`` below write them once. ``tests/test_lie_groups.py`` checks the axioms, the round trips and every Jacobian once, for every group.
+and ``difference_jacobians`` below write them once. ``tests/test_lie_groups.py`` checks the axioms, the round trips
+and every Jacobian once, for every group.
 """
 
 from __future__ import annotations

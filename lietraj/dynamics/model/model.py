@@ -16,12 +16,17 @@ The kernels read the model through two C-contiguous arrays (``notes/numba-patter
   I_o (6: xx, yy, zz, xy, xz, yz, rotational inertia about the body origin), armature]``,
   where ``(R, p)`` is the joint placement: the pose of the joint frame at zero joint position in the parent
   body frame (in the world for a root body).
+
+Every kernel takes them, with the gravity, as its first argument: ``model.packed``, the fields of a ``ModelArrays``
+in a plain tuple; the kernels that walk the tree of dofs also take ``model.dof_tables`` (``DofTables``). All of it is
+read-only: the work arrays of the algorithms live in a ``Workspace`` (``workspace.py``), so that threads can share
+one model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -34,6 +39,63 @@ JOINT_TYPE_NAMES = {JOINT_FREE: "free", JOINT_REVOLUTE: "revolute", JOINT_PRISMA
 
 # Column offsets of the packed float array ``mf``.
 MF_R, MF_P, MF_AXIS, MF_MASS, MF_H, MF_IO, MF_ARMATURE, MF_COLS = 0, 9, 12, 15, 16, 19, 25, 26
+
+
+class ModelArrays(NamedTuple):
+    """The packed model every kernel reads (module docstring), all arrays read-only.
+
+    Kernels receive it as ``model.packed``, a plain tuple in this field order, and name it first thing
+    (``m = ModelArrays(*model)``): numba's dispatcher types a plain tuple in C but a named tuple in Python, which
+    costs about 1.5 us per call, more than an RNEA of a quadruped. Each array in it costs about 0.1 us of dispatch
+    per call: it holds only what every kernel reads.
+    """
+
+    joints: np.ndarray
+    """(nb, 4) int64 ``mi``: ``[parent, joint_type, idx_v, idx_s]``."""
+    bodies: np.ndarray
+    """(nb, 26) float64 ``mf``: joint placement, axis, mass, first and second moments, armature."""
+    gravity: np.ndarray
+    """(3,) gravity in the world frame."""
+    floating: bool
+    """Whether body 0 is a free-floating base."""
+    n: int
+    """Number of 1-DoF joints (the size of ``s``)."""
+
+
+class DofTables(NamedTuple):
+    """The tree of dofs, read-only, for the kernels that walk it (IDSVA and what builds on it, the contact dynamics'
+    sparse factorization); they receive it as ``model.dof_tables``, a plain tuple (see ``ModelArrays``)."""
+
+    subtree_end: np.ndarray
+    """(nb,) int64: one past the last dof of each body's subtree (bodies are numbered depth first)."""
+    dof_parent: np.ndarray
+    """(nv,) int64: parent of each dof in the tree of dofs (-1 for a root): the previous dof of the same joint,
+    else the last dof of the parent body's joint; the sparsity pattern of the LTDL factorization."""
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+def _subtree_end(mi: np.ndarray) -> np.ndarray:
+    end = mi[:, 2] + np.where(mi[:, 1] == JOINT_FREE, 6, 1)
+    for i in range(mi.shape[0] - 1, 0, -1):
+        p = mi[i, 0]
+        if p >= 0:
+            end[p] = max(end[p], end[i])
+    return end.astype(np.int64)
+
+
+def _dof_parent(mi: np.ndarray, nv: int) -> np.ndarray:
+    dp = np.empty(nv, dtype=np.int64)
+    for parent, jt, iv, _ in mi:
+        if jt == JOINT_FREE:
+            dp[iv:iv + 6] = np.arange(iv - 1, iv + 5)
+            dp[iv] = -1
+        else:
+            dp[iv] = -1 if parent < 0 else mi[parent, 2] + (5 if mi[parent, 1] == JOINT_FREE else 0)
+    return dp
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,7 +182,9 @@ class RobotModel:
     nv: int = field(init=False)
     mi: np.ndarray = field(init=False, repr=False)
     mf: np.ndarray = field(init=False, repr=False)
-    _scratch: dict = field(init=False, repr=False, default_factory=dict)
+    packed: tuple = field(init=False, repr=False)
+    dof_tables: tuple = field(init=False, repr=False)
+    _derived: dict = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         nb = len(self.body_names)
@@ -180,8 +244,11 @@ class RobotModel:
         object.__setattr__(self, "nb", nb)
         object.__setattr__(self, "n", n)
         object.__setattr__(self, "nv", nv)
-        object.__setattr__(self, "mi", mi)
-        object.__setattr__(self, "mf", mf)
+        object.__setattr__(self, "mi", _read_only(mi))
+        object.__setattr__(self, "mf", _read_only(mf))
+        arrays = ModelArrays(mi, mf, _read_only(np.array(self.gravity, dtype=np.float64)), bool(self.floating_base), n)
+        object.__setattr__(self, "packed", tuple(arrays))
+        object.__setattr__(self, "dof_tables", (_read_only(_subtree_end(mi)), _read_only(_dof_parent(mi, nv))))
 
     @property
     def state_space(self) -> StateSpace:
@@ -234,22 +301,13 @@ class RobotModel:
         return replace(self, **changes)
 
     def derived(self, key: str, build: Callable[["RobotModel"], object]) -> object:
-        """Data derived from this (immutable) model by ``build``, computed on first use and kept with the model."""
-        value = self._scratch.get(key)
+        """Immutable data derived from this model by ``build`` (read-only arrays, tuples, models, or a thread-safe
+        memo of such data), computed on first use and kept with the model. Two threads may both compute it; both
+        get the one that is kept. Work arrays never go here but into a ``Workspace``."""
+        value = self._derived.get(key)
         if value is None:
-            value = self._scratch[key] = build(self)
+            value = self._derived.setdefault(key, build(self))
         return value
-
-    def scratch(self, key: str, shape: tuple[int, ...]) -> np.ndarray:
-        """A work array owned by this model and reused across calls, so that kernels do not allocate.
-
-        Not thread-safe: threads sharing one model must each use a copy of the model.
-        """
-        buf = self._scratch.get(key)
-        if buf is None or buf.shape != shape:
-            buf = np.zeros(shape)
-            self._scratch[key] = buf
-        return buf
 
     def __repr__(self) -> str:
         base = "floating base" if self.floating_base else "fixed base"

@@ -52,6 +52,7 @@ import numpy as np
 from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
 from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_dynamics_derivatives
 from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.workspace import Workspace
 from lietraj.optimal_control.costs.activations import QuadraticBarrier
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.costs.residuals import Residual, ResidualDerivatives, _frame, reference_vectors
@@ -91,7 +92,8 @@ def sole_rows(half_length: float, half_width: float) -> np.ndarray:
 
 class _ContactResidual(Residual):
     """``r = g(lambda(x, u))`` for the stacked contact forces ``lambda`` (module docstring); a subclass sets ``nr``
-    and implements ``_map(F) -> (r (N, nr), G (N or 1, nr, nc))``."""
+    and implements ``_map(F) -> (r (N, nr), G (N or 1, nr, nc))``. Without ``dynamics`` to share, it computes the
+    forces in a workspace of its own."""
 
     uses_u = True
 
@@ -110,6 +112,7 @@ class _ContactResidual(Residual):
                 and damping >= 0.0):
             raise ValueError(f"{name}: damping must be a finite number >= 0, got {damping!r}")
         self.model, self.state_space, self.nu = model, model.state_space, model.n
+        self.workspace = Workspace(model)
         self.contacts, self.damping = contacts, float(damping)
         self.offsets = np.cumsum([0] + [c.dim for c in contacts])
         self.nc = int(self.offsets[-1])
@@ -149,7 +152,7 @@ class _ContactResidual(Residual):
     def forces(self, X, U) -> np.ndarray:
         """The stacked contact forces ``lambda`` (N, nc) at every knot."""
         _, U = self._check(X, U)
-        return contact_dynamics(self.model, X, self._tau(U), self.contacts, self.damping).lagrangian
+        return contact_dynamics(self.model, X, self._tau(U), self.contacts, self.damping, self.workspace).lagrangian
 
     def value(self, X, U) -> np.ndarray:
         return self._map(self.forces(X, U))[0]
@@ -159,7 +162,8 @@ class _ContactResidual(Residual):
         if self.dynamics is not None:
             d = self.dynamics.contact_derivatives(X, U)
         else:
-            d = contact_dynamics_derivatives(self.model, X, self._tau(U), self.contacts, self.damping)
+            d = contact_dynamics_derivatives(self.model, X, self._tau(U), self.contacts, self.damping,
+                                             workspace=self.workspace)
         r, G = self._map(d.forces)
         nv, n = self.model.nv, self.model.n
         R_x = np.concatenate([G @ d.df_dq, G @ d.df_dv], axis=2)

@@ -297,7 +297,9 @@ def _weight(weight, what: str) -> float:
 
 class CostSum(CostModel):
     """``l = Σᵢ wᵢ lᵢ`` over named terms (``add``, ``remove``, ``costs[name]`` -> ``CostTerm``); ``values`` gives
-    each term's weighted value for logging. Every term must have the sum's ``nu`` (0 for a terminal cost)."""
+    each term's weighted value for logging. Every term must have the sum's ``nu`` (0 for a terminal cost). The sum
+    owns the output arrays of its terms' derivatives (``_term_outputs``), reused call after call: like the
+    workspaces of its residuals, they make a cost serve one solve at a time."""
 
     def __init__(self, state_space: StateSpace | None, nu: int):
         if state_space is not None and not isinstance(state_space, StateSpace):
@@ -306,7 +308,7 @@ class CostSum(CostModel):
             raise ValueError(f"CostSum: nu must be an integer >= 0, got {nu!r}")
         self.state_space, self.nu = state_space, int(nu)
         self.costs: dict[str, CostTerm] = {}
-        self._scratch: dict[str, CostDerivatives] = {}
+        self._term_outputs: dict[str, CostDerivatives] = {}
 
     def __repr__(self) -> str:
         return f"CostSum({', '.join(f'{k}: {t.weight:g}' for k, t in self.costs.items())})"
@@ -335,7 +337,7 @@ class CostSum(CostModel):
         if name not in self.costs:
             raise KeyError(f"CostSum has no term {name!r} (terms: {', '.join(self.costs) or 'none'})")
         del self.costs[name]
-        self._scratch.pop(name, None)
+        self._term_outputs.pop(name, None)
 
     def _active(self) -> list[tuple[str, CostTerm]]:
         for name, term in self.costs.items():
@@ -364,10 +366,10 @@ class CostSum(CostModel):
             if isinstance(term.cost, ResidualCost):  # adds its sparse products in place
                 term.cost._add(term.cost.residual.derivatives(X, U), term.weight, out)
                 continue
-            scratch = self._scratch.get(name)
-            if scratch is None or scratch.l_xx.shape != out.l_xx.shape or scratch.l_u.shape != out.l_u.shape:
-                scratch = self._scratch[name] = _output(None, N, out.l_x.shape[1], self.nu, "CostSum")
-            d = term.cost.derivatives(X, U, scratch)
+            buffer = self._term_outputs.get(name)
+            if buffer is None or buffer.l_xx.shape != out.l_xx.shape or buffer.l_u.shape != out.l_u.shape:
+                buffer = self._term_outputs[name] = _output(None, N, out.l_x.shape[1], self.nu, "CostSum")
+            d = term.cost.derivatives(X, U, buffer)
             for field, total, part in zip(("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu"), totals, _fields(d)):
                 if np.shape(part) != total.shape:
                     raise ValueError(f"CostSum: term {name!r} returned {field} of shape {np.shape(part)}, expected "

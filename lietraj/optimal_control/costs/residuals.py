@@ -38,6 +38,7 @@ from lietraj.dynamics.kinematics.center_of_mass import center_of_mass, center_of
 from lietraj.dynamics.kinematics.kinematics import frame_id, frame_placement, frame_jacobian, frame_velocity, reference_code
 from lietraj.dynamics.kinematics.kinematics_derivatives import frame_placement_error, frame_velocity_derivatives
 from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 
 _STATE_ERRORS = {NOT_FINITE: "contains NaN or inf", BAD_ROTATION: "has a base rotation that is not a rotation matrix "
@@ -280,12 +281,14 @@ class JointTorqueResidual(ControlResidual):
 
 
 class _RobotResidual(Residual):
-    """A residual of a ``RobotModel``'s state; ``nu`` defaults to the robot's ``n`` (its torques)."""
+    """A residual of a ``RobotModel``'s state; ``nu`` defaults to the robot's ``n`` (its torques). It owns the
+    workspace of its kinematics calls."""
 
     def __init__(self, model: RobotModel, nr: int, nu: int | None):
         if not isinstance(model, RobotModel):
             raise TypeError(f"{type(self).__name__}: model must be a RobotModel, got {type(model).__name__}")
         self.model, self.state_space, self.nr = model, model.state_space, nr
+        self.workspace = Workspace(model)
         self.nu = model.n if nu is None else _size(nu, f"{type(self).__name__}: nu")
 
     def _derivatives(self, X, U, r: np.ndarray, J_q: np.ndarray, J_v: np.ndarray | None = None) -> ResidualDerivatives:
@@ -361,11 +364,11 @@ class FramePlacementResidual(_FrameResidual):
 
     def value(self, X, U) -> np.ndarray:
         self._check(X, U)
-        return frame_placement_error(self.model, X, self.frame, self._target).residual
+        return frame_placement_error(self.model, X, self.frame, self._target, self.workspace).residual
 
     def derivatives(self, X, U) -> ResidualDerivatives:
         self._check(X, U)
-        e = frame_placement_error(self.model, X, self.frame, self._target)
+        e = frame_placement_error(self.model, X, self.frame, self._target, self.workspace)
         return self._derivatives(X, U, e.residual, e.jacobian)
 
 
@@ -400,11 +403,11 @@ class FrameTranslationResidual(_PointTracking, _FrameResidual):
 
     def value(self, X, U) -> np.ndarray:
         self._check(X, U)
-        return self._error(frame_placement(self.model, X, self.frame)[:, :3, 3])
+        return self._error(frame_placement(self.model, X, self.frame, self.workspace)[:, :3, 3])
 
     def derivatives(self, X, U) -> ResidualDerivatives:
         r = self.value(X, U)
-        J = frame_jacobian(self.model, X, self.frame, "local_world_aligned")
+        J = frame_jacobian(self.model, X, self.frame, "local_world_aligned", self.workspace)
         return self._derivatives(X, U, r, J[:, :3])
 
 
@@ -430,13 +433,13 @@ class FrameRotationResidual(_FrameResidual):
 
     def value(self, X, U) -> np.ndarray:
         self._check(X, U)
-        return frame_placement_error(self.model, X, self.frame, self._T).residual[:, 3:]
+        return frame_placement_error(self.model, X, self.frame, self._T, self.workspace).residual[:, 3:]
 
     def derivatives(self, X, U) -> ResidualDerivatives:
         # The angular rows of Jr6⁻¹ are [0, Jr3⁻¹(w)], so the rotation error and its Jacobian are the angular half
         # of the placement error from the target (R_ref, 0).
         self._check(X, U)
-        e = frame_placement_error(self.model, X, self.frame, self._T)
+        e = frame_placement_error(self.model, X, self.frame, self._T, self.workspace)
         return self._derivatives(X, U, e.residual[:, 3:], e.jacobian[:, 3:])
 
 
@@ -463,11 +466,11 @@ class FrameVelocityResidual(_FrameResidual):
 
     def value(self, X, U) -> np.ndarray:
         self._check(X, U)
-        return frame_velocity(self.model, X, self.frame, self.reference) - self._target
+        return frame_velocity(self.model, X, self.frame, self.reference, self.workspace) - self._target
 
     def derivatives(self, X, U) -> ResidualDerivatives:
         r = self.value(X, U)
-        dv_dq, dv_dv = frame_velocity_derivatives(self.model, X, self.frame, self.reference)
+        dv_dq, dv_dv = frame_velocity_derivatives(self.model, X, self.frame, self.reference, self.workspace)
         return self._derivatives(X, U, r, dv_dq, dv_dv)
 
 
@@ -486,8 +489,8 @@ class CenterOfMassResidual(_PointTracking, _RobotResidual):
 
     def value(self, X, U) -> np.ndarray:
         self._check(X, U)
-        return self._error(center_of_mass(self.model, X))
+        return self._error(center_of_mass(self.model, X, self.workspace))
 
     def derivatives(self, X, U) -> ResidualDerivatives:
         r = self.value(X, U)
-        return self._derivatives(X, U, r, center_of_mass_jacobian(self.model, X))
+        return self._derivatives(X, U, r, center_of_mass_jacobian(self.model, X, self.workspace))

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,15 +43,14 @@ from lietraj.dynamics.contacts.contact_dynamics import (
     RANK_DEFICIENT,
     Contact,
     contact_dynamics_core,
-    dof_parents_of,
+    contact_dynamics_work,
     pack_contacts,
     solve_contact_dynamics,
-    split_work,
-    work_array,
 )
 from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
 from lietraj.dynamics.contacts.contact_dynamics_second_order import contact_hessian_contraction
-from lietraj.dynamics.model.model import JOINT_FREE, RobotModel
+from lietraj.dynamics.model.model import DofTables, ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import State, Trajectory
 from lietraj.dynamics.lie.se3 import exp_blocks
 from lietraj.optimal_control.dynamics.discrete_dynamics import (
@@ -73,17 +73,42 @@ _ROLLOUT_FAILURES = {NOT_FINITE: "a non-finite state or control",
                      NOT_FINITE_SOLUTION: "a non-finite contact solution"}
 
 
+class ContactRolloutWork(NamedTuple):
+    """Work arrays of the closed-loop rollout under nc contact rows: the contact dynamics' (``ContactDynamicsWork``,
+    its five fields), E (4, 4), tau and acc (nv), lam (nc), J (nc, nv), gamma (nc), z (ndx)."""
+
+    bodies: np.ndarray
+    crba: np.ndarray
+    M: np.ndarray
+    Z: np.ndarray
+    S: np.ndarray
+    E: np.ndarray
+    tau: np.ndarray
+    acc: np.ndarray
+    lam: np.ndarray
+    J: np.ndarray
+    gamma: np.ndarray
+    z: np.ndarray
+
+
+def contact_rollout_work(model: RobotModel, nc: int) -> ContactRolloutWork:
+    nv = model.nv
+    return ContactRolloutWork(*contact_dynamics_work(model, nc), np.empty((4, 4)), np.empty(nv), np.empty(nv),
+                              np.empty(nc), np.empty((nc, nv)), np.empty(nc), np.empty(2 * nv))
+
+
 @kernel
-def _contact_rollout_kernel(mi, mf, g, dp, dt, CI, CF, damping, H0, s0, v0, HR, SR, VR, UR, k, K, alpha, GAPS, shrink,
-                            LB, UB, bounded, H, S, V, U, DX, work, E, tau, acc, lam, J, gamma, z):
+def _contact_rollout_kernel(model, dofs, dt, CI, CF, damping, H0, s0, v0, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB,
+                            UB, bounded, H, S, V, U, DX, work):
     """The closed-loop rollout of ContactRobotDynamics.rollout_policy into (H, S, V), U, DX (shapes checked by the
     caller): (status, knot), OK and N when every state and control is finite and valid and every contact solve
     succeeds, else the knot of the first bad control or state (t + 1 when the step from knot t fails). Work arrays:
-    work (split_work), E (4, 4), tau and acc (nv), lam (nc), J (nc, nv), gamma (nc), z (ndx). The same operations as
-    RobotDynamics' Euler rollout, with contact_dynamics_core for ABA."""
-    N, nv, n = U.shape[0], V.shape[1], S.shape[1]
-    floating = mi[0, 1] == JOINT_FREE
-    W, WC, M, Z, SC = split_work(work, mi.shape[0], nv, lam.shape[0])
+    ``ContactRolloutWork``. The same operations as RobotDynamics' Euler rollout, with contact_dynamics_core for
+    ABA."""
+    m, w = ModelArrays(*model), ContactRolloutWork(*work)
+    floating, n = m.floating, m.n
+    E, tau, acc, z = w.E, w.tau, w.acc, w.z
+    N = U.shape[0]
     policy_start(floating, H0, s0, v0, H, S, V, tau)
     for t in range(N + 1):
         status = policy_knot(t, floating, n, H, S, V, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB, UB, bounded, U,
@@ -93,8 +118,8 @@ def _contact_rollout_kernel(mi, mf, g, dp, dt, CI, CF, damping, H0, s0, v0, HR, 
         if t == N:
             break
         Ht = H[t] if floating else H[0]
-        status = contact_dynamics_core(mi, mf, g, dp, Ht, S[t], V[t], tau, CI, CF, damping, W, WC, M, Z, SC, acc, lam,
-                                       J, gamma)
+        status = contact_dynamics_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).dof_parent, Ht, S[t], V[t], tau,
+                                       CI, CF, damping, w.bodies, w.crba, w.M, w.Z, w.S, acc, w.lam, w.J, w.gamma)
         if status != OK:
             return status, t + 1
         euler_update(t, floating, n, dt, acc, Ht, H, S, V, z, E)
@@ -117,13 +142,13 @@ class ContactRobotDynamics(TorqueDriven, DiscreteDynamics):
         contacts = tuple(contacts)
         self._packed = pack_contacts(model, contacts, "ContactRobotDynamics")
         self.model = model
+        self.workspace = Workspace(model)
         self.dt = float(dt)
         self.contacts = contacts
         self.damping = float(damping)
         self.state_space = model.state_space
         self.nu = model.n
         self.nc = self._packed.nc
-        self._cache: dict = {}
         self._last: tuple | None = None
 
     def __repr__(self) -> str:
@@ -135,8 +160,8 @@ class ContactRobotDynamics(TorqueDriven, DiscreteDynamics):
         tau = self._torques(X, U)
         N, nv, nc = len(X), self.model.nv, self.nc
         A, LAM = np.empty((N, nv)), np.empty((N, nc))
-        J, gamma = self._scratch("rows", 1, lambda: (np.empty((1, nc, nv)), np.empty((1, nc))))
-        solve_contact_dynamics(self.model, X, tau, self._packed, self.damping, A, LAM, J, gamma)
+        J, gamma = self._buffer("rows", 1, lambda: (np.empty((1, nc, nv)), np.empty((1, nc))))
+        solve_contact_dynamics(self.model, X, tau, self._packed, self.damping, A, LAM, J, gamma, self.workspace)
         return A, LAM
 
     def step_trajectory(self, X: Trajectory, U) -> Trajectory:
@@ -157,17 +182,15 @@ class ContactRobotDynamics(TorqueDriven, DiscreteDynamics):
         N, floating = U_ref.shape[0], m.floating_base
         X = Trajectory(np.empty((N + 1, 4, 4)) if floating else None, np.empty((N + 1, m.n)), np.empty((N + 1, m.nv)))
         U, DX = np.empty((N, m.n)), np.empty((N + 1, sp.ndx))
-        work = self._scratch("rollout", 0, lambda: (np.empty((4, 4)), np.empty(m.nv), np.empty(m.nv), np.empty(nc),
-                                                    np.empty((nc, m.nv)), np.empty(nc), np.empty(sp.ndx)))
         LB, UB = (U_ref, U_ref) if bounds is None else bounds
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # only Python (NUMBA_DISABLE_JIT) warns on a divergence
             status, knot = _contact_rollout_kernel(
-                m.mi, m.mf, m.gravity, dof_parents_of(m), self.dt, self._packed.CI, self._packed.CF, self.damping,
+                m.packed, m.dof_tables, self.dt, self._packed.CI, self._packed.CF, self.damping,
                 np.ascontiguousarray(x0.H, dtype=np.float64) if floating else IDENTITY4,
                 np.ascontiguousarray(x0.s, dtype=np.float64), np.ascontiguousarray(x0.v, dtype=np.float64),
                 X_ref.H if floating else IDENTITY4_STACK, X_ref.s, X_ref.v, U_ref, k, K, float(alpha),
                 U_ref if gaps is None else gaps, gaps is not None and alpha != 1.0, LB, UB, bounds is not None,
-                X.H if floating else IDENTITY4_STACK, X.s, X.v, U, DX, work_array(m, nc), *work)
+                X.H if floating else IDENTITY4_STACK, X.s, X.v, U, DX, self.workspace.work(contact_rollout_work, nc))
         if status == OK:
             return PolicyRollout(X, U, DX)
         what = _ROLLOUT_FAILURES.get(status, "an invalid base pose")
@@ -192,7 +215,7 @@ class ContactRobotDynamics(TorqueDriven, DiscreteDynamics):
             inputs, d = self._last
             if all(np.array_equal(a, b) for a, b in zip(inputs, (X.H, X.s, X.v, tau)) if b is not None):
                 return d
-        d = contact_dynamics_derivatives(self.model, X, tau, self.contacts, self.damping)
+        d = contact_dynamics_derivatives(self.model, X, tau, self.contacts, self.damping, workspace=self.workspace)
         self._last = (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v, tau)), d)
         return d
 
@@ -222,7 +245,8 @@ class ContactRobotDynamics(TorqueDriven, DiscreteDynamics):
             _, PHI, JR = exp_blocks(XI)
 
         def field(mu: np.ndarray) -> tuple[np.ndarray, ...]:
-            C = contact_hessian_contraction(m, X, tau, self.contacts, mu, self.damping, derivatives=d)
+            C = contact_hessian_contraction(m, X, tau, self.contacts, mu, self.damping, derivatives=d,
+                                            workspace=self.workspace)
             return C.qq, C.qv, C.vv, C.qtau
 
         H = euler_step_hessian(m, self.dt, X, tau, d, XI, PHI, JR, LAM, field)

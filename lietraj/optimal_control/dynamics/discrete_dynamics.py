@@ -47,14 +47,16 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NO_FEXT, NOT_FINITE, OK, check_state, result_arrays
-from lietraj.dynamics.algorithms.aba import SINGULAR, WORK_LAYOUT, aba, aba_core
+from lietraj.dynamics.algorithms.aba import SINGULAR, aba, aba_core, aba_work
 from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
-from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.model import ModelArrays, RobotModel
+from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.se3 import exp_blocks, exp_into, pose_exp
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, chart_difference, chart_integrate
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_step_hessian
@@ -194,14 +196,37 @@ def euler_update(t, floating, n, dt, acc, Ht, H, S, V, z, E):
         S[t + 1, i] = S[t, i] + dt * V[t + 1, nh + i]
 
 
+class RolloutWork(NamedTuple):
+    """Work arrays of the closed-loop rollout: ABA's, E (4, 4), tau and acc (nv), F (4, ndx) and z (ndx) for the
+    stages, YH (2, 4, 4), YS (2, n), YV (2, nv) for Y₂ and Y₃/Y₄ of RK4."""
+
+    aba: np.ndarray
+    E: np.ndarray
+    tau: np.ndarray
+    acc: np.ndarray
+    F: np.ndarray
+    z: np.ndarray
+    YH: np.ndarray
+    YS: np.ndarray
+    YV: np.ndarray
+
+
+def rollout_work(model: RobotModel) -> RolloutWork:
+    nv, n = model.nv, model.n
+    return RolloutWork(*aba_work(model), np.empty((4, 4)), np.empty(nv), np.empty(nv), np.empty((4, 2 * nv)),
+                       np.empty(2 * nv), np.empty((2, 4, 4)), np.empty((2, n)), np.empty((2, nv)))
+
+
 @kernel
-def _policy_rollout_kernel(mi, mf, g, floating, n, dt, rk4, fext, H0, s0, v0, HR, SR, VR, UR, k, K, alpha, GAPS,
-                           shrink, LB, UB, bounded, H, S, V, U, DX, W, E, tau, acc, F, z, YH, YS, YV):
+def _policy_rollout_kernel(model, dt, rk4, fext, H0, s0, v0, HR, SR, VR, UR, k, K, alpha, GAPS, shrink, LB, UB,
+                           bounded, H, S, V, U, DX, work):
     """The closed-loop rollout of RobotDynamics.rollout_policy into (H, S, V), U, DX (shapes checked by the caller):
     (status, knot), OK and N when every state and control is finite and valid, else the knot of the first bad
-    control or state (t + 1 when the step from knot t fails). Work arrays: W for ABA, E (4, 4),
-    tau and acc (nv), F (4, ndx) and z (ndx) for the stages, YH (2, 4, 4), YS (2, n), YV (2, nv) for Y₂ and Y₃/Y₄
-    of RK4 (RobotDynamics._step, the same operations)."""
+    control or state (t + 1 when the step from knot t fails). Work arrays: ``RolloutWork`` (RobotDynamics._step,
+    the same operations)."""
+    m, w = ModelArrays(*model), RolloutWork(*work)
+    mi, mf, g, floating, n = m.joints, m.bodies, m.gravity, m.floating, m.n
+    W, E, tau, acc, F, z, YH, YS, YV = w.aba, w.E, w.tau, w.acc, w.F, w.z, w.YH, w.YS, w.YV
     N = U.shape[0]
     policy_start(floating, H0, s0, v0, H, S, V, tau)
     for t in range(N + 1):
@@ -463,19 +488,18 @@ class DiscreteDynamics(ABC):
 
 
 class TorqueDriven:
-    """Work arrays kept per (purpose, knot count) in ``self._cache``, and the generalized forces ``[0; u]`` of the
-    joint torques: what the robot dynamics driven by ``model``'s joint torques share."""
+    """What the robot dynamics driven by ``model``'s joint torques share: their workspace (the work arrays of the
+    algorithms, and output buffers per purpose and knot count, reused call after call), and the generalized forces
+    ``[0; u]`` of the joint torques. The workspace makes an object serve one thread at a time; two threads solving
+    two problems on one robot each have their own dynamics objects."""
 
-    def _scratch(self, key: str, N: int, build):
-        value = self._cache.get((key, N))
-        if value is None:
-            value = self._cache[(key, N)] = build()
-        return value
+    def _buffer(self, key: str, N: int, build):
+        return self.workspace.cached((type(self).__name__, key, N), build)
 
     def _torques(self, X: Trajectory, U) -> np.ndarray:
         N = len(X) if type(X) is Trajectory else 0
         return joint_torques(self.model, X, U, type(self).__name__,
-                             self._scratch("tau", N, lambda: np.zeros((N, self.model.nv))))
+                             self._buffer("tau", N, lambda: np.zeros((N, self.model.nv))))
 
 
 class RobotDynamics(TorqueDriven, DiscreteDynamics):
@@ -501,24 +525,23 @@ class RobotDynamics(TorqueDriven, DiscreteDynamics):
         self.fext = fext
         self.state_space = model.state_space
         self.nu = model.n
-        self._cache: dict = {}
+        self.workspace = Workspace(model)
 
     def __repr__(self) -> str:
         return f"RobotDynamics({self.model.name!r}, dt={self.dt}, integrator={self.integrator!r})"
 
     # ---- helpers -----------------------------------------------------------------------------------------
 
-
     def _fext(self, N: int):
         if self.fext is None:
             return None
-        return self._scratch("fext", N, lambda: np.ascontiguousarray(np.broadcast_to(self.fext, (N,) + self.fext.shape)))
+        return self._buffer("fext", N, lambda: np.ascontiguousarray(np.broadcast_to(self.fext, (N,) + self.fext.shape)))
 
     def _fd_derivatives(self, Y: Trajectory, tau: np.ndarray, stage: int) -> ForwardDynamicsDerivatives:
         N, nv = len(Y), self.model.nv
-        out = self._scratch(f"fd{stage}", N, lambda: ForwardDynamicsDerivatives(
+        out = self._buffer(f"fd{stage}", N, lambda: ForwardDynamicsDerivatives(
             np.empty((N, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv))))
-        return aba_derivatives(self.model, Y, tau, self._fext(N), out=out)
+        return aba_derivatives(self.model, Y, tau, self._fext(N), out=out, workspace=self.workspace)
 
     @staticmethod
     def _exp(XI: np.ndarray, blocks: bool):
@@ -542,7 +565,8 @@ class RobotDynamics(TorqueDriven, DiscreteDynamics):
 
     def _lambda(self, Y: Trajectory, tau: np.ndarray) -> np.ndarray:
         """dt λ(Y, u) = dt [v; FD(Y, u)] per knot, (N, ndx)."""
-        return self.dt * np.concatenate([Y.v, aba(self.model, Y, tau, self._fext(len(Y)))], axis=1)
+        return self.dt * np.concatenate([Y.v, aba(self.model, Y, tau, self._fext(len(Y)), workspace=self.workspace)],
+                                        axis=1)
 
     # ---- steps ---------------------------------------------------------------------------------------------
 
@@ -553,7 +577,7 @@ class RobotDynamics(TorqueDriven, DiscreteDynamics):
 
     def _step(self, X: Trajectory, tau: np.ndarray) -> Trajectory:
         if self.integrator == "euler":
-            return euler_step(X, aba(self.model, X, tau, self._fext(len(X))), self.dt)
+            return euler_step(X, aba(self.model, X, tau, self._fext(len(X)), workspace=self.workspace), self.dt)
         F1 = self._lambda(X, tau)
         Y2, _, _ = self._integrate(X, 0.5 * F1)
         F2 = self._lambda(Y2, tau)
@@ -570,19 +594,15 @@ class RobotDynamics(TorqueDriven, DiscreteDynamics):
         N, floating = U_ref.shape[0], m.floating_base
         X = Trajectory(np.empty((N + 1, 4, 4)) if floating else None, np.empty((N + 1, m.n)), np.empty((N + 1, m.nv)))
         U, DX = np.empty((N, m.n)), np.empty((N + 1, sp.ndx))
-        work = self._scratch("rollout", 0, lambda: (np.empty((4, 4)), np.empty(m.nv), np.empty(m.nv),
-                                                    np.empty((4, sp.ndx)), np.empty(sp.ndx), np.empty((2, 4, 4)),
-                                                    np.empty((2, m.n)), np.empty((2, m.nv))))
         LB, UB = (U_ref, U_ref) if bounds is None else bounds
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # only Python (NUMBA_DISABLE_JIT) warns on a divergence
             status, knot = _policy_rollout_kernel(
-                m.mi, m.mf, m.gravity, floating, m.n, self.dt, self.integrator == "rk4",
-                NO_FEXT if self.fext is None else self.fext,
+                m.packed, self.dt, self.integrator == "rk4", NO_FEXT if self.fext is None else self.fext,
                 np.ascontiguousarray(x0.H, dtype=np.float64) if floating else IDENTITY4,
                 np.ascontiguousarray(x0.s, dtype=np.float64), np.ascontiguousarray(x0.v, dtype=np.float64),
                 X_ref.H if floating else IDENTITY4_STACK, X_ref.s, X_ref.v, U_ref, k, K, float(alpha),
                 U_ref if gaps is None else gaps, gaps is not None and alpha != 1.0, LB, UB, bounds is not None,
-                X.H if floating else IDENTITY4_STACK, X.s, X.v, U, DX, m.scratch("aba", (m.nb, WORK_LAYOUT[-1])), *work)
+                X.H if floating else IDENTITY4_STACK, X.s, X.v, U, DX, self.workspace.work(rollout_work))
         if status == OK:
             return PolicyRollout(X, U, DX)
         what = _ROLLOUT_FAILURES.get(status, "an invalid base pose")
@@ -600,8 +620,8 @@ class RobotDynamics(TorqueDriven, DiscreteDynamics):
                 XI = self.dt * (X.v[:, :6] + self.dt * d.a[:, :6])
             else:
                 XI = np.zeros((N, 0))
-            E, PHI, K = self._scratch("euler_blocks", N, lambda: (np.empty((N, 4, 4)), np.empty((N, 6, 6)),
-                                                                   np.empty((N, 6, 6))))
+            E, PHI, K = self._buffer("euler_blocks", N, lambda: (np.empty((N, 4, 4)), np.empty((N, 6, 6)),
+                                                                  np.empty((N, 6, 6))))
             _euler_jacobians_batch(XI, self.dt, d.da_dq, d.da_dv, d.da_dtau, E, PHI, K, F_x, F_u)
         else:
             self._rk4_derivatives(X, tau, F_x, F_u)

@@ -42,6 +42,7 @@ from lietraj.dynamics.contacts.contact_dynamics_second_order import impulse_hess
 from lietraj.dynamics.contacts.impulse_dynamics import impulse_dynamics, impulse_dynamics_derivatives
 from lietraj.dynamics.kinematics.kinematics import frame_id
 from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, covectors, joint_torques
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
@@ -68,6 +69,7 @@ class ImpulseRobotDynamics(DiscreteDynamics):
             except (KeyError, IndexError, TypeError) as e:
                 raise ValueError(f"ImpulseRobotDynamics({model.name}): unknown contact frame {c.frame!r} ({e})") from None
         self.model = model
+        self.workspace = Workspace(model)
         self.dt = 0.0
         self.contacts = contacts
         self.restitution = float(restitution)
@@ -87,7 +89,7 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         """Knot-wise ``(H, s, v⁺)``; raises ValueError where ``impulse_dynamics`` does (redundant contacts without
         damping, a non-finite solution)."""
         self._check_controls(X, U)
-        v_plus = impulse_dynamics(self.model, X, self.contacts, self.restitution, self.damping).v_plus
+        v_plus = impulse_dynamics(self.model, X, self.contacts, self.restitution, self.damping, self.workspace).v_plus
         Y = X.copy()
         Y.v = v_plus
         return Y
@@ -97,13 +99,13 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         reference (``ImpulseDynamicsResult.lagrangian``), for costs and plots."""
         if type(X) is not Trajectory:
             raise TypeError(f"ImpulseRobotDynamics.impulses: expected a Trajectory, got {type(X).__name__}")
-        return impulse_dynamics(self.model, X, self.contacts, self.restitution, self.damping).lagrangian
+        return impulse_dynamics(self.model, X, self.contacts, self.restitution, self.damping, self.workspace).lagrangian
 
     def trajectory_derivatives(self, X: Trajectory, U, out: DiscreteDerivatives | None = None) -> DiscreteDerivatives:
         self._check_controls(X, U)
         N, nv = len(X), self.model.nv
         F_x, F_u = result_arrays(out, DiscreteDerivatives, ((N, 2 * nv, 2 * nv), (N, 2 * nv, self.nu)), "derivatives")
-        d = impulse_dynamics_derivatives(self.model, X, self.contacts, self.restitution, self.damping)
+        d = impulse_dynamics_derivatives(self.model, X, self.contacts, self.restitution, self.damping, self.workspace)
         F_x[:, :nv, :] = 0.0
         F_x[:, :nv, :nv] = np.eye(nv)
         F_x[:, nv:, :nv] = d.dvplus_dq
@@ -117,7 +119,8 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         self._check_controls(X, U)
         N, nv, ndx = len(X), self.model.nv, self.state_space.ndx
         LAM = covectors(LAM, N, ndx, f"ImpulseRobotDynamics({self.model.name})")
-        h = impulse_hessian_contraction(self.model, X, self.contacts, LAM[:, nv:], self.restitution, self.damping)
+        h = impulse_hessian_contraction(self.model, X, self.contacts, LAM[:, nv:], self.restitution, self.damping,
+                                        self.workspace)
         xx = np.zeros((N, ndx, ndx))
         xx[:, :nv, :nv] = h.qq + np.swapaxes(h.qq, -1, -2)
         xx[:, :nv, :nv] *= 0.5
