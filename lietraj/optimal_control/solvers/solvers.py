@@ -326,7 +326,7 @@ class Solver:
                 terms = [self.expected_improvement(direction) for direction in directions]
                 step = self.try_step(state, directions, terms)
                 self.update_regularization(state, step)
-                self.report(state, step, terms[0], clock)
+                self.report(state, step, directions[0].expected_improvement(1.0, terms=terms[0]), clock)
                 if not step.accepted and step.direction.mu >= self.options.reg_max:
                     raise SolveFailed("no step decreases the cost and regularization reached reg_max = "
                                       f"{self.options.reg_max:g}")
@@ -473,11 +473,11 @@ class Solver:
     def decrease_regularization(self, state: SolverState) -> None:
         state.mu = max(state.mu / self.options.reg_factor, self.options.reg_min)
 
-    def report(self, state: SolverState, step: Step, terms: tuple[float, float], clock: float) -> None:
-        """Step 6: count the iteration and hand its ``IterationInfo`` to the history and the callbacks; ``terms``
-        are the first direction's, ``clock`` the iteration's start."""
+    def report(self, state: SolverState, step: Step, expected: float, clock: float) -> None:
+        """Step 6: count the iteration and hand its ``IterationInfo`` to the history and the callbacks; ``expected``
+        is the full step's expected decrease at the guess it started from, ``clock`` the time it started."""
         state.iteration += 1
-        info = IterationInfo(state.iteration, state.cost, state.stop, -(terms[0] + 0.5 * terms[1]), step.alpha, step.direction.mu,
+        info = IterationInfo(state.iteration, state.cost, state.stop, expected, step.alpha, step.direction.mu,
                              _gap_norm(state.gaps), step.improvement, step.expected, time.perf_counter() - clock,
                              self.name, state.xs, state.us)
         state.history.append(info)
