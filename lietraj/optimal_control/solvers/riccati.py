@@ -29,8 +29,8 @@ How it is computed (numba, one compiled call per sweep):
 
 - ``riccati_step`` is one knot (trajax's ``lqr_step``): from the knot's ``LocalModel`` (``F_x, F_u``, the cost
   derivatives and the optional ``H``, gap and bounds) and the next knot's ``ValueFunction`` (``V'_xx``, ``λ'``) to
-  the ``ActionValue`` terms, the ``Gains`` and the knot's own ``ValueFunction``, in three parts: ``_action_value``
-  (the ``Q`` blocks), ``_gains`` (Cholesky solve or box QP) and ``_value``. It fails with a code, never raises.
+  the ``ActionValue`` terms, the ``Gains`` and the knot's own ``ValueFunction``, in three parts: the ``Q`` blocks,
+  the gains (Cholesky solve or box QP) and the value function. It fails with a code, never raises.
 - ``riccati_sweep`` is the loop from knot ``T - 1`` down to 0 calling it on each knot's rows of the same named
   tuples, which hold every knot (a leading knot axis); ``backward_pass`` fills the terminal knot, allocates the
   outputs and returns them as a ``BackwardPass``.
@@ -38,7 +38,8 @@ How it is computed (numba, one compiled call per sweep):
 The ``ndx``-sized products go to BLAS through ``np.dot`` into the preallocated ``SweepWork``; the ``nu``-sized
 Cholesky factorizations, solves and box QPs are loops. Where extensions hook in: a penalty or augmented-Lagrangian
 method adds its terms to the cost derivatives of the ``LocalModel`` before the sweep; other constraints on ``δu``
-than a box (a KKT system) replace ``_gains``; a sweep over part of the horizon calls ``riccati_step`` on its knots.
+than a box (a KKT system) replace the gains part of the step; a sweep over part of the horizon calls
+``riccati_step`` on its knots.
 The kernels take these named tuples as arguments, so numba's on-disk cache records their classes: renaming or
 removing one leaves a cache entry it cannot read (numba issue #6018), which an emptied cache directory cures.
 """
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
 from lietraj._jit import helper, kernel
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
@@ -335,22 +337,32 @@ class SweepWork(NamedTuple):
                    np.empty((4, nu)), np.empty(nu))
 
 
+# riccati_step has one call site, riccati_sweep's loop, where numba inlines it at its own IR level: the step costs
+# no compilation of its own. As a helper (lietraj/_jit.py) it was one more separately optimized LLVM module, which
+# the sweep's module optimizes again with everything it calls: a first sweep from an empty cache took 11-15 s
+# instead of 7-9 s. This is the one case of inline="always" a measurement justifies (DESIGN.md, compute engine).
+_inlined = njit(inline="always", cache=True)
+
 # why a knot's step failed (``riccati_step``'s return value), and what the solvers' statuses say about it
 STEP_OK, NON_FINITE_Q, NOT_POSITIVE_DEFINITE, NON_FINITE_V = 0, 1, 2, 3
 _WHY = {NON_FINITE_Q: "non-finite Q-function", NOT_POSITIVE_DEFINITE: "Q_uu not positive definite",
         NON_FINITE_V: "non-finite value function"}
 
 
-@helper
-def _action_value(knot, next_value, mu, q, work):
-    """The blocks of ``Q`` (module docstring) from the next knot's value ``next_value``: ``Q_xx``, ``Q_xu``, ``Q_x`` into
-    ``work``, ``Q_u``, ``Q_uu + μ I`` into ``q``. False if one of the blocks the gains need is not finite."""
+@_inlined
+def riccati_step(knot, next_value, settings, q, gains, value, work):
+    """One knot of the recursion (module docstring; trajax's ``lqr_step``): from the knot's local model ``knot``
+    and the next knot's value function ``next_value``, the action-value terms ``q``, the ``gains`` and the knot's own
+    ``value``. Returns ``STEP_OK`` or why it failed (``NON_FINITE_Q``, ``NOT_POSITIVE_DEFINITE``,
+    ``NON_FINITE_V``)."""
     ndx, nu = knot.F_u.shape
-    second_order = knot.H_xx.shape[0] != 0
-    Q_xx, Q_xu, Q_x, Q_u, Q_uu = work.Q_xx, work.Q_xu, work.Q_x, q.Q_u, q.Q_uu
-    np.dot(knot.F_x.T, next_value.V_xx, work.W_xx)
-    np.dot(work.W_xx, knot.F_x, Q_xx)
-    np.dot(work.W_xx, knot.F_u, Q_xu)
+    mu, second_order = settings.mu, knot.H_xx.shape[0] != 0
+    Q_xx, Q_xu, Q_x, Q_u, Q_uu, c = work.Q_xx, work.Q_xu, work.Q_x, q.Q_u, q.Q_uu, q.c
+    k, K, V_x, V_xx, W_xx, idx, L, vec = gains.k, gains.K, value.V_x, value.V_xx, work.W_xx, work.idx, work.L, work.vec
+    # the blocks of Q from the next knot's value: Q_xx, Q_xu, Q_x into work, Q_u, Q_uu + μ I into q
+    np.dot(knot.F_x.T, next_value.V_xx, W_xx)
+    np.dot(W_xx, knot.F_x, Q_xx)
+    np.dot(W_xx, knot.F_u, Q_xu)
     np.dot(knot.F_u.T, next_value.V_xx, work.W_ux)
     np.dot(work.W_ux, knot.F_u, Q_uu)
     for i in range(ndx):
@@ -376,28 +388,22 @@ def _action_value(knot, next_value, mu, q, work):
             finite = finite and math.isfinite(Q_uu[i, j])
         for j in range(ndx):
             finite = finite and math.isfinite(Q_xu[j, i])
-    return finite
-
-
-@helper
-def _gains(knot, settings, q, gains, work):
-    """``k`` on the box (or free) and ``K = -Q_uu⁻¹ Q_ux`` on the free controls, zero rows for the clamped ones.
-    False if ``Q_uu`` (on the free controls) is not positive definite."""
-    ndx, nu = knot.F_u.shape
-    k, K, idx, L, vec = gains.k, gains.K, work.idx, work.L, work.vec
+    if not finite:
+        return NON_FINITE_Q
+    # k on the box (or free), K = -Q_uu⁻¹ Q_ux on the free controls, zero rows for the clamped ones
     if knot.du_lb.shape[0] != 0:
-        m, _, ok = _box_qp(q.Q_uu, q.Q_u, knot.du_lb, knot.du_ub, k, gains.free, idx, L, vec[0], vec[1], vec[2],
+        m, _, ok = _box_qp(Q_uu, Q_u, knot.du_lb, knot.du_ub, k, gains.free, idx, L, vec[0], vec[1], vec[2],
                            vec[3], settings.box_max_iter, settings.box_tol, 0.1)
         if not ok:
-            return False
+            return NOT_POSITIVE_DEFINITE
     else:
         m = nu
         for i in range(nu):
             idx[i] = i
-        if not _cholesky(q.Q_uu, idx, m, L):
-            return False
+        if not _cholesky(Q_uu, idx, m, L):
+            return NOT_POSITIVE_DEFINITE
         for i in range(nu):
-            vec[0, i] = q.Q_u[i]
+            vec[0, i] = Q_u[i]
         _cholesky_solve(L, m, vec[0])
         for i in range(nu):
             k[i] = -vec[0, i]
@@ -406,19 +412,11 @@ def _gains(knot, settings, q, gains, work):
             K[i, j] = 0.0
     for j in range(ndx):
         for i in range(m):
-            work.K_col[i] = work.Q_xu[j, idx[i]]
+            work.K_col[i] = Q_xu[j, idx[i]]
         _cholesky_solve(L, m, work.K_col)
         for i in range(m):
             K[idx[i], j] = -work.K_col[i]
-    return True
-
-
-@helper
-def _value(knot, settings, q, gains, value, work):
-    """``V_x = Q_x + Kᵀ Q_u + c`` with ``c = Q_xu k + Kᵀ Q_uu k``, ``V_xx = Q_xx + Kᵀ (Q_uu K + Q_ux) + Q_xu K``
-    symmetrized (``+ μ I`` with ``regularize_vxx``) and ``λ = V_x + V_xx f̄``. False if they are not finite."""
-    ndx, nu = knot.F_u.shape
-    k, K, Q_u, Q_uu, c, V_x, V_xx, vec = gains.k, gains.K, q.Q_u, q.Q_uu, q.c, value.V_x, value.V_xx, work.vec
+    # V_x = Q_x + Kᵀ Q_u + c with c = Q_xu k + Kᵀ Q_uu k, V_xx = Q_xx + Kᵀ (Q_uu K + Q_ux) + Q_xu K, λ = V_x + V_xx f̄
     for i in range(nu):
         acc = 0.0
         for j in range(nu):
@@ -427,26 +425,25 @@ def _value(knot, settings, q, gains, value, work):
     for i in range(ndx):
         acc = 0.0
         for j in range(nu):
-            acc += work.Q_xu[i, j] * k[j] + K[j, i] * vec[1, j]
+            acc += Q_xu[i, j] * k[j] + K[j, i] * vec[1, j]
         c[i] = acc
-        acc2 = work.Q_x[i] + acc
+        acc2 = Q_x[i] + acc
         for j in range(nu):
             acc2 += K[j, i] * Q_u[j]
         V_x[i] = acc2
     np.dot(Q_uu, K, work.M)
     for i in range(nu):
         for j in range(ndx):
-            work.M[i, j] += work.Q_xu[j, i]
+            work.M[i, j] += Q_xu[j, i]
     np.dot(K.T, work.M, V_xx)
-    np.dot(work.Q_xu, K, work.W_xx)
-    Q_xx, W_xx = work.Q_xx, work.W_xx
+    np.dot(Q_xu, K, W_xx)
     for i in range(ndx):
         for j in range(i + 1):
             v = 0.5 * (V_xx[i, j] + V_xx[j, i] + W_xx[i, j] + W_xx[j, i] + Q_xx[i, j] + Q_xx[j, i])
             V_xx[i, j] = v
             V_xx[j, i] = v
         if settings.regularize_vxx:
-            V_xx[i, i] += settings.mu
+            V_xx[i, i] += mu
     with_gap = knot.gaps.shape[0] != 0
     finite = True
     for i in range(ndx):
@@ -458,20 +455,7 @@ def _value(knot, settings, q, gains, value, work):
         finite = finite and math.isfinite(acc)
         for j in range(ndx):
             finite = finite and math.isfinite(V_xx[i, j])
-    return finite
-
-
-@helper
-def riccati_step(knot, next_value, settings, q, gains, value, work):
-    """One knot of the recursion (module docstring; trajax's ``lqr_step``): from the knot's local model ``knot``
-    and the next knot's value function ``next_value``, the action-value terms ``q``, the ``gains`` and the knot's own
-    ``value``. Returns ``STEP_OK`` or why it failed (``NON_FINITE_Q``, ``NOT_POSITIVE_DEFINITE``,
-    ``NON_FINITE_V``)."""
-    if not _action_value(knot, next_value, settings.mu, q, work):
-        return NON_FINITE_Q
-    if not _gains(knot, settings, q, gains, work):
-        return NOT_POSITIVE_DEFINITE
-    if not _value(knot, settings, q, gains, value, work):
+    if not finite:
         return NON_FINITE_V
     return STEP_OK
 
