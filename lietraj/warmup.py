@@ -98,10 +98,10 @@ def _sources_key() -> str:
 def _stamp(spec: Spec) -> Path:
     """The stamp file of ``spec``, in the cache directory of the kernels (numba's: beside the sources, or under
     ``NUMBA_CACHE_DIR``), so that clearing the cache clears the stamps too."""
-    from lietraj.optimal_control.solvers.riccati import _sweep
+    from lietraj.optimal_control.solvers.riccati import riccati_sweep
 
     key = hashlib.sha1(f"{spec}|{_sources_key()}".encode()).hexdigest()[:16]
-    return Path(_sweep._cache._cache_path) / f"lietraj-warm-{key}.nbi"
+    return Path(riccati_sweep._cache._cache_path) / f"lietraj-warm-{key}.nbi"
 
 
 def is_warm(spec: Spec) -> bool:
@@ -178,18 +178,14 @@ def _backward(bounded: bool) -> None:
         backward_pass(D, 1e-6, du_lb=-np.ones((T, nu)), du_ub=np.ones((T, nu)))
 
 
-@dataclass
-class _Policy:
-    k: np.ndarray
-    K: np.ndarray
-
-
 def _rollout(problem, xs, us, gaps) -> None:
     """The solvers' forward pass (module ``solvers``) of the open-loop policy at a step of one half."""
+    from lietraj.optimal_control.solvers.riccati import Gains
     from lietraj.optimal_control.solvers.solvers import _forward_pass
 
-    policy = _Policy(np.zeros((problem.T, problem.nu)), np.zeros((problem.T, problem.nu, problem.ndx)))
-    _forward_pass(problem, xs, us, policy, 0.5, gaps)
+    T, nu = problem.T, problem.nu
+    gains = Gains(np.zeros((T, nu)), np.zeros((T, nu, problem.ndx)), np.ones((T, nu), dtype=np.bool_))
+    _forward_pass(problem, xs, us, gains, 0.5, gaps)
 
 
 # ---- worker processes --------------------------------------------------------------------------------------------

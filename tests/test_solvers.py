@@ -19,6 +19,7 @@ from lietraj.optimal_control.solvers.riccati import backward_pass, box_qp
 from lietraj.optimal_control.solvers.solvers import (
     IterationInfo,
     LogTable,
+    Solver,
     SolverOptions,
     _forward_pass,
     solve_ddp,
@@ -292,3 +293,38 @@ def test_callback_and_log_table():
     lines = stream.getvalue().splitlines()
     assert lines[0].split()[:3] == ["iter", "cost", "stop"] and len(lines) == r.iterations + 1
     assert r.total_time >= sum(i.time for i in infos)
+
+
+# ---- the solver as named steps ---------------------------------------------------------------------------------
+
+def test_the_steps_run_by_hand_are_the_solve():
+    """``start``, ``iterate`` until a status, ``result``: the same iterates as ``solve_fddp``, to the last bit."""
+    prob = pendulum_problem(T=20)
+    xs0, us0 = prob.constant_trajectory(), np.full((prob.T, 1), 2.0)
+    reference = solve_fddp(prob, xs0, us0)
+    solver = Solver(prob)
+    state = solver.start(xs0, us0)
+    assert state.status == "" and not state.feasible and state.iteration == 0
+    costs = []
+    while not state.status:
+        solver.iterate(state)
+        costs.append(state.cost)
+    r = solver.result(state)
+    assert r.solver == "FDDP" and r.status == reference.status == "converged" and r.iterations == reference.iterations
+    assert r.cost == reference.cost and costs[:-1] == [h.cost for h in reference.history]
+    for a, b in ((r.us, reference.us), (r.xs.s, reference.xs.s), (r.xs.v, reference.xs.v), (r.K, reference.K)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_subclass_adds_a_status_to_the_termination_rule():
+    """The hook a deadline (MPC) uses: the solve ends with its status after the iterations it allowed."""
+    prob = pendulum_problem(T=20)
+
+    class ThreeSteps(Solver):
+        def termination(self, state):
+            return super().termination(state) or ("out of budget" if state.iteration >= 3 else "")
+
+    full = solve_ilqr(prob)
+    r = ThreeSteps(prob, fddp=False).solve()
+    assert r.status == "out of budget" and r.iterations == 3 < full.iterations
+    assert r.cost == full.history[2].cost and r.us is r.history[-1].us

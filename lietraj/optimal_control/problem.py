@@ -305,10 +305,5 @@ class Problem:
         return np.array([float(m.dynamics.dt) for m in self.running])
 
 
-def finite_trajectory(X: Trajectory) -> bool:
-    """Whether every component of every knot is finite: ``X.is_finite()``."""
-    return X.is_finite()
-
-
-__all__ = ["ActionModel", "Problem", "ProblemDerivatives", "finite_trajectory", "knots", "same_space",
+__all__ = ["ActionModel", "Problem", "ProblemDerivatives", "knots", "same_space",
            "tangent_difference", "tangent_integrate"]

@@ -24,16 +24,34 @@ controls, so that it is exact on LQ problems for every α; see ``BackwardPass.ex
     ΔJ(α) = α Σ (Q_uᵀ k + λ_kᵀ f̄_k) + ½ α² Σ (kᵀ Q_uu k - f̄_kᵀ V_xx f̄_k) - (1 - α) Σ δx_kᵀ (c_k + V_xx f̄_k)
 
 where ``δx_k`` are the deviations of the trial rollout from the nominal states and ``λ_T = V_x,T + V_xx,T f̄_T``.
-The sweep is one compiled call (numba): the ``ndx``-sized products go to BLAS through ``np.dot`` into
-preallocated buffers, the ``nu``-sized Cholesky factorizations, solves and box QPs are loops.
+
+How it is computed (numba, one compiled call per sweep):
+
+- ``riccati_step`` is one knot (trajax's ``lqr_step``): from the knot's ``LocalModel`` (``F_x, F_u``, the cost
+  derivatives and the optional ``H``, gap and bounds) and the next knot's ``ValueFunction`` (``V'_xx``, ``λ'``) to
+  the ``ActionValue`` terms, the ``Gains`` and the knot's own ``ValueFunction``, in three parts: the ``Q`` blocks,
+  the gains (Cholesky solve or box QP) and the value function. It fails with a code, never raises.
+- ``riccati_sweep`` is the loop from knot ``T - 1`` down to 0 calling it on each knot's rows of the same named
+  tuples, which hold every knot (a leading knot axis); ``backward_pass`` fills the terminal knot, allocates the
+  outputs and returns them as a ``BackwardPass``.
+
+The ``ndx``-sized products go to BLAS through ``np.dot`` into the preallocated ``SweepWork``; the ``nu``-sized
+Cholesky factorizations, solves and box QPs are loops. Where extensions hook in: a penalty or augmented-Lagrangian
+method adds its terms to the cost derivatives of the ``LocalModel`` before the sweep; other constraints on ``δu``
+than a box (a KKT system) replace the gains part of the step; a sweep over part of the horizon calls
+``riccati_step`` on its knots.
+The kernels take these named tuples as arguments, so numba's on-disk cache records their classes: renaming or
+removing one leaves a cache entry it cannot read (numba issue #6018), which an emptied cache directory cures.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
 from lietraj._jit import helper, kernel
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
@@ -226,119 +244,246 @@ class BackwardPass:
         return -dJ
 
 
-@kernel
-def _sweep(F_x, F_u, l_x, l_u, l_xx, l_xu, l_uu, H_xx, H_xu, H_uu, has_H, gaps, has_gaps, du_lb, du_ub, boxed,
-           mu, regularize_vxx, box_tol, box_max_iter, k, K, V_x, V_xx, lam, Q_u, Q_uu, c, free, W_xx, W_ux, Q_xx, Q_xu,
-           M, Q_x, L, idx, vec, Kcol):
-    """The Riccati recursion (module docstring) from knot T-1 down to 0, given V_x[T], V_xx[T], lam[T]. Returns
-    (-1, 0) or (knot, why) with why 1: non-finite Q-function, 2: Q_uu not positive definite, 3: non-finite V."""
-    T, ndx, nu = F_u.shape
-    for t in range(T - 1, -1, -1):
-        P = V_xx[t + 1]
-        np.dot(F_x[t].T, P, W_xx)
-        np.dot(W_xx, F_x[t], Q_xx)
-        np.dot(W_xx, F_u[t], Q_xu)
-        np.dot(F_u[t].T, P, W_ux)
-        Quu = Q_uu[t]
-        np.dot(W_ux, F_u[t], Quu)
-        for i in range(ndx):
-            acc = l_x[t, i]
-            for j in range(ndx):
-                acc += F_x[t, j, i] * lam[t + 1, j]
-                Q_xx[i, j] += l_xx[t, i, j] + (H_xx[t, i, j] if has_H else 0.0)
-            Q_x[i] = acc
-            for j in range(nu):
-                Q_xu[i, j] += l_xu[t, i, j] + (H_xu[t, i, j] if has_H else 0.0)
-        finite = True
-        for i in range(nu):
-            acc = l_u[t, i]
-            for j in range(ndx):
-                acc += F_u[t, j, i] * lam[t + 1, j]
-            Q_u[t, i] = acc
-            for j in range(nu):
-                Quu[i, j] += l_uu[t, i, j] + (H_uu[t, i, j] if has_H else 0.0)
-            Quu[i, i] += mu
-        for i in range(nu):
-            finite = finite and math.isfinite(Q_u[t, i])
-            for j in range(nu):
-                finite = finite and math.isfinite(Quu[i, j])
-            for j in range(ndx):
-                finite = finite and math.isfinite(Q_xu[j, i])
-        if not finite:
-            return t, 1
-        # gains: k on the box (or free), K = -Q_uu⁻¹ Q_ux on the free controls, zero rows for the clamped ones
-        if boxed:
-            m, _, ok = _box_qp(Quu, Q_u[t], du_lb[t], du_ub[t], k[t], free[t], idx, L, vec[0], vec[1], vec[2], vec[3],
-                               box_max_iter, box_tol, 0.1)
-            if not ok:
-                return t, 2
-        else:
-            m = nu
-            for i in range(nu):
-                idx[i] = i
-            if not _cholesky(Quu, idx, m, L):
-                return t, 2
-            for i in range(nu):
-                vec[0, i] = Q_u[t, i]
-            _cholesky_solve(L, m, vec[0])
-            for i in range(nu):
-                k[t, i] = -vec[0, i]
-        for i in range(nu):
-            for j in range(ndx):
-                K[t, i, j] = 0.0
+class LocalModel(NamedTuple):
+    """The quadratic model of the problem at one knot, or at every running knot with a leading knot axis ``T``:
+    the dynamics Jacobians ``F_x`` (ndx, ndx), ``F_u`` (ndx, nu), the running cost derivatives ``l_x``, ``l_u``,
+    ``l_xx``, ``l_xu``, ``l_uu``, and three optional terms, each absent when its block is empty (zero width, the knot
+    axis kept): DDP's second-order term ``H_xx``, ``H_xu``, ``H_uu`` (Gauss–Newton without it), the gap ``f̄`` into
+    the knot (``gaps``: T+1 rows; none on a rollout), and the bounds ``du_lb``, ``du_ub`` on ``δu`` (free controls
+    without them)."""
+
+    F_x: np.ndarray
+    F_u: np.ndarray
+    l_x: np.ndarray
+    l_u: np.ndarray
+    l_xx: np.ndarray
+    l_xu: np.ndarray
+    l_uu: np.ndarray
+    H_xx: np.ndarray
+    H_xu: np.ndarray
+    H_uu: np.ndarray
+    gaps: np.ndarray
+    du_lb: np.ndarray
+    du_ub: np.ndarray
+
+    @classmethod
+    def along(cls, d: ProblemDerivatives, hessian: StepHessian | None = None, gaps: np.ndarray | None = None,
+              du_lb: np.ndarray | None = None, du_ub: np.ndarray | None = None) -> LocalModel:
+        """The model of every running knot from a problem's derivatives and the optional terms (None: absent)."""
+        T = d.dynamics.F_u.shape[0]
+        r, none = d.running, np.empty((T, 0, 0))
+        H_xx, H_xu, H_uu = (none, none, none) if hessian is None else (hessian.xx, hessian.xu, hessian.uu)
+        return cls(d.dynamics.F_x, d.dynamics.F_u, r.l_x, r.l_u, r.l_xx, r.l_xu, r.l_uu, H_xx, H_xu, H_uu,
+                   np.empty((T + 1, 0)) if gaps is None else gaps, np.empty((T, 0)) if du_lb is None else du_lb,
+                   np.empty((T, 0)) if du_ub is None else du_ub)
+
+
+class SweepSettings(NamedTuple):
+    """The scalars of a sweep: the regularization ``mu`` added to ``Q_uu`` (and to ``V_xx`` with
+    ``regularize_vxx``), and the box QPs' tolerance and iteration limit."""
+
+    mu: float
+    regularize_vxx: bool
+    box_tol: float
+    box_max_iter: int
+
+
+class Gains(NamedTuple):
+    """The gains of the policy ``δu = k + K δx`` at one knot (or at all, with a leading knot axis) and the mask
+    ``free`` of the controls not clamped at a bound."""
+
+    k: np.ndarray
+    K: np.ndarray
+    free: np.ndarray
+
+
+class ValueFunction(NamedTuple):
+    """``V_x``, ``V_xx`` at the nominal state and ``lam = V_x + V_xx f̄``, its gradient at the gap, of one knot (or
+    of all)."""
+
+    V_x: np.ndarray
+    V_xx: np.ndarray
+    lam: np.ndarray
+
+
+class ActionValue(NamedTuple):
+    """What the expected improvement and the stopping rule need of ``Q`` at one knot (or at all): ``Q_u``,
+    ``Q_uu`` (regularized) and the clamping term ``c``."""
+
+    Q_u: np.ndarray
+    Q_uu: np.ndarray
+    c: np.ndarray
+
+
+class SweepWork(NamedTuple):
+    """Work arrays of one knot's step, reused by every knot of a sweep."""
+
+    W_xx: np.ndarray
+    W_ux: np.ndarray
+    Q_xx: np.ndarray
+    Q_xu: np.ndarray
+    M: np.ndarray
+    Q_x: np.ndarray
+    L: np.ndarray
+    idx: np.ndarray
+    vec: np.ndarray
+    K_col: np.ndarray
+
+    @classmethod
+    def empty(cls, ndx: int, nu: int) -> SweepWork:
+        """Work arrays for a state tangent of size ``ndx`` and ``nu`` controls."""
+        return cls(np.empty((ndx, ndx)), np.empty((nu, ndx)), np.empty((ndx, ndx)), np.empty((ndx, nu)),
+                   np.empty((nu, ndx)), np.empty(ndx), np.empty((nu, nu)), np.empty(nu, dtype=np.int64),
+                   np.empty((4, nu)), np.empty(nu))
+
+
+# riccati_step has one call site, riccati_sweep's loop, where numba inlines it at its own IR level: the step costs
+# no compilation of its own. As a helper (lietraj/_jit.py) it was one more separately optimized LLVM module, which
+# the sweep's module optimizes again with everything it calls: a first sweep from an empty cache took 11-15 s
+# instead of 7-9 s. This is the one case of inline="always" a measurement justifies (DESIGN.md, compute engine);
+# the other options are the kernels', so that the helpers it calls compile once (lietraj/_jit.py).
+_inlined = njit(inline="always", cache=True, nogil=True, no_cfunc_wrapper=True)
+
+# why a knot's step failed (``riccati_step``'s return value), and what the solvers' statuses say about it
+STEP_OK, NON_FINITE_Q, NOT_POSITIVE_DEFINITE, NON_FINITE_V = 0, 1, 2, 3
+_WHY = {NON_FINITE_Q: "non-finite Q-function", NOT_POSITIVE_DEFINITE: "Q_uu not positive definite",
+        NON_FINITE_V: "non-finite value function"}
+
+
+@_inlined
+def riccati_step(knot, next_value, settings, q, gains, value, work):
+    """One knot of the recursion (module docstring; trajax's ``lqr_step``): from the knot's local model ``knot``
+    and the next knot's value function ``next_value``, the action-value terms ``q``, the ``gains`` and the knot's own
+    ``value``. Returns ``STEP_OK`` or why it failed (``NON_FINITE_Q``, ``NOT_POSITIVE_DEFINITE``,
+    ``NON_FINITE_V``)."""
+    ndx, nu = knot.F_u.shape
+    mu, second_order = settings.mu, knot.H_xx.shape[0] != 0
+    Q_xx, Q_xu, Q_x, Q_u, Q_uu, c = work.Q_xx, work.Q_xu, work.Q_x, q.Q_u, q.Q_uu, q.c
+    k, K, V_x, V_xx, W_xx, idx, L, vec = gains.k, gains.K, value.V_x, value.V_xx, work.W_xx, work.idx, work.L, work.vec
+    # the blocks of Q from the next knot's value: Q_xx, Q_xu, Q_x into work, Q_u, Q_uu + μ I into q
+    np.dot(knot.F_x.T, next_value.V_xx, W_xx)
+    np.dot(W_xx, knot.F_x, Q_xx)
+    np.dot(W_xx, knot.F_u, Q_xu)
+    np.dot(knot.F_u.T, next_value.V_xx, work.W_ux)
+    np.dot(work.W_ux, knot.F_u, Q_uu)
+    for i in range(ndx):
+        acc = knot.l_x[i]
         for j in range(ndx):
-            for i in range(m):
-                Kcol[i] = Q_xu[j, idx[i]]
-            _cholesky_solve(L, m, Kcol)
-            for i in range(m):
-                K[t, idx[i], j] = -Kcol[i]
-        # V_x = Q_x + Kᵀ Q_u + c,  c = Q_xu k + Kᵀ Q_uu k;  V_xx = Q_xx + Kᵀ (Q_uu K + Q_ux) + Q_xu K
+            acc += knot.F_x[j, i] * next_value.lam[j]
+            Q_xx[i, j] += knot.l_xx[i, j] + (knot.H_xx[i, j] if second_order else 0.0)
+        Q_x[i] = acc
+        for j in range(nu):
+            Q_xu[i, j] += knot.l_xu[i, j] + (knot.H_xu[i, j] if second_order else 0.0)
+    for i in range(nu):
+        acc = knot.l_u[i]
+        for j in range(ndx):
+            acc += knot.F_u[j, i] * next_value.lam[j]
+        Q_u[i] = acc
+        for j in range(nu):
+            Q_uu[i, j] += knot.l_uu[i, j] + (knot.H_uu[i, j] if second_order else 0.0)
+        Q_uu[i, i] += mu
+    finite = True
+    for i in range(nu):
+        finite = finite and math.isfinite(Q_u[i])
+        for j in range(nu):
+            finite = finite and math.isfinite(Q_uu[i, j])
+        for j in range(ndx):
+            finite = finite and math.isfinite(Q_xu[j, i])
+    if not finite:
+        return NON_FINITE_Q
+    # k on the box (or free), K = -Q_uu⁻¹ Q_ux on the free controls, zero rows for the clamped ones
+    if knot.du_lb.shape[0] != 0:
+        m, _, ok = _box_qp(Q_uu, Q_u, knot.du_lb, knot.du_ub, k, gains.free, idx, L, vec[0], vec[1], vec[2],
+                           vec[3], settings.box_max_iter, settings.box_tol, 0.1)
+        if not ok:
+            return NOT_POSITIVE_DEFINITE
+    else:
+        m = nu
         for i in range(nu):
-            acc = 0.0
-            for j in range(nu):
-                acc += Quu[i, j] * k[t, j]
-            vec[1, i] = acc
-        for i in range(ndx):
-            acc = 0.0
-            for j in range(nu):
-                acc += Q_xu[i, j] * k[t, j] + K[t, j, i] * vec[1, j]
-            c[t, i] = acc
-            acc2 = Q_x[i] + acc
-            for j in range(nu):
-                acc2 += K[t, j, i] * Q_u[t, j]
-            V_x[t, i] = acc2
-        np.dot(Quu, K[t], M)
+            idx[i] = i
+        if not _cholesky(Q_uu, idx, m, L):
+            return NOT_POSITIVE_DEFINITE
         for i in range(nu):
+            vec[0, i] = Q_u[i]
+        _cholesky_solve(L, m, vec[0])
+        for i in range(nu):
+            k[i] = -vec[0, i]
+    for i in range(nu):
+        for j in range(ndx):
+            K[i, j] = 0.0
+    for j in range(ndx):
+        for i in range(m):
+            work.K_col[i] = Q_xu[j, idx[i]]
+        _cholesky_solve(L, m, work.K_col)
+        for i in range(m):
+            K[idx[i], j] = -work.K_col[i]
+    # V_x = Q_x + Kᵀ Q_u + c with c = Q_xu k + Kᵀ Q_uu k, V_xx = Q_xx + Kᵀ (Q_uu K + Q_ux) + Q_xu K, λ = V_x + V_xx f̄
+    for i in range(nu):
+        acc = 0.0
+        for j in range(nu):
+            acc += Q_uu[i, j] * k[j]
+        vec[1, i] = acc
+    for i in range(ndx):
+        acc = 0.0
+        for j in range(nu):
+            acc += Q_xu[i, j] * k[j] + K[j, i] * vec[1, j]
+        c[i] = acc
+        acc2 = Q_x[i] + acc
+        for j in range(nu):
+            acc2 += K[j, i] * Q_u[j]
+        V_x[i] = acc2
+    np.dot(Q_uu, K, work.M)
+    for i in range(nu):
+        for j in range(ndx):
+            work.M[i, j] += Q_xu[j, i]
+    np.dot(K.T, work.M, V_xx)
+    np.dot(Q_xu, K, W_xx)
+    for i in range(ndx):
+        for j in range(i + 1):
+            v = 0.5 * (V_xx[i, j] + V_xx[j, i] + W_xx[i, j] + W_xx[j, i] + Q_xx[i, j] + Q_xx[j, i])
+            V_xx[i, j] = v
+            V_xx[j, i] = v
+        if settings.regularize_vxx:
+            V_xx[i, i] += mu
+    with_gap = knot.gaps.shape[0] != 0
+    finite = True
+    for i in range(ndx):
+        acc = V_x[i]
+        if with_gap:
             for j in range(ndx):
-                M[i, j] += Q_xu[j, i]
-        Vxx = V_xx[t]
-        np.dot(K[t].T, M, Vxx)
-        np.dot(Q_xu, K[t], W_xx)
-        for i in range(ndx):
-            for j in range(i + 1):
-                v = 0.5 * (Vxx[i, j] + Vxx[j, i] + W_xx[i, j] + W_xx[j, i] + Q_xx[i, j] + Q_xx[j, i])
-                Vxx[i, j] = v
-                Vxx[j, i] = v
-            if regularize_vxx:
-                Vxx[i, i] += mu
-        finite = True
-        for i in range(ndx):
-            acc = V_x[t, i]
-            if has_gaps:
-                for j in range(ndx):
-                    acc += Vxx[i, j] * gaps[t, j]
-            lam[t, i] = acc
-            finite = finite and math.isfinite(acc)
-            for j in range(ndx):
-                finite = finite and math.isfinite(Vxx[i, j])
-        if not finite:
-            return t, 3
-    return -1, 0
+                acc += V_xx[i, j] * knot.gaps[j]
+        value.lam[i] = acc
+        finite = finite and math.isfinite(acc)
+        for j in range(ndx):
+            finite = finite and math.isfinite(V_xx[i, j])
+    if not finite:
+        return NON_FINITE_V
+    return STEP_OK
 
 
-_EMPTY3 = np.zeros((1, 1, 1))
-_EMPTY2 = np.zeros((1, 1))
-_WHY = {1: "non-finite Q-function", 2: "Q_uu not positive definite", 3: "non-finite value function"}
+@helper
+def _knot(model, t):
+    return LocalModel(model.F_x[t], model.F_u[t], model.l_x[t], model.l_u[t], model.l_xx[t], model.l_xu[t],
+                      model.l_uu[t], model.H_xx[t], model.H_xu[t], model.H_uu[t], model.gaps[t], model.du_lb[t],
+                      model.du_ub[t])
+
+
+@helper
+def _value_at(value, t):
+    return ValueFunction(value.V_x[t], value.V_xx[t], value.lam[t])
+
+
+@kernel
+def riccati_sweep(model, settings, q, gains, value, work):
+    """The recursion from knot T-1 down to 0, given ``value`` at knot T: ``riccati_step`` at every knot, on the
+    knot's rows of each argument. Returns ``(-1, STEP_OK)``, or the knot that failed and why."""
+    for t in range(model.F_u.shape[0] - 1, -1, -1):
+        why = riccati_step(_knot(model, t), _value_at(value, t + 1), settings,
+                           ActionValue(q.Q_u[t], q.Q_uu[t], q.c[t]), Gains(gains.k[t], gains.K[t], gains.free[t]),
+                           _value_at(value, t), work)
+        if why != STEP_OK:
+            return t, why
+    return -1, STEP_OK
 
 
 def backward_pass(d: ProblemDerivatives, mu: float = 0.0, gaps: np.ndarray | None = None,
@@ -353,9 +498,7 @@ def backward_pass(d: ProblemDerivatives, mu: float = 0.0, gaps: np.ndarray | Non
     or None for no bounds; ``k_guess``: (T, nu) warm start of the box QPs. Never raises on numerical failure: see
     ``BackwardPass.failed_at``.
     """
-    F_x, F_u = d.dynamics.F_x, d.dynamics.F_u
-    r = d.running
-    T, ndx, nu = F_u.shape
+    T, ndx, nu = d.dynamics.F_u.shape
     boxed = du_lb is not None
     k = np.zeros((T, nu)) if k_guess is None or not boxed else np.array(k_guess, dtype=np.float64)
     K = np.zeros((T, nu, ndx))
@@ -371,15 +514,9 @@ def backward_pass(d: ProblemDerivatives, mu: float = 0.0, gaps: np.ndarray | Non
     if not (np.isfinite(lam[T]).all() and np.isfinite(V_xx[T]).all()):
         out.failed_at, out.reason = T, "non-finite terminal cost derivatives"
         return out
-    H = hessian
-    t, why = _sweep(F_x, F_u, r.l_x, r.l_u, r.l_xx, r.l_xu, r.l_uu,
-                    _EMPTY3 if H is None else H.xx, _EMPTY3 if H is None else H.xu, _EMPTY3 if H is None else H.uu,
-                    H is not None, _EMPTY2 if gaps is None else gaps, gaps is not None,
-                    _EMPTY2 if du_lb is None else du_lb, _EMPTY2 if du_ub is None else du_ub, boxed, float(mu),
-                    bool(regularize_vxx), float(box_tol), int(box_max_iter), k, K, V_x, V_xx, lam, Q_u, Q_uu, c, free,
-                    np.empty((ndx, ndx)), np.empty((nu, ndx)), np.empty((ndx, ndx)), np.empty((ndx, nu)),
-                    np.empty((nu, ndx)), np.empty(ndx), np.empty((nu, nu)), np.empty(nu, dtype=np.int64),
-                    np.empty((4, nu)), np.empty(nu))
+    settings = SweepSettings(float(mu), bool(regularize_vxx), float(box_tol), int(box_max_iter))
+    t, why = riccati_sweep(LocalModel.along(d, hessian, gaps, du_lb, du_ub), settings, ActionValue(Q_u, Q_uu, c),
+                           Gains(k, K, free), ValueFunction(V_x, V_xx, lam), SweepWork.empty(ndx, nu))
     if t >= 0:
         out.failed_at, out.reason = t, f"{_WHY[why]} at knot {t}"
     return out

@@ -1,33 +1,50 @@
-"""iLQR, DDP and FDDP on the state group, with optional box bounds on the controls: one loop, one backward pass.
+"""iLQR, DDP and FDDP on the state group, with optional box bounds on the controls: one loop of named steps.
 
-Each iteration (Crocoddyl's SolverDDP / SolverFDDP / SolverBoxFDDP, Mastalli et al. 2020):
+``Solver.solve`` reads as Crocoddyl's SolverDDP / SolverFDDP / SolverBoxFDDP (Mastalli et al. 2020). Every step is a
+method of ``Solver``; what an iteration hands to the next (the guess, its cost and gaps, the regularization, the
+local model, the last direction, feasibility) is one ``SolverState``::
 
-1. the local model at the current guess ``(x̄, ū)``: ``Problem.derivatives`` (one batched call per group) and, for
-   an infeasible guess, the gaps ``f̄``;
-2. the Riccati backward pass (``riccati.backward_pass``) with regularization ``μ``. DDP adds the second-order
-   dynamics term ``H = ∇²(λᵀ f)``; its covectors ``λ_{k+1}`` come from a Gauss–Newton sweep at the same guess, so
-   that all knots are contracted in one batched call. They differ from the exact DDP costates by ``O(|Q_u|)``,
-   which keeps the Hessian error ``O(|ū - u*|)`` and hence DDP's local quadratic convergence. A failed sweep
-   (``Q_uu`` not positive definite) multiplies ``μ`` by ``reg_factor`` and is repeated. Far from the optimum ``H``
-   alone can make ``Q_uu`` indefinite: the ``μ`` raised for that lasts only this iteration (``H`` shrinks with
-   ``λ`` near the optimum, and a lasting ``μ`` would slow every later Newton step), and the line search is run on
-   both that sweep and the Gauss–Newton one, the lower cost winning (no ``μ`` up to ``reg_max`` helps: the
-   Gauss–Newton sweep alone);
-3. stop when the guess is feasible and the stationarity measure ``Σ |Q_u|²`` (free controls) is below ``tol``;
-4. the nonlinear forward pass for ``α = 1, ½, ¼, ...``::
+    state = solver.start(xs0, us0)       # the guess: controls clipped to the bounds, its rollout, its cost
+    while not state.status:
+        solver.iterate(state)            # steps 1-6 below; a step that cannot go on raises SolveFailed
+    return solver.result(state)
+
+1. ``linearize``: the local model at a new guess ``(x̄, ū)``: ``Problem.derivatives`` (one batched call per group)
+   and, for an infeasible guess, the gaps ``f̄``. After a failed line search the guess, and so its model, stay;
+2. ``compute_direction``: the Riccati backward pass (``riccati.backward_pass``) with regularization ``μ``; a
+   failed sweep (``Q_uu`` not positive definite) calls ``increase_regularization`` and is repeated. DDP
+   (``second_order_pass``) adds the second-order dynamics term ``H = ∇²(λᵀ f)``; its covectors ``λ_{k+1}`` come
+   from a Gauss–Newton sweep at the same guess, so that all knots are contracted in one batched call. They differ
+   from the exact DDP costates by ``O(|Q_u|)``, which keeps the Hessian error ``O(|ū - u*|)`` and hence DDP's local
+   quadratic convergence. Far from the optimum ``H`` alone can make ``Q_uu`` indefinite: the ``μ`` raised for that
+   lasts only this iteration (``H`` shrinks with ``λ`` near the optimum, and a lasting ``μ`` would slow every later
+   Newton step), and the line search is run on both that sweep and the Gauss–Newton one, the lower cost winning
+   (no ``μ`` up to ``reg_max`` helps: the Gauss–Newton sweep alone);
+3. ``stopping_criteria``, ``termination``: stop when the guess is feasible and the stationarity measure
+   ``Σ |Q_u|²`` (free controls) is below ``tol``, or after ``max_iter`` steps;
+4. ``expected_improvement``, ``try_step``: the nonlinear forward pass (``forward_pass``) for ``α = 1, ½, ¼, ...``::
 
        x_0 = x0 ⊕ (α - 1) f̄_0,  u_k = clip(ū_k + α k_k + K_k (x_k ⊖ x̄_k)),  x_{k+1} = f_k(x_k, u_k) ⊕ (α - 1) f̄_{k+1}
 
-   (no gap terms for a feasible guess: iLQR and DDP always roll out) and the first step whose actual decrease is at
-   least ``accept_ratio`` times the expected one is taken (FDDP also takes a step that raises the cost by less
-   than ``accept_ascent_ratio`` times a negative expected decrease: closing gaps may cost). A full step closes all
-   gaps;
-5. ``μ`` is divided by ``reg_factor`` after a step longer than ``step_dec`` and multiplied after a step of at most
-   ``step_inc`` or a failed line search; past ``reg_max`` the solve fails.
+   (no gap terms for a feasible guess: iLQR and DDP always roll out), and (``line_search``, ``acceptable``) the
+   first step whose actual decrease is at least ``accept_ratio`` times the expected one is taken (FDDP also takes
+   a step that raises the cost by less than ``accept_ascent_ratio`` times a negative expected decrease: closing
+   gaps may cost). A full step closes all gaps;
+5. ``update_regularization``: ``μ`` is divided by ``reg_factor`` after a step longer than ``step_dec`` and
+   multiplied after a step of at most ``step_inc`` or a failed line search;
+6. ``report``: the iteration's ``IterationInfo`` goes to the history and the callbacks; a failed line search at
+   ``reg_max`` ends the solve.
 
 Iterations count the steps taken; the gains ``K, k`` of the result come from the backward pass at the returned
 trajectory, so ``u = us[k] + K[k] (x ⊖ xs[k])`` is the local feedback policy. A diverging rollout or a failing
 factorization never raises: the result's ``status`` says what happened. Bad inputs raise ValueError.
+
+Where extensions hook in. A receding-horizon controller (MPC) warm-starts ``solve`` from its shifted last solution
+(FDDP takes an infeasible guess), bounds the iterations with ``max_iter``, or drives ``start`` / ``iterate`` /
+``result`` itself, and a deadline is one more status in ``termination``. A constrained solver (augmented Lagrangian,
+ProxDDP-like) extends ``SolverState`` with its multipliers and runs its outer loop around ``iterate``; its
+constraint terms enter the local model in ``backward_pass`` (``riccati.LocalModel``), its merit function the
+line search in ``line_search`` and ``acceptable``. ``forward_pass`` is the one place that rolls out a policy.
 """
 
 from __future__ import annotations
@@ -42,7 +59,8 @@ import numpy as np
 
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.dynamics.discrete_dynamics import rollout_policy_per_knot
-from lietraj.optimal_control.problem import Problem, ProblemDerivatives, finite_trajectory
+from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
+from lietraj.optimal_control.problem import Problem, ProblemDerivatives
 from lietraj.optimal_control.solvers.riccati import BackwardPass, backward_pass
 
 # What a diverging model raises from inside: RobotDynamics reports a non-finite step with ValueError, numpy's
@@ -185,171 +203,319 @@ def _forward_pass(problem: Problem, xs: Trajectory, us: np.ndarray, bp: Backward
     return (trial.X, trial.U, trial.DX, cost) if math.isfinite(cost) else None
 
 
-def _line_search(problem: Problem, xs: Trajectory, us: np.ndarray, cost: float, bp: BackwardPass,
-                 gaps: np.ndarray | None, opts: SolverOptions, fddp: bool):
-    """Backtracking on the step length (module docstring, step 4): ``(trial, alpha, improvement, expected)`` of the
-    first accepted trial, or ``(None, 0, 0, 0)``."""
-    terms = bp.improvement_terms()
-    for alpha in opts.alphas:
-        trial = _forward_pass(problem, xs, us, bp, alpha, gaps)
-        if trial is None:
-            continue
-        improvement = cost - trial[3]
-        expected = bp.expected_improvement(alpha, trial[2], terms)
-        if abs(terms[0]) < opts.min_expected:
-            return trial, alpha, improvement, expected
+class SolveFailed(Exception):
+    """A step cannot go on (a model that cannot be evaluated, a regularization at ``reg_max``): ``Solver.iterate``
+    ends the solve with the status ``failed: <message>``; it never reaches the caller of ``solve``."""
+
+
+@dataclass(eq=False)
+class SolverState:
+    """What one iteration hands to the next: the guess ``xs, us``, its ``cost``, ``feasible`` (no gaps left) and
+    ``gaps`` (None when feasible), the regularization ``mu``, the local model at the guess (``derivatives``,
+    DDP's ``hessian``; ``linearized``: it is the current guess's), the last backward pass ``direction``, the last
+    ``stop`` measure, the ``iteration`` count (steps taken), the ``history``, the ``status`` ("" while the solve
+    goes on) and the ``perf_counter`` time the solve ``started``."""
+
+    xs: Trajectory
+    us: np.ndarray
+    cost: float
+    feasible: bool
+    mu: float
+    derivatives: ProblemDerivatives
+    started: float
+    gaps: np.ndarray | None = None
+    hessian: StepHessian | None = None
+    linearized: bool = False
+    direction: BackwardPass | None = None
+    stop: float = math.nan
+    iteration: int = 0
+    history: list[IterationInfo] = field(default_factory=list)
+    status: str = ""
+
+
+@dataclass(eq=False)
+class Step:
+    """The outcome of a line search along ``direction``: the accepted step length ``alpha`` (0: none), the trial
+    guess ``xs, us`` and its ``cost`` (None, NaN when none), its actual and expected decrease."""
+
+    direction: BackwardPass
+    alpha: float = 0.0
+    xs: Trajectory | None = None
+    us: np.ndarray | None = None
+    cost: float = math.nan
+    improvement: float = 0.0
+    expected: float = 0.0
+
+    @property
+    def accepted(self) -> bool:
+        return self.xs is not None
+
+
+class Solver:
+    """FDDP on ``problem`` (``fddp=False``: iLQR; ``second_order=True``: with DDP's term, DDP without ``fddp``): the
+    steps of the module docstring as methods, the state they share in a ``SolverState``. ``solve`` runs them all;
+    ``start``, ``iterate`` and ``result`` let a caller run the iterations itself. ``name`` labels the logs and the
+    results (default "iLQR", "DDP", "FDDP" or "FDDP-SO"). Bad arguments raise ValueError."""
+
+    def __init__(self, problem: Problem, options: SolverOptions | None = None, callback=None, verbose: bool = False,
+                 *, second_order: bool = False, fddp: bool = True, name: str | None = None):
+        if name is None:
+            name = ("FDDP-SO" if second_order else "FDDP") if fddp else ("DDP" if second_order else "iLQR")
+        if not isinstance(problem, Problem):
+            raise ValueError(f"{name}: expected a Problem, got {type(problem).__name__}")
+        options = SolverOptions() if options is None else options
+        if not isinstance(options, SolverOptions):
+            raise ValueError(f"{name}: options must be SolverOptions, got {type(options).__name__}")
+        self.callbacks: list[Callable[[IterationInfo], None]] = []
+        if callback is not None:
+            if not callable(callback):
+                raise ValueError(f"{name}: callback must be callable")
+            self.callbacks.append(callback)
+        if verbose:
+            self.callbacks.append(LogTable())
+        self.problem, self.options, self.verbose = problem, options, verbose
+        self.name, self.second_order, self.fddp = name, second_order, fddp
+
+    def solve(self, xs0: Trajectory | None = None, us0=None) -> SolverResult:
+        """Iterate from the guess until a status ends the solve (module docstring): FDDP starts from ``xs0, us0``,
+        iLQR and DDP from the rollout of ``us0`` (default zeros)."""
+        state = self.start(xs0, us0)
+        while not state.status:
+            self.iterate(state)
+        return self.result(state)
+
+    # ---- the guess ---------------------------------------------------------------------------------------------
+
+    def start(self, xs0: Trajectory | None = None, us0=None) -> SolverState:
+        """The state at the initial guess: checked controls (clipped to the bounds), the rollout (iLQR, DDP, FDDP
+        without ``xs0``) or a copy of ``xs0``, and its cost. Bad inputs raise ValueError; a guess that cannot be
+        evaluated gives a state whose status says so."""
+        started = time.perf_counter()
+        problem = self.problem
+        T, nu, ndx = problem.T, problem.nu, problem.ndx
+        us = np.zeros((T, nu)) if us0 is None else problem.check_controls(us0).copy()
+        if problem.has_control_limits:
+            np.clip(us, problem.u_lb, problem.u_ub, out=us)
+        xs = None if xs0 is None else problem.check_trajectory(xs0)
+        feasible, cost, status = xs is None or not self.fddp, math.nan, ""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            try:
+                xs = problem.rollout(us) if feasible else xs.copy()
+                cost = problem.cost(xs, us) if xs.is_finite() else math.nan
+                if not math.isfinite(cost):
+                    status = _failed("the initial rollout or its cost is not finite")
+            except _NUMERICAL_ERRORS as e:
+                status = _failed(f"the initial guess cannot be evaluated ({e})")
+        return SolverState(problem.constant_trajectory() if xs is None else xs, us, cost, feasible,
+                           max(self.options.reg_init, self.options.reg_min), ProblemDerivatives.empty(T, ndx, nu),
+                           started, status=status)
+
+    # ---- one iteration -----------------------------------------------------------------------------------------
+
+    def iterate(self, state: SolverState) -> None:
+        """One iteration (module docstring, steps 1–6); sets ``state.status`` when the solve ends."""
+        clock = time.perf_counter()
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            try:
+                directions = self.compute_direction(state)
+                state.stop = self.stopping_criteria(state)
+                state.status = self.termination(state)
+                if state.status:
+                    return
+                terms = [self.expected_improvement(direction) for direction in directions]
+                step = self.try_step(state, directions, terms)
+                self.update_regularization(state, step)
+                self.report(state, step, directions[0].expected_improvement(1.0, terms=terms[0]), clock)
+                if not step.accepted and step.direction.mu >= self.options.reg_max:
+                    raise SolveFailed("no step decreases the cost and regularization reached reg_max = "
+                                      f"{self.options.reg_max:g}")
+            except SolveFailed as failure:
+                state.status = _failed(str(failure))
+
+    def linearize(self, state: SolverState) -> None:
+        """Step 1: the derivatives and, for an infeasible guess, the gaps at the guess; a guess whose gaps are all
+        below ``gap_tol`` counts as feasible from here on."""
+        try:
+            self.problem.derivatives(state.xs, state.us, out=state.derivatives)
+            state.gaps = None if state.feasible else self.problem.gaps(state.xs, state.us)
+        except _NUMERICAL_ERRORS as e:
+            raise SolveFailed(f"the derivatives cannot be evaluated ({e})") from e
+        if state.gaps is not None and _gap_norm(state.gaps) <= self.options.gap_tol:
+            state.feasible, state.gaps = True, None
+        state.hessian, state.linearized = None, True
+
+    def compute_direction(self, state: SolverState) -> list[BackwardPass]:
+        """Steps 1–2: the local model at a new guess, then the backward pass, ``μ`` raised until it succeeds (past
+        ``reg_max``: SolveFailed). The directions for the line search: the sweep (DDP's with its second-order term,
+        when it succeeds), then the Gauss–Newton sweep when DDP's needed a raised ``μ``. ``state.direction`` is the
+        first."""
+        if not state.linearized:
+            self.linearize(state)
+        while True:
+            gauss_newton = self.backward_pass(state, state.mu)
+            if gauss_newton.ok and self.second_order:
+                full = self.second_order_pass(state, gauss_newton)
+                if full is not None:
+                    state.direction = full
+                    return [full, gauss_newton] if full.mu > state.mu else [full]
+            if gauss_newton.ok:
+                state.direction = gauss_newton
+                return [gauss_newton]
+            if state.mu >= self.options.reg_max:
+                raise SolveFailed(f"regularization reached reg_max = {self.options.reg_max:g} ({gauss_newton.reason})")
+            self.increase_regularization(state)
+
+    def backward_pass(self, state: SolverState, mu: float, hessian: StepHessian | None = None) -> BackwardPass:
+        """One Riccati sweep at the guess with regularization ``mu`` (and DDP's ``hessian``), on the bounds left
+        to the controls, its box QPs warm-started from the last direction."""
+        opts, problem = self.options, self.problem
+        bounded = problem.has_control_limits
+        return backward_pass(state.derivatives, mu, gaps=state.gaps, hessian=hessian,
+                             du_lb=problem.u_lb - state.us if bounded else None,
+                             du_ub=problem.u_ub - state.us if bounded else None, regularize_vxx=opts.regularize_vxx,
+                             k_guess=None if state.direction is None else state.direction.k, box_tol=opts.box_tol,
+                             box_max_iter=opts.box_max_iter)
+
+    def second_order_pass(self, state: SolverState, gauss_newton: BackwardPass) -> BackwardPass | None:
+        """DDP's sweep: the second-order term (once per guess, contracted with the Gauss–Newton sweep's covectors),
+        then sweeps with it, ``μ`` raised for this iteration only until one succeeds; None if none does up to
+        ``reg_max``. Dynamics without the term raise ValueError (use iLQR)."""
+        if state.hessian is None:
+            try:
+                state.hessian = self.problem.dynamics_contraction(state.xs, state.us, gauss_newton.lam[1:])
+            except NotImplementedError as e:
+                raise ValueError(f"{self.name}: the dynamics cannot compute the second-order term ({e}); use "
+                                 "solve_ilqr (Gauss-Newton) instead") from e
+            except _NUMERICAL_ERRORS as e:
+                raise SolveFailed(f"the second-order term cannot be evaluated ({e})") from e
+        mu, opts = state.mu, self.options
+        while True:
+            full = self.backward_pass(state, mu, state.hessian)
+            if full.ok:
+                return full
+            if mu >= opts.reg_max:
+                return None
+            mu = min(mu * opts.reg_factor, opts.reg_max)
+
+    def stopping_criteria(self, state: SolverState) -> float:
+        """Step 3: the stationarity measure ``Σ |Q_u|²`` of the direction (Crocoddyl's ``stoppingCriteria``)."""
+        return state.direction.stationarity()
+
+    def termination(self, state: SolverState) -> str:
+        """Step 3: the status that ends the solve before a step ("converged": feasible and stationary to ``tol``;
+        "max_iterations"), or "" to take one. A deadline (MPC) or an outer loop's own test extends this."""
+        if state.feasible and state.stop <= self.options.tol:
+            return "converged"
+        if state.iteration >= self.options.max_iter:
+            return "max_iterations"
+        return ""
+
+    def expected_improvement(self, direction: BackwardPass) -> tuple[float, float]:
+        """``(g1, g2)`` of the local model's change ``ΔJ(α) = α g1 + ½ α² g2 + ...`` along ``direction``."""
+        return direction.improvement_terms()
+
+    def try_step(self, state: SolverState, directions: list[BackwardPass],
+                 terms: list[tuple[float, float]]) -> Step:
+        """Step 4: the line search along each direction; of the accepted steps the one of lowest cost (the first
+        direction's when none is), taken: the guess moves, and its local model is to be computed again. The
+        direction searched becomes ``state.direction``."""
+        step = self.line_search(state, directions[0], terms[0])
+        for direction, direction_terms in zip(directions[1:], terms[1:]):
+            other = self.line_search(state, direction, direction_terms)
+            if other.accepted and (not step.accepted or other.cost < step.cost):
+                step = other
+        state.direction = step.direction
+        if step.accepted:
+            state.xs, state.us, state.cost = step.xs, step.us, step.cost
+            state.feasible = state.feasible or step.alpha == 1.0
+            state.linearized = False
+        return step
+
+    def line_search(self, state: SolverState, direction: BackwardPass, terms: tuple[float, float]) -> Step:
+        """Backtracking on the step length (``alphas``): the first trial whose decrease is ``acceptable``."""
+        for alpha in self.options.alphas:
+            trial = self.forward_pass(state, direction, alpha)
+            if trial is None:
+                continue
+            xs, us, DX, cost = trial
+            improvement = state.cost - cost
+            expected = direction.expected_improvement(alpha, DX, terms)
+            if self.acceptable(terms[0], improvement, expected):
+                return Step(direction, alpha, xs, us, cost, improvement, expected)
+        return Step(direction)
+
+    def forward_pass(self, state: SolverState, direction: BackwardPass, alpha: float):
+        """The nonlinear rollout of the direction's policy with step ``alpha`` (``_forward_pass``)."""
+        return _forward_pass(self.problem, state.xs, state.us, direction, alpha, state.gaps)
+
+    def acceptable(self, g1: float, improvement: float, expected: float) -> bool:
+        """The acceptance rule: any step when the first-order decrease ``g1`` is below ``min_expected``; a decrease
+        of at least ``accept_ratio`` of the expected one; for FDDP also a rise under ``accept_ascent_ratio`` times
+        a negative expected decrease."""
+        opts = self.options
+        if abs(g1) < opts.min_expected:
+            return True
         if expected >= 0:
-            if improvement > opts.accept_ratio * expected:
-                return trial, alpha, improvement, expected
-        elif fddp and improvement > opts.accept_ascent_ratio * expected:
-            return trial, alpha, improvement, expected
-    return None, 0.0, 0.0, 0.0
+            return improvement > opts.accept_ratio * expected
+        return self.fddp and improvement > opts.accept_ascent_ratio * expected
+
+    def update_regularization(self, state: SolverState, step: Step) -> None:
+        """Step 5: ``μ`` down after a long step, up after a short one or none."""
+        if step.accepted and step.alpha > self.options.step_dec:
+            self.decrease_regularization(state)
+        if not step.accepted or step.alpha <= self.options.step_inc:
+            self.increase_regularization(state)
+
+    def increase_regularization(self, state: SolverState) -> None:
+        state.mu = min(state.mu * self.options.reg_factor, self.options.reg_max)
+
+    def decrease_regularization(self, state: SolverState) -> None:
+        state.mu = max(state.mu / self.options.reg_factor, self.options.reg_min)
+
+    def report(self, state: SolverState, step: Step, expected: float, clock: float) -> None:
+        """Step 6: count the iteration and hand its ``IterationInfo`` to the history and the callbacks; ``expected``
+        is the full step's expected decrease at the guess it started from, ``clock`` the time it started."""
+        state.iteration += 1
+        info = IterationInfo(state.iteration, state.cost, state.stop, expected, step.alpha, step.direction.mu,
+                             _gap_norm(state.gaps), step.improvement, step.expected, time.perf_counter() - clock,
+                             self.name, state.xs, state.us)
+        state.history.append(info)
+        for callback in self.callbacks:
+            callback(info)
+
+    # ---- the result --------------------------------------------------------------------------------------------
+
+    def result(self, state: SolverState) -> SolverResult:
+        """The result at the state's guess, with the gains of its last direction (zeros before the first)."""
+        problem = self.problem
+        if state.direction is None:
+            K, k = np.zeros((problem.T, problem.nu, problem.ndx)), np.zeros((problem.T, problem.nu))
+        else:
+            K, k = state.direction.K, state.direction.k
+        gap = _gap_norm(state.gaps)
+        if self.verbose:
+            print(f"{self.name}: {state.status} after {state.iteration} iteration(s), cost {state.cost:.8e}, "
+                  f"stop {state.stop:.3e}, gap {gap:.2e}, {time.perf_counter() - state.started:.3f} s")
+        return SolverResult(state.xs, state.us, K, k, float(state.cost), state.status, state.iteration,
+                            state.history, float(state.stop), gap, time.perf_counter() - state.started, self.name)
 
 
 def _failed(why: str) -> str:
     return f"failed: {why}"
 
 
-def _solve(problem: Problem, xs0, us0, options: SolverOptions | None, callback, verbose: bool, name: str,
-           second_order: bool, fddp: bool) -> SolverResult:
-    start = time.perf_counter()
-    if not isinstance(problem, Problem):
-        raise ValueError(f"{name}: expected a Problem, got {type(problem).__name__}")
-    opts = SolverOptions() if options is None else options
-    if not isinstance(opts, SolverOptions):
-        raise ValueError(f"{name}: options must be SolverOptions, got {type(opts).__name__}")
-    callbacks: list[Callable[[IterationInfo], None]] = []
-    if callback is not None:
-        if not callable(callback):
-            raise ValueError(f"{name}: callback must be callable")
-        callbacks.append(callback)
-    if verbose:
-        callbacks.append(LogTable())
-    T, nu, ndx = problem.T, problem.nu, problem.ndx
-    us = np.zeros((T, nu)) if us0 is None else problem.check_controls(us0).copy()
-    if problem.has_control_limits:
-        np.clip(us, problem.u_lb, problem.u_ub, out=us)
-    xs = None if xs0 is None else problem.check_trajectory(xs0)
-
-    K, k = np.zeros((T, nu, ndx)), np.zeros((T, nu))
-    history: list[IterationInfo] = []
-
-    def result(X, U, cost, status, iterations, stop=math.nan, gap=0.0):
-        if verbose:
-            print(f"{name}: {status} after {iterations} iteration(s), cost {cost:.8e}, stop {stop:.3e}, "
-                  f"gap {gap:.2e}, {time.perf_counter() - start:.3f} s")
-        return SolverResult(X, U, K, k, float(cost), status, iterations, history, float(stop), float(gap),
-                            time.perf_counter() - start, name)
-
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        try:
-            if xs is None or not fddp:
-                xs, feasible = problem.rollout(us), True
-            else:
-                xs, feasible = Trajectory(None if xs.H is None else xs.H.copy(), xs.s.copy(), xs.v.copy()), False
-            cost = problem.cost(xs, us) if finite_trajectory(xs) else math.nan
-        except _NUMERICAL_ERRORS as e:
-            return result(xs if xs is not None else problem.constant_trajectory(), us, math.nan,
-                          _failed(f"the initial guess cannot be evaluated ({e})"), 0)
-        if not math.isfinite(cost):
-            return result(xs, us, cost, _failed("the initial rollout or its cost is not finite"), 0)
-
-        mu = max(opts.reg_init, opts.reg_min)
-        bounded = problem.has_control_limits
-        D = ProblemDerivatives.empty(T, ndx, nu)
-        gaps, H, bp = None, None, None
-        recalc, iteration, stop = True, 0, math.nan
-        while True:
-            t_iter = time.perf_counter()
-            if recalc:
-                try:
-                    problem.derivatives(xs, us, out=D)
-                    gaps = None if feasible else problem.gaps(xs, us)
-                except _NUMERICAL_ERRORS as e:
-                    return result(xs, us, cost, _failed(f"the derivatives cannot be evaluated ({e})"), iteration, stop,
-                                  _gap_norm(gaps))
-                if gaps is not None and _gap_norm(gaps) <= opts.gap_tol:
-                    feasible, gaps = True, None
-                H = None
-            du_lb, du_ub = (problem.u_lb - us, problem.u_ub - us) if bounded else (None, None)
-            gauss_newton = None  # the Gauss-Newton sweep, when DDP's needed a raised μ
-            while True:
-                sweep = dict(gaps=gaps, du_lb=du_lb, du_ub=du_ub, regularize_vxx=opts.regularize_vxx,
-                             k_guess=None if bp is None else bp.k, box_tol=opts.box_tol, box_max_iter=opts.box_max_iter)
-                trial = backward_pass(D, mu, **sweep)
-                if trial.ok and second_order:
-                    if H is None:
-                        try:
-                            H = problem.dynamics_contraction(xs, us, trial.lam[1:])
-                        except NotImplementedError as e:
-                            raise ValueError(f"{name}: the dynamics cannot compute the second-order term ({e}); use "
-                                             "solve_ilqr (Gauss-Newton) instead") from e
-                        except _NUMERICAL_ERRORS as e:
-                            return result(xs, us, cost, _failed(f"the second-order term cannot be evaluated ({e})"),
-                                          iteration, stop, _gap_norm(gaps))
-                    mu_h = mu
-                    while True:
-                        full = backward_pass(D, mu_h, hessian=H, **sweep)
-                        if full.ok or mu_h >= opts.reg_max:
-                            break
-                        mu_h = min(mu_h * opts.reg_factor, opts.reg_max)
-                    if full.ok:
-                        trial, gauss_newton = full, (trial if mu_h > mu else None)
-                if trial.ok:
-                    bp = trial
-                    break
-                if mu >= opts.reg_max:
-                    return result(xs, us, cost, _failed(f"regularization reached reg_max = {opts.reg_max:g} "
-                                                        f"({trial.reason})"), iteration, stop, _gap_norm(gaps))
-                mu = min(mu * opts.reg_factor, opts.reg_max)
-            K, k = bp.K, bp.k
-            stop = bp.stationarity()
-            expected = -sum(a * b for a, b in zip(bp.improvement_terms(), (1.0, 0.5)))
-            if feasible and stop <= opts.tol:
-                return result(xs, us, cost, "converged", iteration, stop)
-            if iteration >= opts.max_iter:
-                return result(xs, us, cost, "max_iterations", iteration, stop, _gap_norm(gaps))
-
-            step = _line_search(problem, xs, us, cost, bp, gaps, opts, fddp)
-            if gauss_newton is not None:
-                other = _line_search(problem, xs, us, cost, gauss_newton, gaps, opts, fddp)
-                if other[0] is not None and (step[0] is None or other[0][3] < step[0][3]):
-                    step, bp, K, k = other, gauss_newton, gauss_newton.K, gauss_newton.k
-            accepted, alpha, improvement, expected_step = step
-            used_mu = bp.mu
-            if accepted is not None:
-                xs, us, _, cost = accepted
-                feasible = feasible or alpha == 1.0
-                recalc = True
-            else:
-                recalc = False
-            if accepted is not None and alpha > opts.step_dec:
-                mu = max(mu / opts.reg_factor, opts.reg_min)
-            if accepted is None or alpha <= opts.step_inc:
-                mu = min(mu * opts.reg_factor, opts.reg_max)
-            iteration += 1
-            info = IterationInfo(iteration, cost, stop, expected, alpha, used_mu, _gap_norm(gaps), improvement,
-                                 expected_step, time.perf_counter() - t_iter, name, xs, us)
-            history.append(info)
-            for cb in callbacks:
-                cb(info)
-            if accepted is None and used_mu >= opts.reg_max:
-                return result(xs, us, cost, _failed(f"no step decreases the cost and regularization reached reg_max = "
-                                                    f"{opts.reg_max:g}"), iteration, stop, _gap_norm(gaps))
-
-
 def solve_ilqr(problem: Problem, us0=None, options: SolverOptions | None = None, callback=None,
                verbose: bool = False) -> SolverResult:
     """iLQR (Gauss–Newton DDP) from the rollout of ``us0`` (default zeros); box-constrained when the problem's
     models have control bounds."""
-    return _solve(problem, None, us0, options, callback, verbose, "iLQR", second_order=False, fddp=False)
+    return Solver(problem, options, callback, verbose, fddp=False).solve(None, us0)
 
 
 def solve_ddp(problem: Problem, us0=None, options: SolverOptions | None = None, callback=None,
               verbose: bool = False) -> SolverResult:
     """DDP with the second-order dynamics term (``trajectory_hessian_contraction`` of every dynamics model; a
     ValueError suggests iLQR when it is missing), from the rollout of ``us0``; box-constrained with bounds."""
-    return _solve(problem, None, us0, options, callback, verbose, "DDP", second_order=True, fddp=False)
+    return Solver(problem, options, callback, verbose, second_order=True, fddp=False).solve(None, us0)
 
 
 def solve_fddp(problem: Problem, xs0: Trajectory | None = None, us0=None, options: SolverOptions | None = None,
@@ -357,5 +523,4 @@ def solve_fddp(problem: Problem, xs0: Trajectory | None = None, us0=None, option
     """Feasibility-driven DDP from a possibly infeasible guess ``(xs0, us0)`` (``xs0`` default: the rollout of
     ``us0``; ``problem.constant_trajectory()`` is the usual cold start): the gaps are closed by the forward pass.
     ``second_order`` adds DDP's dynamics term."""
-    return _solve(problem, xs0, us0, options, callback, verbose, "FDDP" if not second_order else "FDDP-SO",
-                  second_order=second_order, fddp=True)
+    return Solver(problem, options, callback, verbose, second_order=second_order).solve(xs0, us0)

@@ -1,0 +1,121 @@
+"""The Riccati recursion as one knot's step plus a loop: ``riccati_step`` computes the textbook blocks of one knot
+(with DDP's term, a gap and bounds), the compiled ``riccati_sweep`` is that step at every knot, and a failing knot
+says why."""
+
+import numpy as np
+import pytest
+
+from conftest import relative_error
+from lietraj.optimal_control.costs.costs import CostDerivatives
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives
+from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
+from lietraj.optimal_control.problem import ProblemDerivatives
+from lietraj.optimal_control.solvers.riccati import (
+    STEP_OK,
+    ActionValue,
+    Gains,
+    LocalModel,
+    SweepSettings,
+    SweepWork,
+    ValueFunction,
+    backward_pass,
+    riccati_step,
+)
+
+T, NDX, NU = 6, 5, 3
+
+
+def spd(rng, n, scale=1.0):
+    M = rng.normal(size=(n, n))
+    return scale * (M @ M.T + n * np.eye(n))
+
+
+def local_model(rng) -> tuple[ProblemDerivatives, StepHessian, np.ndarray]:
+    """Random derivatives of a problem with convex costs, a small symmetric second-order term and gaps."""
+    F = DiscreteDerivatives(np.eye(NDX) + 0.1 * rng.normal(size=(T, NDX, NDX)), rng.normal(size=(T, NDX, NU)))
+    l_xu = 0.1 * rng.normal(size=(T, NDX, NU))
+    running = CostDerivatives(np.zeros(T), rng.normal(size=(T, NDX)), rng.normal(size=(T, NU)),
+                              np.stack([spd(rng, NDX) for _ in range(T)]), l_xu, np.stack([spd(rng, NU) for _ in range(T)]))
+    terminal = CostDerivatives(np.zeros(1), rng.normal(size=(1, NDX)), np.zeros((1, 0)), spd(rng, NDX)[None],
+                               np.zeros((1, NDX, 0)), np.zeros((1, 0, 0)))
+    H = np.stack([0.01 * spd(rng, NDX + NU) for _ in range(T)])
+    hessian = StepHessian(H[:, :NDX, :NDX].copy(), H[:, :NDX, NDX:].copy(), H[:, NDX:, NDX:].copy())
+    return ProblemDerivatives(F, running, terminal), hessian, 0.1 * rng.normal(size=(T + 1, NDX))
+
+
+def knot_outputs():
+    return (ActionValue(np.zeros(NU), np.zeros((NU, NU)), np.zeros(NDX)), Gains(np.zeros(NU), np.zeros((NU, NDX)),
+            np.ones(NU, dtype=np.bool_)), ValueFunction(np.zeros(NDX), np.zeros((NDX, NDX)), np.zeros(NDX)))
+
+
+def test_riccati_step_computes_the_textbook_blocks_of_one_knot(rng):
+    """Without bounds: Q from the next value function, k = -Q_uu⁻¹ Q_u, K = -Q_uu⁻¹ Q_ux, V and λ at the gap."""
+    d, hessian, gaps = local_model(rng)
+    model, t, mu = LocalModel.along(d, hessian, gaps), 2, 1e-3
+    knot = LocalModel(*(a[t] for a in model))
+    P = spd(rng, NDX)
+    lam_next = rng.normal(size=NDX)
+    q, gains, value = knot_outputs()
+    why = riccati_step(knot, ValueFunction(np.zeros(NDX), P, lam_next), SweepSettings(mu, True, 1e-12, 100), q, gains,
+                       value, SweepWork.empty(NDX, NU))
+    assert why == STEP_OK
+    F_x, F_u = knot.F_x, knot.F_u
+    Q_x, Q_u = knot.l_x + F_x.T @ lam_next, knot.l_u + F_u.T @ lam_next
+    Q_xx = knot.l_xx + F_x.T @ P @ F_x + knot.H_xx
+    Q_xu = knot.l_xu + F_x.T @ P @ F_u + knot.H_xu
+    Q_uu = knot.l_uu + F_u.T @ P @ F_u + knot.H_uu + mu * np.eye(NU)
+    k, K = -np.linalg.solve(Q_uu, Q_u), -np.linalg.solve(Q_uu, Q_xu.T)
+    V_x = Q_x + K.T @ Q_u
+    V_xx = Q_xx + K.T @ Q_uu @ K + Q_xu @ K + K.T @ Q_xu.T + mu * np.eye(NDX)
+    assert relative_error(q.Q_u, Q_u) < 1e-13 and relative_error(q.Q_uu, Q_uu) < 1e-13
+    assert relative_error(gains.k, k) < 1e-12 and relative_error(gains.K, K) < 1e-12
+    assert relative_error(q.c, np.zeros(NDX)) < 1e-12  # no clamped control: V_x has no extra term
+    assert relative_error(value.V_x, V_x) < 1e-12 and relative_error(value.V_xx, V_xx) < 1e-12
+    assert relative_error(value.lam, V_x + V_xx @ knot.gaps) < 1e-12
+
+
+def test_local_model_marks_absent_terms_by_empty_blocks(rng):
+    d, _, _ = local_model(rng)
+    model = LocalModel.along(d)
+    assert model.H_xx.shape == (T, 0, 0) and model.gaps.shape == (T + 1, 0) and model.du_lb.shape == (T, 0)
+    knot = LocalModel(*(a[0] for a in model))
+    assert knot.H_uu.shape == (0, 0) and knot.gaps.shape == (0,) and knot.du_ub.shape == (0,)
+
+
+@pytest.mark.parametrize("terms", ["gauss-newton", "second order and gaps", "bounds"])
+def test_the_compiled_sweep_is_the_knot_step_at_every_knot(terms, rng):
+    d, hessian, gaps = local_model(rng)
+    mu = 1e-6
+    kwargs = {"gauss-newton": {}, "second order and gaps": dict(hessian=hessian, gaps=gaps),
+              "bounds": dict(du_lb=np.full((T, NU), -0.05), du_ub=np.full((T, NU), 0.05))}[terms]
+    bp = backward_pass(d, mu, **kwargs)
+    assert bp.ok
+    if terms == "bounds":
+        assert 0 < bp.free.sum() < bp.free.size
+    # the same recursion, knot by knot from Python (riccati_step runs as plain Python there)
+    model = LocalModel.along(d, kwargs.get("hessian"), kwargs.get("gaps"), kwargs.get("du_lb"), kwargs.get("du_ub"))
+    V_x, V_xx, lam = bp.V_x.copy(), bp.V_xx.copy(), bp.lam.copy()
+    V_x[:T], V_xx[:T], lam[:T] = 0.0, 0.0, 0.0  # keep only the terminal knot
+    k, K = np.zeros((T, NU)), np.zeros((T, NU, NDX))
+    Q_u, Q_uu, c, free = np.zeros((T, NU)), np.zeros((T, NU, NU)), np.zeros((T, NDX)), np.ones((T, NU), dtype=np.bool_)
+    work = SweepWork.empty(NDX, NU)
+    for t in range(T - 1, -1, -1):
+        why = riccati_step(LocalModel(*(a[t] for a in model)), ValueFunction(V_x[t + 1], V_xx[t + 1], lam[t + 1]),
+                           SweepSettings(mu, True, 1e-12, 100), ActionValue(Q_u[t], Q_uu[t], c[t]),
+                           Gains(k[t], K[t], free[t]), ValueFunction(V_x[t], V_xx[t], lam[t]), work)
+        assert why == STEP_OK
+    for ours, theirs in ((k, bp.k), (K, bp.K), (V_x, bp.V_x), (V_xx, bp.V_xx), (lam, bp.lam), (Q_u, bp.Q_u),
+                         (Q_uu, bp.Q_uu), (c, bp.c)):
+        assert relative_error(ours, theirs) < 1e-12
+    np.testing.assert_array_equal(free, bp.free)
+
+
+def test_a_failing_knot_says_why(rng):
+    d, _, _ = local_model(rng)
+    d.running.l_uu[3] = -10.0 * np.eye(NU)
+    bp = backward_pass(d, 0.0)
+    assert bp.failed_at == 3 and "Q_uu not positive definite at knot 3" in bp.reason
+    d, _, _ = local_model(rng)
+    d.running.l_u[4, 1] = np.nan
+    bp = backward_pass(d, 0.0)
+    assert bp.failed_at == 4 and "non-finite Q-function" in bp.reason
