@@ -51,22 +51,22 @@ def knot_outputs():
 def test_riccati_step_computes_the_textbook_blocks_of_one_knot(rng):
     """Without bounds: Q from the next value function, k = -Q_uu⁻¹ Q_u, K = -Q_uu⁻¹ Q_ux, V and λ at the gap."""
     d, hessian, gaps = local_model(rng)
-    model, t, mu = LocalModel.along(d, hessian, gaps), 2, 1e-3
+    model, t, reg = LocalModel.along(d, hessian, gaps), 2, 1e-3
     knot = LocalModel(*(a[t] for a in model))
     P = spd(rng, NDX)
     lam_next = rng.normal(size=NDX)
     q, gains, value = knot_outputs()
-    why = riccati_step(knot, ValueFunction(np.zeros(NDX), P, lam_next), SweepSettings(mu, True, 1e-12, 100), q, gains,
+    why = riccati_step(knot, ValueFunction(np.zeros(NDX), P, lam_next), SweepSettings(reg, True, 1e-12, 100), q, gains,
                        value, SweepWork.empty(NDX, NU))
     assert why == STEP_OK
     F_x, F_u = knot.F_x, knot.F_u
     Q_x, Q_u = knot.l_x + F_x.T @ lam_next, knot.l_u + F_u.T @ lam_next
     Q_xx = knot.l_xx + F_x.T @ P @ F_x + knot.H_xx
     Q_xu = knot.l_xu + F_x.T @ P @ F_u + knot.H_xu
-    Q_uu = knot.l_uu + F_u.T @ P @ F_u + knot.H_uu + mu * np.eye(NU)
+    Q_uu = knot.l_uu + F_u.T @ P @ F_u + knot.H_uu + reg * np.eye(NU)
     k, K = -np.linalg.solve(Q_uu, Q_u), -np.linalg.solve(Q_uu, Q_xu.T)
     V_x = Q_x + K.T @ Q_u
-    V_xx = Q_xx + K.T @ Q_uu @ K + Q_xu @ K + K.T @ Q_xu.T + mu * np.eye(NDX)
+    V_xx = Q_xx + K.T @ Q_uu @ K + Q_xu @ K + K.T @ Q_xu.T + reg * np.eye(NDX)
     assert relative_error(q.Q_u, Q_u) < 1e-13 and relative_error(q.Q_uu, Q_uu) < 1e-13
     assert relative_error(gains.k, k) < 1e-12 and relative_error(gains.K, K) < 1e-12
     assert relative_error(q.c, np.zeros(NDX)) < 1e-12  # no clamped control: V_x has no extra term
@@ -85,10 +85,10 @@ def test_local_model_marks_absent_terms_by_empty_blocks(rng):
 @pytest.mark.parametrize("terms", ["gauss-newton", "second order and gaps", "bounds"])
 def test_the_compiled_sweep_is_the_knot_step_at_every_knot(terms, rng):
     d, hessian, gaps = local_model(rng)
-    mu = 1e-6
+    reg = 1e-6
     kwargs = {"gauss-newton": {}, "second order and gaps": dict(hessian=hessian, gaps=gaps),
               "bounds": dict(du_lb=np.full((T, NU), -0.05), du_ub=np.full((T, NU), 0.05))}[terms]
-    bp = backward_pass(d, mu, **kwargs)
+    bp = backward_pass(d, reg, **kwargs)
     assert bp.ok
     if terms == "bounds":
         assert 0 < bp.free.sum() < bp.free.size
@@ -101,7 +101,7 @@ def test_the_compiled_sweep_is_the_knot_step_at_every_knot(terms, rng):
     work = SweepWork.empty(NDX, NU)
     for t in range(T - 1, -1, -1):
         why = riccati_step(LocalModel(*(a[t] for a in model)), ValueFunction(V_x[t + 1], V_xx[t + 1], lam[t + 1]),
-                           SweepSettings(mu, True, 1e-12, 100), ActionValue(Q_u[t], Q_uu[t], c[t]),
+                           SweepSettings(reg, True, 1e-12, 100), ActionValue(Q_u[t], Q_uu[t], c[t]),
                            Gains(k[t], K[t], free[t]), ValueFunction(V_x[t], V_xx[t], lam[t]), work)
         assert why == STEP_OK
     for ours, theirs in ((k, bp.k), (K, bp.K), (V_x, bp.V_x), (V_xx, bp.V_xx), (lam, bp.lam), (Q_u, bp.Q_u),

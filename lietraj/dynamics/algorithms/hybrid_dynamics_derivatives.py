@@ -199,10 +199,10 @@ def _prepare(mi, mf, known, v, a_out, W):
         if jt == JOINT_FREE:
             if not known[0]:
                 Ai = inv3(A)
-                K = mm(Ai, B)
-                Si = inv3(msub(C, mm(transpose(B), K)))
-                KS = mm(K, Si)
-                store_inertia_blocks(W, 0, _IAINV, madd(Ai, mm(KS, transpose(K))), _scale9(KS, -1.0), Si)
+                AiB = mm(Ai, B)
+                Si = inv3(msub(C, mm(transpose(B), AiB)))
+                AiBSi = mm(AiB, Si)
+                store_inertia_blocks(W, 0, _IAINV, madd(Ai, mm(AiBSi, transpose(AiB))), _scale9(AiBSi, -1.0), Si)
             continue
         Sv, Sw = motion_subspace(mf, jt, i)
         cv, cw = load3(W, i, _C), load3(W, i, _C + 3)

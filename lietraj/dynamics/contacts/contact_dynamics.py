@@ -330,9 +330,9 @@ def _contact_rows(mi, mf, g, CI, CF, c, r, W, J, gamma):
 
 
 @helper
-def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M, Z, S, a, lam, J, gamma):
+def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M, Z, S, a, lambda_c, J, gamma):
     """Contact-constrained forward dynamics for one checked state (module docstring, steps 1-4): writes a (nv,),
-    lam, J (nc, nv) and gamma (nc,); returns OK, RANK_DEFICIENT (damping 0 and J M^-1 J^T singular) or
+    lambda_c, J (nc, nv) and gamma (nc,); returns OK, RANK_DEFICIENT (damping 0 and J M^-1 J^T singular) or
     NOT_FINITE_SOLUTION. Work arrays: W (nb, _COLS), WC (nb, CRBA_COLS), M (nv, nv), Z (max(nc, 1), nv),
     S (nc, nc)."""
     nv, nc = M.shape[0], J.shape[0]
@@ -348,7 +348,7 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
     for k in range(nv):
         a[k] = tau[k] - a[k]
     ltdl_solve_transposed(dp, M, a)  # u
-    # 3. J, gamma; Z = L^-T J^T (rows), S = Z^T D^-1 Z and lam = gamma + J a0 = gamma + Z^T D^-1 u. A contact's
+    # 3. J, gamma; Z = L^-T J^T (rows), S = Z^T D^-1 Z and lambda_c = gamma + J a0 = gamma + Z^T D^-1 u. A contact's
     # rows of Z are zero off the dofs of its body's support chain, so the sums run over that chain only.
     r = 0
     for c in range(CI.shape[0]):
@@ -359,7 +359,7 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
             for m in range(nv):
                 Z[r1, m] = J[r1, m]
             ltdl_solve_transposed_chain(dp, M, Z[r1], top)
-            lam[r1] = gamma[r1]
+            lambda_c[r1] = gamma[r1]
             for r2 in range(r1 + 1):
                 S[r1, r2] = 0.0
         k = top
@@ -367,7 +367,7 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
             dinv = 1.0 / M[k, k]
             for r1 in range(r, r + d):
                 t = Z[r1, k] * dinv
-                lam[r1] += t * a[k]
+                lambda_c[r1] += t * a[k]
                 for r2 in range(r1 + 1):
                     S[r1, r2] += t * Z[r2, k]
             k = dp[k]
@@ -394,15 +394,15 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
         S[r1, r1] = d
     # 4. lambda = -S^-1 (gamma + J a0), a = L^-1 D^-1 (u + Z lambda)
     for r1 in range(nc):
-        acc = -lam[r1]
+        acc = -lambda_c[r1]
         for m in range(r1):
-            acc -= S[r1, m] * lam[m]
-        lam[r1] = acc
+            acc -= S[r1, m] * lambda_c[m]
+        lambda_c[r1] = acc
     for r1 in range(nc):
-        lam[r1] /= S[r1, r1]
+        lambda_c[r1] /= S[r1, r1]
     for r1 in range(nc - 1, -1, -1):
         for m in range(r1 + 1, nc):
-            lam[r1] -= S[m, r1] * lam[m]
+            lambda_c[r1] -= S[m, r1] * lambda_c[m]
     r = 0
     for c in range(CI.shape[0]):
         i, d = CI[c, CI_BODY], CI[c, CI_DIM]
@@ -410,12 +410,12 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
         while k >= 0:
             acc = a[k]
             for r1 in range(r, r + d):
-                acc += Z[r1, k] * lam[r1]
+                acc += Z[r1, k] * lambda_c[r1]
             a[k] = acc
             k = dp[k]
         r += d
     ltdl_solve_rest(dp, M, a)
-    if not (finite(a) and finite(lam)):
+    if not (finite(a) and finite(lambda_c)):
         return NOT_FINITE_SOLUTION
     return OK
 
@@ -435,13 +435,13 @@ def _check(mi, nv, H, s, v, tau):
 
 
 @kernel
-def contact_dynamics_kernel(model, dofs, H, s, v, tau, CI, CF, damping, work, a, lam, J, gamma):
+def contact_dynamics_kernel(model, dofs, H, s, v, tau, CI, CF, damping, work, a, lambda_c, J, gamma):
     """Input checks and contact_dynamics_core (work: ``ContactDynamicsWork``); returns a status."""
     m, w = ModelArrays(*model), ContactDynamicsWork(*work)
     status = _check(m.joints, a.shape[0], H, s, v, tau)
     if status == OK:
         status = contact_dynamics_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).dof_parent, H, s, v, tau, CI, CF,
-                                       damping, w.bodies, w.crba, w.M, w.Z, w.S, a, lam, J, gamma)
+                                       damping, w.bodies, w.crba, w.M, w.Z, w.S, a, lambda_c, J, gamma)
     return status
 
 
@@ -556,14 +556,14 @@ def contact_dynamics(model: RobotModel, x: State | Trajectory, tau, contacts: Se
         raise ValueError(f"contact_dynamics({model.name}): damping must be finite and >= 0, got {damping!r}")
     packed = pack_contacts(model, contacts)
     nc, lead = packed.nc, T.shape[:-1]
-    a, lam, J, gamma = np.empty(lead + (nv,)), np.empty(lead + (nc,)), np.empty(lead + (nc, nv)), np.empty(lead + (nc,))
+    a, lambda_c, J, gamma = np.empty(lead + (nv,)), np.empty(lead + (nc,)), np.empty(lead + (nc, nv)), np.empty(lead + (nc,))
     if single:
         status = contact_dynamics_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, T, packed.CI,
-                                         packed.CF, float(damping), workspace.work(contact_dynamics_work, nc), a, lam,
+                                         packed.CF, float(damping), workspace.work(contact_dynamics_work, nc), a, lambda_c,
                                          J, gamma)
         raise_for_contact_status(status, model)
     else:
-        solve_contact_dynamics(model, x, T, packed, float(damping), a, lam, J, gamma, workspace)
+        solve_contact_dynamics(model, x, T, packed, float(damping), a, lambda_c, J, gamma, workspace)
     o = packed.offsets
-    forces = tuple(lam[..., o[i]:o[i + 1]] for i in range(len(o) - 1))
-    return ContactDynamicsResult(a, forces, lam, J, gamma)
+    forces = tuple(lambda_c[..., o[i]:o[i + 1]] for i in range(len(o) - 1))
+    return ContactDynamicsResult(a, forces, lambda_c, J, gamma)

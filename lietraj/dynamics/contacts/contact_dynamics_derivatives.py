@@ -102,7 +102,7 @@ class ContactDynamicsDerivatives:
 
 
 @helper
-def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lam, Wk, MD, PE, r6, fext, lam_local,
+def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lambda_c, Wk, MD, PE, r6, fext, lambda_local,
                   J, Jang, df_dq, df_dv):
     """Forward kinematics at ``a``; then per contact its LOCAL rows of J (and J_ang), ``-dC/dq`` and ``-dC/dv``
     into df_dq / df_dv, its force in LOCAL axes and as a wrench on its body (fext, body frame)."""
@@ -114,10 +114,10 @@ def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lam, W
         Kp, Kv = gains[c, 0], gains[c, 1]
         oR, op = frame_pose(Wk, fb, ff, k)
         for r in range(o, o + d, 3):
-            f = (lam[r], lam[r + 1], lam[r + 2])
+            f = (lambda_c[r], lambda_c[r + 1], lambda_c[r + 2])
             if flags & _WORLD_ALIGNED:
                 f = mtv(oR, f)
-            lam_local[r], lam_local[r + 1], lam_local[r + 2] = f[0], f[1], f[2]
+            lambda_local[r], lambda_local[r + 1], lambda_local[r + 2] = f[0], f[1], f[2]
         # MD = [dv_dq, da_dq, da_dv, da_da = J] of the frame in LOCAL; dv_dv is J as well.
         motion_derivatives_core(mi, mf, fb, ff, k, ACCELERATION, LOCAL, d == 3, Wk, MD)
         for r in range(d):
@@ -143,10 +143,10 @@ def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lam, W
         # The force [f; torque] at the frame origin in frame axes, as a wrench on the body in body axes.
         b = fb[k]
         fR, fp = load9(ff, k, 0), load3(ff, k, 9)
-        force = mv(fR, (lam_local[o], lam_local[o + 1], lam_local[o + 2]))
+        force = mv(fR, (lambda_local[o], lambda_local[o + 1], lambda_local[o + 2]))
         torque = cross(fp, force)
         if d == 6:
-            torque = add(torque, mv(fR, (lam_local[o + 3], lam_local[o + 4], lam_local[o + 5])))
+            torque = add(torque, mv(fR, (lambda_local[o + 3], lambda_local[o + 4], lambda_local[o + 5])))
         for r in range(3):
             fext[b, r] += force[r]
             fext[b, 3 + r] += torque[r]
@@ -175,13 +175,13 @@ def _cholesky_solve(L, B):
 
 
 @helper
-def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_last, damping, H, s, v, a, lam,
+def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_last, damping, H, s, v, a, lambda_c,
                              work, da_dq, da_dv, da_dtau, df_dq, df_dv, df_dtau):
-    """The six derivative blocks at one state for the solution (a, lam) of the contact dynamics (module
+    """The six derivative blocks at one state for the solution (a, lambda_c) of the contact dynamics (module
     docstring). Assumes checked inputs; returns OK, SINGULAR (M) or SCHUR_SINGULAR."""
-    Wk, Wi, D, Wm, T, MD, PE, r6, fext, lam_local, tau_id, dtau_dq, dtau_dv, M, Minv, J, Jang, Gt, S = work
+    Wk, Wi, D, Wm, T, MD, PE, r6, fext, lambda_local, tau_id, dtau_dq, dtau_dv, M, Minv, J, Jang, Gt, S = work
     nv, nc = da_dq.shape[0], J.shape[0]
-    _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lam, Wk, MD, PE, r6, fext, lam_local, J,
+    _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lambda_c, Wk, MD, PE, r6, fext, lambda_local, J,
                   Jang, df_dq, df_dv)
     idsva_core(mi, mf, g, dof_end, H, s, v, a, fext, LOCAL_WRENCH, Wi, D, tau_id, dtau_dq, dtau_dv, M)
     status = minv_core(mi, mf, s, Wm, Minv)
@@ -241,7 +241,7 @@ def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_l
         k, d, o = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF]
         oR, _ = frame_pose(Wk, fb, ff, k)
         for r in range(o, o + d, 3):
-            f = (lam_local[r], lam_local[r + 1], lam_local[r + 2])
+            f = (lambda_local[r], lambda_local[r + 1], lambda_local[r + 2])
             for col in range(nv):
                 x = sub((df_dq[r, col], df_dq[r + 1, col], df_dq[r + 2, col]),
                         cross(f, (Jang[c, 0, col], Jang[c, 1, col], Jang[c, 2, col])))
@@ -282,7 +282,7 @@ class ContactDerivativesWork(NamedTuple):
     placement_error: np.ndarray
     residual: np.ndarray
     fext: np.ndarray
-    lam_local: np.ndarray
+    lambda_local: np.ndarray
     tau_id: np.ndarray
     dtau_dq: np.ndarray
     dtau_dv: np.ndarray

@@ -9,8 +9,8 @@ Both solutions are implicit functions of the state: with the rows in each contac
     stance:  R₁ = ID(q, v, a) - J(q)ᵀλ - τ,          R₂ = C(q, v, a) + ρ λ,     C = J(q) a + γ(q, v)
     impact:  R₁ = M(q) (v⁺ - v) - J(q)ᵀΛ,            R₂ = J(q) (v⁺ + e v) + ρ Λ
 
-with ``K = ∂R/∂y = [[M, -Jᵀ], [J, ρ I]]`` (ρ the damping). Differentiating twice (implicit-function theorem) and
-contracting with ``μ`` through the adjoint ``[ψ; φ] = K⁻ᵀ [μ; 0]``::
+with ``KKT = ∂R/∂y = [[M, -Jᵀ], [J, ρ I]]`` (ρ the damping). Differentiating twice (implicit-function theorem) and
+contracting with ``μ`` through the adjoint ``[ψ; φ] = KKT⁻ᵀ [μ; 0]``::
 
     μᵀ D²a[δ, δ] = -ψᵀ D²R₁[(δ, δy), (δ, δy)] - φᵀ D²R₂[(δ, δy), (δ, δy)],     δy = (δa, δλ) = Dy δ
 
@@ -213,7 +213,7 @@ def _prefixes(CW, idx, L, nb0, psi, a, v, Kv):
 
 
 @helper
-def _force_terms(CW, idx, L, nb0, lam, phi, r, d, world, oR, DLQ, DLV, DLT, NQQ, XQV, XQT, BPHI):
+def _force_terms(CW, idx, L, nb0, lambda_c, phi, r, d, world, oR, DLQ, DLV, DLT, NQQ, XQV, XQT, BPHI):
     """Terms 2 (and the Jacobian part of 3) of the module docstring: λ·∂²(Jψ) - φ·∂²(Jw) into NQQ (sequential),
     2 (∂(Jψ)/∂q)ᵀ dλ/dx into NQQ, XQV, XQT and ∂(Jᵀφ)/∂q into BPHI. LOCAL quantities do not depend on the base
     pose, so their q-derivatives along the base dofs (positions < nb0) are zero."""
@@ -227,7 +227,7 @@ def _force_terms(CW, idx, L, nb0, lam, phi, r, d, world, oR, DLQ, DLV, DLT, NQQ,
         bpsi, bw = _ld(CW, a, _BPSI), _ld(CW, a, _BW)
         for b in range(a, L):
             cb = _ld(CW, b, _C)
-            t = _dot6(lam, _x(bpsi, cb)) - _dot6(phi, _x(bw, cb))
+            t = _dot6(lambda_c, _x(bpsi, cb)) - _dot6(phi, _x(bw, cb))
             NQQ[ia, idx[b]] += t
             if b != a:
                 NQQ[idx[b], ia] += t
@@ -242,7 +242,7 @@ def _force_terms(CW, idx, L, nb0, lam, phi, r, d, world, oR, DLQ, DLV, DLT, NQQ,
             for col in range(XQT.shape[1]):
                 XQT[ia, col] += rb[0] * DLT[o, col] + rb[1] * DLT[o + 1, col] + rb[2] * DLT[o + 2, col]
             if world:  # dλ_l/dq = Rᵀ dλ_w/dq + [λ_l]x J_ang
-                lb = lam[blk]
+                lb = lambda_c[blk]
                 for q in range(L):
                     NQQ[ia, idx[q]] += 2.0 * dot(bb, cross(lb, _ld(CW, q, _C)[1]))
 
@@ -324,10 +324,10 @@ def _position_terms(CW, idx, L, nb0, phi, six, Kp, TR, Tp, oR, op, NQQ):
 
 
 @helper
-def contact_curvature_core(mi, mf, CI, CF, drift, H, s, v, a, psi, lam, phi, DLQ, DLV, DLT, W, CW, idx, NQQ, XQV,
+def contact_curvature_core(mi, mf, CI, CF, drift, H, s, v, a, psi, lambda_c, phi, DLQ, DLV, DLT, W, CW, idx, NQQ, XQV,
                            XVV, XQT, BPHI):
     """Terms 2 and 3 of the module docstring at one checked state, given ``a`` (the acceleration, or v⁺ + e v for
-    an impact), ``psi``, the forces ``lam``, ``phi`` and the force derivatives DLQ, DLV, DLT (nc, nv | nt) in the
+    an impact), ``psi``, the forces ``lambda_c``, ``phi`` and the force derivatives DLQ, DLV, DLT (nc, nv | nt) in the
     contacts' references: the symmetric (q, q) block into NQQ, (q, v) into XQV, (v, v) into XVV, (q, τ) into XQT
     and ``∂(Jᵀφ)/∂q`` (rows: the acceleration's index, columns q) into BPHI. ``drift`` False (the impact) leaves
     out the drift and Baumgarte terms."""
@@ -355,7 +355,7 @@ def contact_curvature_core(mi, mf, CI, CF, drift, H, s, v, a, psi, lam, phi, DLQ
         op = add(load3(W, body, W_P), mv(bR, load3(CF, c, CF_P)))
         L = _chain(mi, mf, W, body, oR, op, CW, idx)
         Kp, Kv = CF[c, CF_KP], CF[c, CF_KV]
-        lam_l = _local_wrench(lam, r, six, world, oR)
+        lam_l = _local_wrench(lambda_c, r, six, world, oR)
         phi_l = _local_wrench(phi, r, six, world, oR)
         _prefixes(CW, idx, L, nb0, psi, a, v, Kv if drift else 0.0)
         _force_terms(CW, idx, L, nb0, lam_l, phi_l, r, d, world, oR, DLQ, DLV, DLT, NQQ, XQV, XQT, BPHI)
@@ -450,11 +450,11 @@ def contact_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, c
     blocks = [np.asarray(b).reshape((len(X),) + np.shape(b)[-2:]) for b in (d.da_dq, d.da_dv, d.da_dtau, d.df_dq,
                                                                             d.df_dv, d.df_dtau)]
     Aq, Av, At, Fq, Fv, Ft = blocks
-    a, lam = np.asarray(d.a).reshape(-1, nv), np.asarray(d.forces).reshape(len(X), -1)
+    a, lambda_c = np.asarray(d.a).reshape(-1, nv), np.asarray(d.forces).reshape(len(X), -1)
     PSI = (MU[:, None, :] @ At)[:, 0]
     PHI = -(Ft @ MU[:, :, None])[:, :, 0]
     h = rnea_second_order_contraction(model, X, a, PSI, workspace=workspace)
-    XQQ, XQV, XVV, XQT, BPHI = _curvature(model, X, contacts, True, a, PSI, lam, PHI, Fq, Fv, Ft, what, workspace)
+    XQQ, XQV, XVV, XQT, BPHI = _curvature(model, X, contacts, True, a, PSI, lambda_c, PHI, Fq, Fv, Ft, what, workspace)
     Pt = np.swapaxes(h.M_q + BPHI, -1, -2)
     PtA = Pt @ Aq
     result = ForwardDynamicsHessian(XQQ - h.qq - PtA - np.swapaxes(PtA, -1, -2), XQV - h.qv - Pt @ Av, XVV - h.vv,

@@ -103,7 +103,7 @@ class _Impact:
     J: np.ndarray  # LOCAL rows (..., nc, nv)
     MinvJt: np.ndarray
     S: np.ndarray  # J M^-1 J^T + damping I
-    lam: np.ndarray  # LOCAL impulses (..., nc)
+    lambda_c: np.ndarray  # LOCAL impulses (..., nc)
     v_plus: np.ndarray
 
 
@@ -145,13 +145,13 @@ def _impact(model: RobotModel, x: State | Trajectory, contacts: tuple[Contact, .
                              "contacts, e.g. two 6d contacts on one body, or more point contacts than the limbs can "
                              "hold); remove contacts or pass damping > 0")
     S = S + damping * np.eye(J.shape[-2])
-    lam = -(1.0 + restitution) * np.linalg.solve(S, (J @ v[..., None]))[..., 0]
-    v_plus = v + (MinvJt @ lam[..., None])[..., 0]
-    if not (np.all(np.isfinite(v_plus)) and np.all(np.isfinite(lam))):
+    lambda_c = -(1.0 + restitution) * np.linalg.solve(S, (J @ v[..., None]))[..., 0]
+    v_plus = v + (MinvJt @ lambda_c[..., None])[..., 0]
+    if not (np.all(np.isfinite(v_plus)) and np.all(np.isfinite(lambda_c))):
         raise ValueError(f"{name}({model.name}): the solution is not finite (ill-conditioned contacts)")
     poses = [frame_placement(model, x, k, workspace) if c.reference == "local_world_aligned" else None
              for k, c in zip(ids, contacts)]
-    return _Impact(ids, poses, Minv, J, MinvJt, S, lam, v_plus)
+    return _Impact(ids, poses, Minv, J, MinvJt, S, lambda_c, v_plus)
 
 
 def _in_references(contacts: Sequence[Contact], poses, X: np.ndarray) -> np.ndarray:
@@ -180,26 +180,26 @@ def impulse_dynamics(model: RobotModel, x: State | Trajectory, contacts: Sequenc
     contacts = tuple(contacts)
     workspace = workspace_for(model, workspace, "impulse_dynamics")
     s = _impact(model, x, contacts, restitution, damping, "impulse_dynamics", workspace)
-    lam = _in_references(contacts, s.poses, s.lam[..., None])[..., 0]
+    lambda_c = _in_references(contacts, s.poses, s.lambda_c[..., None])[..., 0]
     impulses, o = [], 0
     for c in contacts:
-        impulses.append(lam[..., o:o + c.dim])
+        impulses.append(lambda_c[..., o:o + c.dim])
         o += c.dim
-    return ImpulseDynamicsResult(s.v_plus, tuple(impulses), lam, _in_references(contacts, s.poses, s.J))
+    return ImpulseDynamicsResult(s.v_plus, tuple(impulses), lambda_c, _in_references(contacts, s.poses, s.J))
 
 
-def _body_wrenches(model: RobotModel, contacts: Sequence[Contact], ids: list[int], lam: np.ndarray) -> np.ndarray:
+def _body_wrenches(model: RobotModel, contacts: Sequence[Contact], ids: list[int], lambda_c: np.ndarray) -> np.ndarray:
     """The LOCAL impulses (..., nc) as wrenches on the contact bodies in the body frames (..., nb, 6): a frame at
     ``(R, p)`` in its body moves ``[f; n]`` to ``[R f; R n + p x R f]``."""
-    fext = np.zeros(lam.shape[:-1] + (model.nb, 6))
+    fext = np.zeros(lambda_c.shape[:-1] + (model.nb, 6))
     o = 0
     for c, k in zip(contacts, ids):
         fr = model.frames[k]
-        f = lam[..., o:o + 3]
+        f = lambda_c[..., o:o + 3]
         fext[..., fr.body, :3] += f @ fr.R.T
         fext[..., fr.body, 3:] += f @ (_hat(fr.p) @ fr.R).T
         if c.dim == 6:
-            fext[..., fr.body, 3:] += lam[..., o + 3:o + 6] @ fr.R.T
+            fext[..., fr.body, 3:] += lambda_c[..., o + 3:o + 6] @ fr.R.T
         o += c.dim
     return fext
 
@@ -217,7 +217,7 @@ def _with_velocity(x: State | Trajectory, v: np.ndarray) -> State | Trajectory:
 
 
 def no_gravity(model: RobotModel, workspace: Workspace) -> tuple[RobotModel, Workspace]:
-    """The model without gravity (whose inverse dynamics at zero velocity is ``M dv - J^T lam``), kept with the
+    """The model without gravity (whose inverse dynamics at zero velocity is ``M dv - J^T lambda_c``), kept with the
     model, and a workspace for it, kept in ``workspace``."""
     free = model.derived("impulse_dynamics.no_gravity", lambda m: m.replace(gravity=np.zeros(3)))
     return free, workspace.cached("impulse_dynamics.no_gravity", lambda: Workspace(free))
@@ -239,12 +239,12 @@ def impulse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, conta
     eye = np.broadcast_to(np.eye(nv), lead + (nv, nv))
     if not contacts:
         e = np.zeros(lead + (0, nv))
-        return ImpulseDynamicsDerivatives(s.v_plus, s.lam, np.zeros(lead + (nv, nv)), eye.copy(), e, e.copy())
+        return ImpulseDynamicsDerivatives(s.v_plus, s.lambda_c, np.zeros(lead + (nv, nv)), eye.copy(), e, e.copy())
 
-    # dF/dq: M(q) dv - J(q)^T lam is the inverse dynamics without gravity, at zero velocity and acceleration dv.
+    # dF/dq: M(q) dv - J(q)^T lambda_c is the inverse dynamics without gravity, at zero velocity and acceleration dv.
     free, free_workspace = no_gravity(model, workspace)
     dF_dq = rnea_derivatives(free, _with_velocity(x, np.zeros_like(x.v)), s.v_plus - x.v,
-                             _body_wrenches(model, contacts, s.ids, s.lam), "local", workspace=free_workspace).dtau_dq
+                             _body_wrenches(model, contacts, s.ids, s.lambda_c), "local", workspace=free_workspace).dtau_dq
 
     nc = s.J.shape[-2]
     dC_dq = np.empty(lead + (nc, nv))
@@ -264,8 +264,8 @@ def impulse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, conta
     MinvJt = s.MinvJt
     # One solve for both column blocks: S^-1 [J M^-1 dF/dq - dC/dq, -(1 + e) J].
     rhs = np.concatenate([np.swapaxes(MinvJt, -1, -2) @ dF_dq - dC_dq, -(1.0 + restitution) * s.J], axis=-1)
-    dlam = np.linalg.solve(s.S, rhs)
-    dv = MinvJt @ dlam
+    dlambda = np.linalg.solve(s.S, rhs)
+    dv = MinvJt @ dlambda
     dv[..., :nv] -= s.Minv @ dF_dq
     dv[..., nv:] += eye
 
@@ -273,8 +273,8 @@ def impulse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, conta
     for c, P, Ja in zip(contacts, s.poses, J_ang):
         if P is not None:
             for r in range(o, o + c.dim, 3):
-                dlam[..., r:r + 3, :nv] -= _hat(s.lam[..., r:r + 3]) @ Ja  # d(R lam) = R (dlam - [lam]x J_ang dq)
+                dlambda[..., r:r + 3, :nv] -= _hat(s.lambda_c[..., r:r + 3]) @ Ja  # d(R λ) = R (dλ - [λ]x J_ang dq)
         o += c.dim
-    dlam = _in_references(contacts, s.poses, dlam)
-    lam = _in_references(contacts, s.poses, s.lam[..., None])[..., 0]
-    return ImpulseDynamicsDerivatives(s.v_plus, lam, dv[..., :nv], dv[..., nv:], dlam[..., :nv], dlam[..., nv:])
+    dlambda = _in_references(contacts, s.poses, dlambda)
+    lambda_c = _in_references(contacts, s.poses, s.lambda_c[..., None])[..., 0]
+    return ImpulseDynamicsDerivatives(s.v_plus, lambda_c, dv[..., :nv], dv[..., nv:], dlambda[..., :nv], dlambda[..., nv:])

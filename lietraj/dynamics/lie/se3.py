@@ -117,8 +117,8 @@ def between(R0, p0, R1, p1):
 
 
 @helper
-def exp_into(xi, E, PHI, K, blocks):
-    """``E = exp(xi)`` (4x4); with ``blocks``, also ``PHI = Ad_{exp(-xi)}`` and ``K = Jr(xi)`` (6x6)."""
+def exp_into(xi, E, PHI, JR, blocks):
+    """``E = exp(xi)`` (4x4); with ``blocks``, also ``PHI = Ad_{exp(-xi)}`` and ``JR = Jr(xi)`` (6x6)."""
     v, w = (xi[0], xi[1], xi[2]), (xi[3], xi[4], xi[5])
     R, p = exp6(v, w)
     for r in range(3):
@@ -137,9 +137,9 @@ def exp_into(xi, E, PHI, K, blocks):
             PHI[r, c] = PHI[r + 3, c + 3] = RT[3 * r + c]
             PHI[r, c + 3] = -B[3 * r + c]
             PHI[r + 3, c] = 0.0
-            K[r, c] = K[r + 3, c + 3] = J[3 * r + c]
-            K[r, c + 3] = Q[3 * r + c]
-            K[r + 3, c] = 0.0
+            JR[r, c] = JR[r + 3, c + 3] = J[3 * r + c]
+            JR[r, c + 3] = Q[3 * r + c]
+            JR[r + 3, c] = 0.0
 
 
 @helper
@@ -174,18 +174,18 @@ def ad_into(A, r, c, xi, k):
 
 
 @kernel
-def _exp_blocks_batch(XI, E, PHI, K, blocks):
+def _exp_blocks_batch(XI, E, PHI, JR, blocks):
     for k in range(XI.shape[0]):
-        exp_into(XI[k], E[k], PHI[k], K[k], blocks)
+        exp_into(XI[k], E[k], PHI[k], JR[k], blocks)
 
 
 def exp_blocks(XI: np.ndarray, blocks: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``exp(ξ)`` (N, 4, 4) and, with ``blocks``, ``Ad_{exp(−ξ)}`` and ``Jr(ξ)`` (N, 6, 6) for twists XI (N, 6), in
     one compiled call: the pieces of the chain rule through ``H exp(ξ)`` for a user's dynamics on SE(3)."""
     N = XI.shape[0]
-    E, PHI, K = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
-    _exp_blocks_batch(np.ascontiguousarray(XI), E, PHI, K, blocks)
-    return E, PHI, K
+    E, PHI, JR = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
+    _exp_blocks_batch(np.ascontiguousarray(XI), E, PHI, JR, blocks)
+    return E, PHI, JR
 
 
 @kernel
@@ -374,24 +374,24 @@ def bracket_rows(lam: np.ndarray) -> np.ndarray:
 
 
 def right_jacobian_derivative_contraction(c: np.ndarray, lam: np.ndarray, tol: float = 1e-18) -> np.ndarray:
-    """``K[..., i, j] = λᵀ DJr(c)[e_i] e_j`` for twists ``c`` and covectors ``λ`` of shape (..., 6): the derivative of
+    """``DJ[..., i, j] = λᵀ DJr(c)[e_i] e_j`` for twists ``c`` and covectors ``λ`` of shape (..., 6): the derivative of
     ``Jr`` contracted with ``λ``, summed from the series ``Jr(c) = Σ_k (-1)^k ad_c^k / (k+1)!`` as
     ``DJr[d] = Σ_k a_k Σ_m ad_c^m ad_d ad_c^(k-1-m)``, with vector-matrix products only."""
     ad_c = np.einsum("...k,kij->...ij", c, _AD_BASIS)
-    K = np.zeros(c.shape + (6,))
+    DJ = np.zeros(c.shape + (6,))
     # rows of λᵀ Q_k(d) for the six directions d = e_i, and λᵀ ad_c^k
-    q = np.zeros_like(K)
+    q = np.zeros_like(DJ)
     p = np.array(lam, dtype=float)
     coefficient = 1.0
     for k in range(1, 60):
         q = q @ ad_c + bracket_rows(p)  # λᵀQ_k(e_i) = λᵀQ_{k-1}(e_i) ad_c + λᵀ ad_c^(k-1) ad(e_i)
         p = np.einsum("...j,...jl->...l", p, ad_c)
         coefficient *= -1.0 / (k + 1)
-        K += coefficient * q
+        DJ += coefficient * q
         term = abs(coefficient) * (np.abs(q).max(initial=0.0) + np.abs(p).max(initial=0.0))
-        if term < tol * max(1.0, np.abs(K).max(initial=0.0)):
+        if term < tol * max(1.0, np.abs(DJ).max(initial=0.0)):
             break
-    return K
+    return DJ
 
 
 def random(rng: np.random.Generator | int | None = None) -> np.ndarray:

@@ -278,7 +278,7 @@ def tvlqr(dynamics: DiscreteDynamics, X: Trajectory, U, Q, R, Qf) -> TVLQRContro
     terminal = CostDerivatives.zeros(1, ndx, 0)
     terminal.l_xx[0] = _weight(Qf, ndx, "tvlqr: Qf", definite=False)
     F = dynamics.trajectory_derivatives(X[:T], U)
-    bp = backward_pass(ProblemDerivatives(F, running, terminal), mu=0.0, regularize_vxx=False)
+    bp = backward_pass(ProblemDerivatives(F, running, terminal), reg=0.0, regularize_vxx=False)
     if not bp.ok:
         raise ValueError(f"tvlqr: the Riccati recursion failed ({bp.reason}); check the linearization along X")
     return TVLQRController(X, U, bp.K, bp.V_xx)

@@ -7,16 +7,16 @@ function at knot ``k`` has the blocks (V' the next knot's, ``λ = V'_x + V'_xx f
 
     Q_x  = l_x  + F_xᵀ λ            Q_xx = l_xx + F_xᵀ V'_xx F_x (+ H_xx)
     Q_u  = l_u  + F_uᵀ λ            Q_xu = l_xu + F_xᵀ V'_xx F_u (+ H_xu)
-                                    Q_uu = l_uu + F_uᵀ V'_xx F_u (+ H_uu) + μ I
+                                    Q_uu = l_uu + F_uᵀ V'_xx F_u (+ H_uu) + ρ I
 
 with ``H`` the second-order dynamics term of DDP (the Hessian of ``λᵀ f``; absent for iLQR, Gauss–Newton) and
-``μ`` the Levenberg–Marquardt regularization. The policy ``δu = k + K δx`` minimises ``Q``: without control
+``ρ`` the Levenberg–Marquardt regularization. The policy ``δu = k + K δx`` minimises ``Q``: without control
 bounds ``k = -Q_uu⁻¹ Q_u``, ``K = -Q_uu⁻¹ Q_ux`` (one Cholesky factorization); with bounds ``ū + δu ∈ [u_lb, u_ub]``
 ``k`` solves the box QP by projected Newton (Bertsekas 1982, as Crocoddyl's BoxQP; ``box_qp``) and ``K`` is the
 Newton gain of the free controls, zero for the clamped ones. For any such policy the value function is exactly::
 
     V_x  = Q_x + Kᵀ Q_u + c,   c = (Q_xu + Kᵀ Q_uu) k            (c = 0 without clamped controls)
-    V_xx = Q_xx + Kᵀ Q_uu K + Q_xu K + Kᵀ Q_ux  (+ μ I when the state regularization is on, as Crocoddyl)
+    V_xx = Q_xx + Kᵀ Q_uu K + Q_xu K + Kᵀ Q_ux  (+ ρ I when the state regularization is on, as Crocoddyl)
 
 The expected improvement of a step of length α (Crocoddyl's FDDP model, here with the terms of clamped
 controls, so that it is exact on LQ problems for every α; see ``BackwardPass.expected_improvement``)::
@@ -206,7 +206,7 @@ class BackwardPass:
     c: np.ndarray
     free: np.ndarray
     gaps: np.ndarray | None
-    mu: float
+    reg: float
     failed_at: int = -1
     reason: str = ""
 
@@ -279,10 +279,10 @@ class LocalModel(NamedTuple):
 
 
 class SweepSettings(NamedTuple):
-    """The scalars of a sweep: the regularization ``mu`` added to ``Q_uu`` (and to ``V_xx`` with
+    """The scalars of a sweep: the regularization ``reg`` added to ``Q_uu`` (and to ``V_xx`` with
     ``regularize_vxx``), and the box QPs' tolerance and iteration limit."""
 
-    mu: float
+    reg: float
     regularize_vxx: bool
     box_tol: float
     box_max_iter: int
@@ -357,10 +357,10 @@ def riccati_step(knot, next_value, settings, q, gains, value, work):
     ``value``. Returns ``STEP_OK`` or why it failed (``NON_FINITE_Q``, ``NOT_POSITIVE_DEFINITE``,
     ``NON_FINITE_V``)."""
     ndx, nu = knot.F_u.shape
-    mu, second_order = settings.mu, knot.H_xx.shape[0] != 0
+    reg, second_order = settings.reg, knot.H_xx.shape[0] != 0
     Q_xx, Q_xu, Q_x, Q_u, Q_uu, c = work.Q_xx, work.Q_xu, work.Q_x, q.Q_u, q.Q_uu, q.c
     k, K, V_x, V_xx, W_xx, idx, L, vec = gains.k, gains.K, value.V_x, value.V_xx, work.W_xx, work.idx, work.L, work.vec
-    # the blocks of Q from the next knot's value: Q_xx, Q_xu, Q_x into work, Q_u, Q_uu + μ I into q
+    # the blocks of Q from the next knot's value: Q_xx, Q_xu, Q_x into work, Q_u, Q_uu + ρ I into q
     np.dot(knot.F_x.T, next_value.V_xx, W_xx)
     np.dot(W_xx, knot.F_x, Q_xx)
     np.dot(W_xx, knot.F_u, Q_xu)
@@ -381,7 +381,7 @@ def riccati_step(knot, next_value, settings, q, gains, value, work):
         Q_u[i] = acc
         for j in range(nu):
             Q_uu[i, j] += knot.l_uu[i, j] + (knot.H_uu[i, j] if second_order else 0.0)
-        Q_uu[i, i] += mu
+        Q_uu[i, i] += reg
     finite = True
     for i in range(nu):
         finite = finite and math.isfinite(Q_u[i])
@@ -444,7 +444,7 @@ def riccati_step(knot, next_value, settings, q, gains, value, work):
             V_xx[i, j] = v
             V_xx[j, i] = v
         if settings.regularize_vxx:
-            V_xx[i, i] += mu
+            V_xx[i, i] += reg
     with_gap = knot.gaps.shape[0] != 0
     finite = True
     for i in range(ndx):
@@ -486,13 +486,13 @@ def riccati_sweep(model, settings, q, gains, value, work):
     return -1, STEP_OK
 
 
-def backward_pass(d: ProblemDerivatives, mu: float = 0.0, gaps: np.ndarray | None = None,
+def backward_pass(d: ProblemDerivatives, reg: float = 0.0, gaps: np.ndarray | None = None,
                   hessian: StepHessian | None = None, du_lb: np.ndarray | None = None, du_ub: np.ndarray | None = None,
                   regularize_vxx: bool = True, k_guess: np.ndarray | None = None, box_tol: float = 1e-12,
                   box_max_iter: int = 100) -> BackwardPass:
     """One Riccati sweep from the terminal knot back to knot 0 (module docstring), in one compiled call.
 
-    ``d``: the local model (``Problem.derivatives``); ``mu``: the regularization added to ``Q_uu`` (and to
+    ``d``: the local model (``Problem.derivatives``); ``reg``: the regularization added to ``Q_uu`` (and to
     ``V_xx`` with ``regularize_vxx``); ``gaps``: (T+1, ndx) or None (a rollout); ``hessian``: DDP's second-order
     dynamics term per knot or None (iLQR); ``du_lb, du_ub``: (T, nu) bounds on ``δu`` (``u_lb - ū``, ``u_ub - ū``),
     or None for no bounds; ``k_guess``: (T, nu) warm start of the box QPs. Never raises on numerical failure: see
@@ -505,16 +505,16 @@ def backward_pass(d: ProblemDerivatives, mu: float = 0.0, gaps: np.ndarray | Non
     V_x, V_xx, lam = np.zeros((T + 1, ndx)), np.zeros((T + 1, ndx, ndx)), np.zeros((T + 1, ndx))
     Q_u, Q_uu, c = np.zeros((T, nu)), np.zeros((T, nu, nu)), np.zeros((T, ndx))
     free = np.ones((T, nu), dtype=np.bool_)
-    out = BackwardPass(k, K, V_x, V_xx, lam, Q_u, Q_uu, c, free, gaps, float(mu))
+    out = BackwardPass(k, K, V_x, V_xx, lam, Q_u, Q_uu, c, free, gaps, float(reg))
     V_x[T] = d.terminal.l_x[0]
     V_xx[T] = d.terminal.l_xx[0]
-    if regularize_vxx and mu:
-        V_xx[T].flat[::ndx + 1] += mu
+    if regularize_vxx and reg:
+        V_xx[T].flat[::ndx + 1] += reg
     lam[T] = V_x[T] if gaps is None else V_x[T] + V_xx[T] @ gaps[T]
     if not (np.isfinite(lam[T]).all() and np.isfinite(V_xx[T]).all()):
         out.failed_at, out.reason = T, "non-finite terminal cost derivatives"
         return out
-    settings = SweepSettings(float(mu), bool(regularize_vxx), float(box_tol), int(box_max_iter))
+    settings = SweepSettings(float(reg), bool(regularize_vxx), float(box_tol), int(box_max_iter))
     t, why = riccati_sweep(LocalModel.along(d, hessian, gaps, du_lb, du_ub), settings, ActionValue(Q_u, Q_uu, c),
                            Gains(k, K, free), ValueFunction(V_x, V_xx, lam), SweepWork.empty(ndx, nu))
     if t >= 0:

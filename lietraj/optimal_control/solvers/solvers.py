@@ -11,15 +11,15 @@ local model, the last direction, feasibility) is one ``SolverState``::
 
 1. ``linearize``: the local model at a new guess ``(x̄, ū)``: ``Problem.derivatives`` (one batched call per group)
    and, for an infeasible guess, the gaps ``f̄``. After a failed line search the guess, and so its model, stay;
-2. ``compute_direction``: the Riccati backward pass (``riccati.backward_pass``) with regularization ``μ``; a
+2. ``compute_direction``: the Riccati backward pass (``riccati.backward_pass``) with regularization ``ρ``; a
    failed sweep (``Q_uu`` not positive definite) calls ``increase_regularization`` and is repeated. DDP
    (``second_order_pass``) adds the second-order dynamics term ``H = ∇²(λᵀ f)``; its covectors ``λ_{k+1}`` come
    from a Gauss–Newton sweep at the same guess, so that all knots are contracted in one batched call. They differ
    from the exact DDP costates by ``O(|Q_u|)``, which keeps the Hessian error ``O(|ū - u*|)`` and hence DDP's local
-   quadratic convergence. Far from the optimum ``H`` alone can make ``Q_uu`` indefinite: the ``μ`` raised for that
-   lasts only this iteration (``H`` shrinks with ``λ`` near the optimum, and a lasting ``μ`` would slow every later
+   quadratic convergence. Far from the optimum ``H`` alone can make ``Q_uu`` indefinite: the ``ρ`` raised for that
+   lasts only this iteration (``H`` shrinks with ``λ`` near the optimum, and a lasting ``ρ`` would slow every later
    Newton step), and the line search is run on both that sweep and the Gauss–Newton one, the lower cost winning
-   (no ``μ`` up to ``reg_max`` helps: the Gauss–Newton sweep alone);
+   (no ``ρ`` up to ``reg_max`` helps: the Gauss–Newton sweep alone);
 3. ``stopping_criteria``, ``termination``: stop when the guess is feasible and the stationarity measure
    ``Σ |Q_u|²`` (free controls) is below ``tol``, or after ``max_iter`` steps;
 4. ``expected_improvement``, ``try_step``: the nonlinear forward pass (``forward_pass``) for ``α = 1, ½, ¼, ...``::
@@ -30,7 +30,7 @@ local model, the last direction, feasibility) is one ``SolverState``::
    first step whose actual decrease is at least ``accept_ratio`` times the expected one is taken (FDDP also takes
    a step that raises the cost by less than ``accept_ascent_ratio`` times a negative expected decrease: closing
    gaps may cost). A full step closes all gaps;
-5. ``update_regularization``: ``μ`` is divided by ``reg_factor`` after a step longer than ``step_dec`` and
+5. ``update_regularization``: ``ρ`` is divided by ``reg_factor`` after a step longer than ``step_dec`` and
    multiplied after a step of at most ``step_inc`` or a failed line search;
 6. ``report``: the iteration's ``IterationInfo`` goes to the history and the callbacks; a failed line search at
    ``reg_max`` ends the solve.
@@ -211,7 +211,7 @@ class SolveFailed(Exception):
 @dataclass(eq=False)
 class SolverState:
     """What one iteration hands to the next: the guess ``xs, us``, its ``cost``, ``feasible`` (no gaps left) and
-    ``gaps`` (None when feasible), the regularization ``mu``, the local model at the guess (``derivatives``,
+    ``gaps`` (None when feasible), the regularization ``reg``, the local model at the guess (``derivatives``,
     DDP's ``hessian``; ``linearized``: it is the current guess's), the last backward pass ``direction``, the last
     ``stop`` measure, the ``iteration`` count (steps taken), the ``history``, the ``status`` ("" while the solve
     goes on) and the ``perf_counter`` time the solve ``started``."""
@@ -220,7 +220,7 @@ class SolverState:
     us: np.ndarray
     cost: float
     feasible: bool
-    mu: float
+    reg: float
     derivatives: ProblemDerivatives
     started: float
     gaps: np.ndarray | None = None
@@ -326,7 +326,7 @@ class Solver:
                 step = self.try_step(state, directions, terms)
                 self.update_regularization(state, step)
                 self.report(state, step, directions[0].expected_improvement(1.0, terms=terms[0]), clock)
-                if not step.accepted and step.direction.mu >= self.options.reg_max:
+                if not step.accepted and step.direction.reg >= self.options.reg_max:
                     raise SolveFailed("no step decreases the cost and regularization reached reg_max = "
                                       f"{self.options.reg_max:g}")
             except SolveFailed as failure:
@@ -345,32 +345,32 @@ class Solver:
         state.hessian, state.linearized = None, True
 
     def compute_direction(self, state: SolverState) -> list[BackwardPass]:
-        """Steps 1–2: the local model at a new guess, then the backward pass, ``μ`` raised until it succeeds (past
+        """Steps 1–2: the local model at a new guess, then the backward pass, ``ρ`` raised until it succeeds (past
         ``reg_max``: SolveFailed). The directions for the line search: the sweep (DDP's with its second-order term,
-        when it succeeds), then the Gauss–Newton sweep when DDP's needed a raised ``μ``. ``state.direction`` is the
+        when it succeeds), then the Gauss–Newton sweep when DDP's needed a raised ``ρ``. ``state.direction`` is the
         first."""
         if not state.linearized:
             self.linearize(state)
         while True:
-            gauss_newton = self.backward_pass(state, state.mu)
+            gauss_newton = self.backward_pass(state, state.reg)
             if gauss_newton.ok and self.second_order:
                 full = self.second_order_pass(state, gauss_newton)
                 if full is not None:
                     state.direction = full
-                    return [full, gauss_newton] if full.mu > state.mu else [full]
+                    return [full, gauss_newton] if full.reg > state.reg else [full]
             if gauss_newton.ok:
                 state.direction = gauss_newton
                 return [gauss_newton]
-            if state.mu >= self.options.reg_max:
+            if state.reg >= self.options.reg_max:
                 raise SolveFailed(f"regularization reached reg_max = {self.options.reg_max:g} ({gauss_newton.reason})")
             self.increase_regularization(state)
 
-    def backward_pass(self, state: SolverState, mu: float, hessian: StepHessian | None = None) -> BackwardPass:
-        """One Riccati sweep at the guess with regularization ``mu`` (and DDP's ``hessian``), on the bounds left
+    def backward_pass(self, state: SolverState, reg: float, hessian: StepHessian | None = None) -> BackwardPass:
+        """One Riccati sweep at the guess with regularization ``reg`` (and DDP's ``hessian``), on the bounds left
         to the controls, its box QPs warm-started from the last direction."""
         opts, problem = self.options, self.problem
         bounded = problem.has_control_limits
-        return backward_pass(state.derivatives, mu, gaps=state.gaps, hessian=hessian,
+        return backward_pass(state.derivatives, reg, gaps=state.gaps, hessian=hessian,
                              du_lb=problem.u_lb - state.us if bounded else None,
                              du_ub=problem.u_ub - state.us if bounded else None, regularize_vxx=opts.regularize_vxx,
                              k_guess=None if state.direction is None else state.direction.k, box_tol=opts.box_tol,
@@ -378,7 +378,7 @@ class Solver:
 
     def second_order_pass(self, state: SolverState, gauss_newton: BackwardPass) -> BackwardPass | None:
         """DDP's sweep: the second-order term (once per guess, contracted with the Gauss–Newton sweep's covectors),
-        then sweeps with it, ``μ`` raised for this iteration only until one succeeds; None if none does up to
+        then sweeps with it, ``ρ`` raised for this iteration only until one succeeds; None if none does up to
         ``reg_max``. Dynamics without the term raise ValueError (use iLQR)."""
         if state.hessian is None:
             try:
@@ -388,14 +388,14 @@ class Solver:
                                  "solve_ilqr (Gauss-Newton) instead") from e
             except _NUMERICAL_ERRORS as e:
                 raise SolveFailed(f"the second-order term cannot be evaluated ({e})") from e
-        mu, opts = state.mu, self.options
+        reg, opts = state.reg, self.options
         while True:
-            full = self.backward_pass(state, mu, state.hessian)
+            full = self.backward_pass(state, reg, state.hessian)
             if full.ok:
                 return full
-            if mu >= opts.reg_max:
+            if reg >= opts.reg_max:
                 return None
-            mu = min(mu * opts.reg_factor, opts.reg_max)
+            reg = min(reg * opts.reg_factor, opts.reg_max)
 
     def stopping_criteria(self, state: SolverState) -> float:
         """Step 3: the stationarity measure ``Σ |Q_u|²`` of the direction (Crocoddyl's ``stoppingCriteria``)."""
@@ -460,23 +460,23 @@ class Solver:
         return self.fddp and improvement > opts.accept_ascent_ratio * expected
 
     def update_regularization(self, state: SolverState, step: Step) -> None:
-        """Step 5: ``μ`` down after a long step, up after a short one or none."""
+        """Step 5: ``ρ`` down after a long step, up after a short one or none."""
         if step.accepted and step.alpha > self.options.step_dec:
             self.decrease_regularization(state)
         if not step.accepted or step.alpha <= self.options.step_inc:
             self.increase_regularization(state)
 
     def increase_regularization(self, state: SolverState) -> None:
-        state.mu = min(state.mu * self.options.reg_factor, self.options.reg_max)
+        state.reg = min(state.reg * self.options.reg_factor, self.options.reg_max)
 
     def decrease_regularization(self, state: SolverState) -> None:
-        state.mu = max(state.mu / self.options.reg_factor, self.options.reg_min)
+        state.reg = max(state.reg / self.options.reg_factor, self.options.reg_min)
 
     def report(self, state: SolverState, step: Step, expected: float, clock: float) -> None:
         """Step 6: count the iteration and hand its ``IterationInfo`` to the history and the callbacks; ``expected``
         is the full step's expected decrease at the guess it started from, ``clock`` the time it started."""
         state.iteration += 1
-        info = IterationInfo(state.iteration, state.cost, state.stop, expected, step.alpha, step.direction.mu,
+        info = IterationInfo(state.iteration, state.cost, state.stop, expected, step.alpha, step.direction.reg,
                              _gap_norm(state.gaps), step.improvement, step.expected, time.perf_counter() - clock,
                              self.name, state.xs, state.us)
         state.history.append(info)
