@@ -104,3 +104,39 @@ def test_the_layers_import_one_way():
             if name == layer or name.startswith(layer + "."):
                 wrong += [f"{name} -> {t}" for t in targets if any(t == f or t.startswith(f + ".") for f in forbidden)]
     assert not wrong, "imports against the layers: " + ", ".join(wrong)
+
+
+ARCHITECTURE = (  # the README's layers, lowest first: a module may import its own layer and the ones before it
+    ("lietraj._jit", "lietraj.dynamics._tuples"),
+    ("lietraj.dynamics.lie",),
+    ("lietraj.dynamics.model", "lietraj.dynamics._checks", "lietraj.dynamics._spatial"),
+    ("lietraj.dynamics.kinematics", "lietraj.dynamics.algorithms", "lietraj.dynamics.contacts"),
+    ("lietraj.optimal_control.dynamics",),
+    ("lietraj.optimal_control.costs",),
+    ("lietraj.optimal_control.problem",),
+    ("lietraj.optimal_control.solvers",),
+    ("lietraj.optimal_control.feedback", "lietraj.optimal_control.solution_io"),
+    ("lietraj.problems",),
+    ("lietraj.viz",),
+    ("lietraj.warmup",),
+    ("lietraj.cli",),
+)
+
+
+def layer(name: str) -> int | None:
+    """The index of ``name``'s layer in ARCHITECTURE; None for the packages' ``__init__`` that gather them."""
+    for i, prefixes in enumerate(ARCHITECTURE):
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            return i
+    return None
+
+
+def test_every_module_has_a_layer():
+    packages = {"lietraj", "lietraj.dynamics", "lietraj.optimal_control"}
+    assert [name for name in graph() if layer(name) is None and name not in packages] == []
+
+
+def test_the_layers_of_the_architecture_import_downwards():
+    wrong = [f"{name} -> {t}" for name, targets in graph().items() for t in targets
+             if layer(name) is not None and layer(t) is not None and layer(t) > layer(name)]
+    assert not wrong, "imports of a later layer: " + ", ".join(wrong)
