@@ -117,8 +117,15 @@ def as_vector(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
-NO_FEXT = np.zeros((0, 6))
-_NO_FEXT_BATCH = np.zeros((1, 0, 6))
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+# Read-only, as numba types a global array a kernel uses: "no wrenches" passed from Python and the one a kernel
+# takes from this module then have one type, and the helpers that take it compile once.
+NO_FEXT = _read_only(np.zeros((0, 6)))
+_NO_FEXT_BATCH = _read_only(np.zeros((1, 0, 6)))
 
 
 def as_fext(fext, model, what: str) -> np.ndarray:
