@@ -161,7 +161,8 @@ class Problem:
         self.running = models
         self.terminal = terminal
         self.T = len(models)
-        self._dynamics_runs = _runs([m.dynamics for m in models])
+        self.dynamics_sequence = [m.dynamics for m in models]  # per running knot, for the solvers' forward pass
+        self._dynamics_runs = _runs(self.dynamics_sequence)
         self._cost_runs = _runs([m.cost for m in models])
         self.u_lb = np.stack([m.u_lb for m in models])
         self.u_ub = np.stack([m.u_ub for m in models])
