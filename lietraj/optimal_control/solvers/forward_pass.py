@@ -251,9 +251,7 @@ def _bounds(u_lb, u_ub, N: int, nu: int, U_ref: np.ndarray) -> BoundArrays:
 
 
 def _runs(dynamics, N: int) -> list[tuple[int, int, object]]:
-    """Maximal runs ``(start, stop, dynamics)`` of knots sharing one dynamics object."""
-    if not isinstance(dynamics, (list, tuple)):
-        return [(0, N, dynamics)]
+    """Maximal runs ``(start, stop, dynamics)`` of knots sharing one dynamics object (of a sequence of N)."""
     if len(dynamics) != N:
         raise ValueError(f"rollout_policy: {len(dynamics)} dynamics objects for {N} knots")
     runs, start = [], 0
@@ -278,16 +276,17 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
     has a compiled step roll out in one compiled call each (``compiled=False``: every knot steps in Python). Bad
     shapes raise ValueError; a non-finite or invalid state or control, or a step that fails, ends the rollout with
     a status (``PolicyRollout.failed_at``)."""
-    first = dynamics[0] if isinstance(dynamics, (list, tuple)) and len(dynamics) else dynamics
-    if isinstance(dynamics, (list, tuple)) and not len(dynamics):
+    sequence = isinstance(dynamics, (list, tuple))
+    if sequence and not dynamics:
         raise ValueError("rollout_policy: no dynamics objects")
+    first = dynamics[0] if sequence else dynamics
     space, nu = first.state_space, first.nu
     U_ref = np.ascontiguousarray(U_ref, dtype=np.float64)
     if U_ref.ndim != 2 or U_ref.shape[1] != nu:
         raise ValueError(f"rollout_policy: U_ref must have shape (N, {nu}), got {U_ref.shape}")
     N, ndx, floating, alpha = U_ref.shape[0], space.ndx, space.floating_base, float(alpha)
     _check_states(space, N, x0, X_ref)
-    runs = _runs(dynamics, N)
+    runs = _runs(dynamics, N) if sequence else [(0, N, dynamics)]
     reference = ReferenceArrays(np.ascontiguousarray(X_ref.H, dtype=np.float64) if floating else IDENTITY4_STACK,
                                 np.ascontiguousarray(X_ref.s, dtype=np.float64),
                                 np.ascontiguousarray(X_ref.v, dtype=np.float64))
