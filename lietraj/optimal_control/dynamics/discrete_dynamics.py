@@ -134,8 +134,6 @@ class DiscreteDynamics(ABC):
         return X
 
 
-
-
 class IntegratedDynamics(DiscreteDynamics):
     """``x⁺ = f(x, u)``: the continuous ``field`` (a ``Field``) integrated over ``dt`` by ``integrator`` ("euler":
     semi-implicit Euler, the default; "rk4": the commutator-free Lie-group RK4; or an integrator object such as
