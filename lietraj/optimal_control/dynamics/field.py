@@ -12,7 +12,7 @@ A user field subclasses ``Field`` in Python (README, "Your own dynamics"): a sta
 ``acceleration`` and ``derivatives`` at every knot; ``hessian_contraction`` only for DDP. The built-in fields
 (``FreeField``: ABA with optional external wrenches; ``ContactField``: the contact-constrained dynamics) also have a
 compiled form, ``FieldTables`` (an int kind and uniform arrays), which the solvers' forward pass evaluates in one
-compiled call per horizon through ``field_acceleration``; a field without it is rolled out knot by knot in Python.
+compiled call per horizon (``solvers.forward_pass``); a field without it is rolled out knot by knot in Python.
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lietraj._jit import helper
-from lietraj.dynamics.algorithms.aba import aba_core, aba_work
-from lietraj.dynamics.contacts.contact_dynamics import contact_dynamics_core, contact_dynamics_work
+from lietraj.dynamics.algorithms.aba import aba_work
+from lietraj.dynamics.contacts.contact_dynamics import contact_dynamics_work
 from lietraj.dynamics.lie.state import StateSpace, Trajectory
-from lietraj.dynamics.model.model import DofTables, ModelArrays, RobotModel
+from lietraj.dynamics.model.model import RobotModel
 
 FREE, CONTACT = 0, 1  # FieldTables.kind
 
@@ -68,7 +67,7 @@ class FieldTables(NamedTuple):
 
 
 class FieldWork(NamedTuple):
-    """Work arrays of ``field_acceleration`` for nc contact rows: ABA's, the contact dynamics' (its five fields),
+    """Work arrays of a built-in field's compiled evaluation for nc contact rows: ABA's, the contact dynamics' (its five fields),
     the contact forces ``lam`` (nc), rows ``J`` (nc, nv) and drift ``gamma`` (nc)."""
 
     aba: np.ndarray
@@ -85,16 +84,6 @@ class FieldWork(NamedTuple):
 def field_work(model: RobotModel, nc: int) -> FieldWork:
     return FieldWork(*aba_work(model), *contact_dynamics_work(model, nc), np.empty(nc), np.empty((nc, model.nv)),
                      np.empty(nc))
-
-
-@helper
-def field_acceleration(model, dofs, field, work, H, s, v, tau, acc):
-    """acc = a(x, tau) of the field of tables ``field`` at one state; returns the algorithm's status."""
-    m, f, w = ModelArrays(*model), FieldTables(*field), FieldWork(*work)
-    if f.kind == CONTACT:
-        return contact_dynamics_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).dof_parent, H, s, v, tau, f.CI,
-                                     f.CF, f.damping, w.bodies, w.crba, w.M, w.Z, w.S, acc, w.lam, w.J, w.gamma)
-    return aba_core(m.joints, m.bodies, m.gravity, H, s, v, tau, f.fext, w.aba, acc)
 
 
 class Field(ABC):

@@ -31,11 +31,12 @@ import numpy as np
 
 from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NOT_FINITE, OK, SINGULAR, check_state
-from lietraj.dynamics.contacts.contact_dynamics import NOT_FINITE_SOLUTION, RANK_DEFICIENT
+from lietraj.dynamics.contacts.contact_dynamics import NOT_FINITE_SOLUTION, RANK_DEFICIENT, contact_dynamics_core
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, chart_difference, chart_integrate
-from lietraj.dynamics.model.model import ModelArrays, RobotModel
+from lietraj.dynamics.algorithms.aba import aba_core
+from lietraj.dynamics.model.model import DofTables, ModelArrays, RobotModel
 from lietraj.optimal_control.dynamics.euler import euler_update
-from lietraj.optimal_control.dynamics.field import FieldTables, field_acceleration, field_work
+from lietraj.optimal_control.dynamics.field import CONTACT, FieldTables, FieldWork, field_work
 from lietraj.optimal_control.dynamics.rk4 import rk4_combine, rk4_stage
 
 _FAILURES = {NOT_FINITE: "a non-finite state or control", SINGULAR: "a singular articulated inertia",
@@ -186,8 +187,9 @@ def _rollout_kernel(t0, t1, model, dofs, field, rk4, dt, reference, policy, boun
     step of ``field`` (``FieldTables``) by RK4 or semi-implicit Euler; knot t1 = N + 1 stands for the last knot N,
     which has no step. Returns (status, knot): OK and t1, or the knot of the first bad control or state (t + 1 when
     the step from knot t fails)."""
-    o, w = RolloutArrays(*out), RolloutWork(*work)
-    floating, n, N = ModelArrays(*model).floating, o.S.shape[1], o.U.shape[0]
+    m, f, o, w = ModelArrays(*model), FieldTables(*field), RolloutArrays(*out), RolloutWork(*work)
+    fw, dp = FieldWork(*w.field), DofTables(*dofs).dof_parent
+    floating, n, N = m.floating, o.S.shape[1], o.U.shape[0]
     E, tau, acc, F, z = w.E, w.tau, w.acc, w.F, w.z
     nv = tau.shape[0]
     for t in range(t0, t1):
@@ -206,8 +208,12 @@ def _rollout_kernel(t0, t1, model, dofs, field, rk4, dt, reference, policy, boun
                 row = rk4_stage(stage, floating, Ht, o.S[t], o.V[t], F, z, w.YH, w.YS, w.YV, E)
                 YH, YS, YV = w.YH[row], w.YS[row], w.YV[row]
                 status = check_state(floating, n, nv, YH, YS, YV)
-            if status == OK:
-                status = field_acceleration(model, dofs, field, w.field, YH, YS, YV, tau, acc)
+            if status == OK and f.kind == CONTACT:  # the field's algorithm, called here: a helper layer over it
+                status = contact_dynamics_core(m.joints, m.bodies, m.gravity, dp, YH, YS, YV, tau, f.CI, f.CF,
+                                               f.damping, fw.bodies, fw.crba, fw.M, fw.Z, fw.S, acc, fw.lam, fw.J,
+                                               fw.gamma)
+            elif status == OK:  # would cost LLVM another optimisation of its whole call tree (_jit.py)
+                status = aba_core(m.joints, m.bodies, m.gravity, YH, YS, YV, tau, f.fext, fw.aba, acc)
             if status != OK:
                 return status, t + 1
             for i in range(nv):
