@@ -8,7 +8,7 @@ acceleration ``a`` (nv) of the left-trivialized continuous dynamics ``ẋ = x [v
 field into discrete dynamics ``x⁺ = f(x, u)`` with its Jacobians and second-order term
 (``discrete_dynamics.IntegratedDynamics``).
 
-A user field subclasses ``Field`` in Python (README, "Your own dynamics"): a state space, ``nu``, and
+A user field subclasses ``Field`` in Python (README, "Optimal control"): a state space, ``nu``, and
 ``acceleration`` and ``derivatives`` at every knot; ``hessian_contraction`` only for DDP. The built-in fields
 (``FreeField``: ABA with optional external wrenches; ``ContactField``: the contact-constrained dynamics) also have a
 compiled form, ``FieldTables`` (an int kind and uniform arrays), which the solvers' forward pass evaluates in one
@@ -106,9 +106,9 @@ class Field(ABC):
         """``a`` and its first derivatives at every knot. ``stage`` (0-3) tells an integrator's stages apart: a
         field may return arrays it reuses in its next call with the same stage and knot count."""
 
-    def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray, derivatives: FieldDerivatives) -> FieldHessian:
-        """``MU[k]ᵀ ∂²a`` at every knot (``FieldHessian``), with this field's ``derivatives`` at ``(X, U)`` at hand.
-        Optional: DDP needs it, iLQR and FDDP do not."""
+    def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
+        """``MU[k]ᵀ ∂²a`` at every knot for covectors ``MU`` (N, nv) (``FieldHessian``). Optional: DDP needs it, iLQR
+        and FDDP do not."""
         raise NotImplementedError(f"{type(self).__name__} does not implement hessian_contraction (the second-order "
                                   "term of DDP); use iLQR or FDDP, which need only the Jacobians")
 
