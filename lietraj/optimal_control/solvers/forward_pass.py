@@ -293,16 +293,16 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
     N, ndx, floating, alpha = U_ref.shape[0], space.ndx, space.floating_base, float(alpha)
     _check_states(space, N, x0, X_ref)
     runs = _runs(dynamics, N) if sequence else [(0, N, dynamics)]
-    reference = ReferenceArrays(np.ascontiguousarray(X_ref.H, dtype=np.float64) if floating else IDENTITY4_STACK,
-                                np.ascontiguousarray(X_ref.s, dtype=np.float64),
-                                np.ascontiguousarray(X_ref.v, dtype=np.float64))
+    # Plain tuples for the kernels (a NamedTuple argument costs numba's dispatcher microseconds per call).
+    reference = (np.ascontiguousarray(X_ref.H, dtype=np.float64) if floating else IDENTITY4_STACK,
+                 np.ascontiguousarray(X_ref.s, dtype=np.float64), np.ascontiguousarray(X_ref.v, dtype=np.float64))
     k, K = _policy_array(k, (N, nu), "k"), _policy_array(K, (N, nu, ndx), "K")
     gaps = None if gaps is None else _policy_array(gaps, (N + 1, ndx), "gaps")
-    policy = PolicyArrays(U_ref, k, K, alpha, U_ref if gaps is None else gaps, gaps is not None and alpha != 1.0)
-    bounds = _bounds(u_lb, u_ub, N, nu, U_ref)
-    X = space.trajectory(N + 1)
+    policy = (U_ref, k, K, alpha, U_ref if gaps is None else gaps, gaps is not None and alpha != 1.0)
+    bounds = tuple(_bounds(u_lb, u_ub, N, nu, U_ref))
+    X, U, DX = space.trajectory(N + 1), np.empty((N, nu)), np.empty((N + 1, ndx))
     X[0] = x0
-    out = RolloutArrays(X.H if floating else IDENTITY4_STACK, X.s, X.v, np.empty((N, nu)), np.empty((N + 1, ndx)))
+    out = (X.H if floating else IDENTITY4_STACK, X.s, X.v, U, DX)
     E, z = np.empty((4, 4)), np.empty(ndx)
     t, status, who = 0, OK, first
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # only Python steps warn on a divergence
@@ -311,8 +311,8 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
             who = dyn
             if form is not None:
                 m = form.model
-                status, t = _rollout_kernel(start, stop + (stop == N), m.packed, m.dof_tables, form.field, form.rk4,
-                                            form.dt, reference, policy, bounds, out, form.work)
+                status, t = _rollout_kernel(start, stop + (stop == N), m.packed, m.dof_tables, tuple(form.field),
+                                            form.rk4, form.dt, reference, policy, bounds, out, form.work)
                 if status != OK:
                     break
                 continue
@@ -321,17 +321,17 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
                 if status != OK:
                     break
                 try:
-                    X[t + 1] = dyn.step(X[t], out.U[t])
+                    X[t + 1] = dyn.step(X[t], U[t])
                 except (ValueError, ArithmeticError) as e:
-                    return PolicyRollout(X, out.U, out.DX, t + 1, f"the step from knot {t} failed: {e}")
+                    return PolicyRollout(X, U, DX, t + 1, f"the step from knot {t} failed: {e}")
             if status != OK:
                 break
             if stop == N:
                 t, status = N, _policy_knot_kernel(N, floating, reference, policy, bounds, out, E, z)
     if status == OK:
-        return PolicyRollout(X, out.U, out.DX)
+        return PolicyRollout(X, U, DX)
     what = _FAILURES.get(status, "an invalid base pose")
-    return PolicyRollout(X, out.U, out.DX, int(t), f"{_name(who)}.rollout_policy: {what} at knot {t}")
+    return PolicyRollout(X, U, DX, int(t), f"{_name(who)}.rollout_policy: {what} at knot {t}")
 
 
 def _name(dynamics) -> str:
