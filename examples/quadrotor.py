@@ -49,7 +49,8 @@ import numpy as np
 from lietraj.dynamics import se3
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 from lietraj.optimal_control.costs.costs import CostSum, control_regularization, state_regularization
-from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, exp_blocks
+from lietraj.optimal_control import exp_blocks
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, compose_blocks
 from lietraj.optimal_control.problem import ActionModel, Problem
 from lietraj.optimal_control.solvers.solvers import SolverOptions, solve_ddp, solve_fddp, solve_ilqr

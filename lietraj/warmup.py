@@ -179,7 +179,8 @@ def _backward(bounded: bool) -> None:
 
 
 def _rollout(problem, xs, us, gaps) -> None:
-    """The solvers' forward pass (module ``solvers``) of the open-loop policy at a step of one half."""
+    """The solvers' forward pass (``solvers._forward_pass``, the kernel of ``forward_pass``) of the open-loop policy
+    at a step of one half."""
     from lietraj.optimal_control.solvers.riccati import Gains
     from lietraj.optimal_control.solvers.solvers import _forward_pass
 

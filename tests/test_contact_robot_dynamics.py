@@ -27,7 +27,8 @@ from lietraj.dynamics.model.robots import load_robot
 from lietraj.dynamics.lie.state import State, Trajectory
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.costs.costs import CostSum, control_regularization, state_regularization
-from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, rollout_policy_per_knot
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives
+from lietraj.optimal_control.solvers.forward_pass import rollout_policy_per_knot
 from lietraj.optimal_control.problem import ActionModel, Problem, knots
 from lietraj.optimal_control.solvers.solvers import solve_ddp, solve_fddp, solve_ilqr
 

@@ -1,7 +1,7 @@
 """The closed-loop rollout of a policy (the solvers' forward pass): RobotDynamics' compiled rollout_policy equals the
 knot-by-knot loop through ``step`` (floating and fixed base, Euler and RK4, gaps, bounds, α < 1), the generic
 version equals the loop the solvers used before it, non-finite values end a rollout with a status, and the solver
-takes the compiled path only when all knots share one dynamics object."""
+rolls each run of knots sharing one dynamics object out in one compiled call."""
 
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ import pytest
 import lietraj
 from conftest import relative_error
 from lietraj.dynamics.lie.state import Trajectory
-from lietraj.optimal_control.solvers import solvers
+from lietraj.optimal_control.solvers import forward_pass, solvers
 from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDynamics, RobotDynamics
 from lietraj.optimal_control.problem import ActionModel, Problem, knots, tangent_difference, tangent_integrate
 from test_problem import FreeBody, StateControlCost
@@ -159,7 +159,7 @@ def test_bad_shapes_raise_value_errors(rng):
             DiscreteDynamics.rollout_policy(dyn, **args)
 
 
-def test_solver_forward_pass_uses_one_call_when_the_knots_share_dynamics(rng, monkeypatch):
+def test_solver_forward_pass_rolls_each_run_of_shared_dynamics_out_in_one_compiled_call(rng, monkeypatch):
     model = lietraj.load_robot("ur5")
     sp = model.state_space
     dyn, other = RobotDynamics(model, 0.01), RobotDynamics(model, 0.01)
@@ -167,16 +167,18 @@ def test_solver_forward_pass_uses_one_call_when_the_knots_share_dynamics(rng, mo
     cost = StateControlCost(sp, model.n, np.eye(sp.ndx), x0, np.eye(model.n))
     terminal = StateControlCost(sp, 0, np.eye(sp.ndx), x0)
     shared = Problem(x0, ActionModel(dyn, cost, u_lb=-U_MAX, u_ub=U_MAX), terminal, horizon=T)
-    mixed = Problem(x0, [ActionModel(dyn if t % 2 else other, cost, u_lb=-U_MAX, u_ub=U_MAX) for t in range(T)],
-                    terminal)
+    runs = [dyn] * 10 + [other] * 15 + [dyn] * 5
+    mixed = Problem(x0, [ActionModel(d, cost, u_lb=-U_MAX, u_ub=U_MAX) for d in runs], terminal)
     bp = type("Policy", (), dict(k=k, K=K))()
     calls = []
-    compiled = RobotDynamics.rollout_policy
-    monkeypatch.setattr(RobotDynamics, "rollout_policy", lambda self, *a: calls.append(self) or compiled(self, *a))
+    kernel = forward_pass._rollout_kernel
+    monkeypatch.setattr(forward_pass, "_rollout_kernel", lambda t0, t1, *a: calls.append((t0, t1)) or kernel(t0, t1, *a))
+    monkeypatch.setattr(RobotDynamics, "step", lambda *a: pytest.fail("a compiled dynamics stepped in Python"))
     a = solvers._forward_pass(shared, X_ref, U_ref, bp, 0.5, gaps)
-    assert calls == [dyn]
+    assert calls == [(0, T + 1)]
     b = solvers._forward_pass(mixed, X_ref, U_ref, bp, 0.5, gaps)
-    assert calls == [dyn]  # the mixed problem stepped knot by knot
+    assert calls[1:] == [(0, 10), (10, 25), (25, T + 1)]  # one call per run, the last one with the final knot
+    monkeypatch.undo()
     for p, q in zip(stacked(a[:3]), stacked(b[:3])):  # a fixed base: the two paths round alike
         np.testing.assert_array_equal(p, q)
     assert a[3] == b[3] == shared.cost(a[0], a[1])

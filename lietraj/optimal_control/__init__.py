@@ -2,7 +2,8 @@
 solvers that share one Riccati backward pass.
 
 Layers as in Crocoddyl, each batched over the knots of a trajectory: dynamics (``DiscreteDynamics``, a plug-in;
-``RobotDynamics`` for robots, ``LinearDynamics``), costs (a residual through an activation, or any ``CostModel``),
+a continuous ``Field`` times an integrator, ``IntegratedDynamics``, with ``RobotDynamics`` and
+``ContactRobotDynamics`` for robots; ``LinearDynamics``), costs (a residual through an activation, or any ``CostModel``),
 a ``Problem`` of action models, solvers that know nothing about robots, LQR / TVLQR feedback on the Lie-algebra
 error with closed-loop simulation, and lossless saving of solutions. This subpackage imports
 ``lietraj.dynamics`` and nothing above it.
@@ -24,6 +25,8 @@ from lietraj.optimal_control.costs.contact_residuals import (
     WrenchConeResidual,
     barrier_activation,
 )
+from lietraj.dynamics.lie.se3 import exp_blocks
+from lietraj.optimal_control.dynamics.contact_field import ContactField
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.costs.costs import (
     CostDerivatives,
@@ -41,13 +44,16 @@ from lietraj.optimal_control.costs.derivative_check import BlockCheck, Derivativ
 from lietraj.optimal_control.dynamics.discrete_dynamics import (
     DiscreteDerivatives,
     DiscreteDynamics,
-    PolicyRollout,
+    IntegratedDynamics,
     RobotDynamics,
-    exp_blocks,
 )
+from lietraj.optimal_control.dynamics.euler import SemiImplicitEuler
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_hessian_contraction
+from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives, FieldHessian
+from lietraj.optimal_control.dynamics.free_field import FreeField
 from lietraj.optimal_control.dynamics.impulse_robot_dynamics import ImpulseRobotDynamics
 from lietraj.optimal_control.dynamics.linear_dynamics import LinearDynamics
+from lietraj.optimal_control.dynamics.rk4 import RK4
 from lietraj.optimal_control.feedback.lqr import (
     FeedbackPolicy,
     LQRController,
@@ -72,6 +78,7 @@ from lietraj.optimal_control.costs.residuals import (
     ResidualDerivatives,
     StateResidual,
 )
+from lietraj.optimal_control.solvers.forward_pass import PolicyRollout
 from lietraj.optimal_control.solvers.riccati import BackwardPass, BoxQPResult, backward_pass, box_qp
 from lietraj.optimal_control.solvers.progress import ProgressDisplay
 from lietraj.optimal_control.solution_io import SavedSolution, load_solution, save_solution
@@ -87,15 +94,16 @@ from lietraj.optimal_control.solvers.solvers import (
 
 __all__ = [
     "ActionModel", "Activation", "ActivationDerivatives", "BackwardPass", "BalanceController", "BlockCheck",
-    "BoxQPResult", "CenterOfMassResidual", "CenterOfPressureResidual", "ContactForceResidual",
+    "BoxQPResult", "CenterOfMassResidual", "CenterOfPressureResidual", "ContactField", "ContactForceResidual",
     "ContactRobotDynamics", "ControlResidual", "CostDerivatives", "CostModel", "CostSum", "CostTerm",
-    "DerivativeReport", "DiscreteDerivatives", "DiscreteDynamics", "FeedbackPolicy", "FramePlacementResidual",
-    "FrameRotationResidual", "FrameTranslationResidual", "FrameVelocityResidual", "FrictionConeResidual",
-    "FunctionCost", "ImpulseRobotDynamics", "IterationInfo", "JointPositionResidual", "JointTorqueResidual",
-    "LQRController", "LinearDynamics", "LogTable", "Policy", "PolicyRollout", "Problem", "ProblemDerivatives",
-    "ProgressDisplay", "Quadratic", "QuadraticBarrier", "Residual", "ResidualCost", "ResidualDerivatives",
-    "RobotDynamics", "SavedSolution", "Simulation", "SmoothAbs", "SolverOptions", "SolverResult", "StateResidual",
-    "StepHessian", "TVLQRController", "WeightedQuadratic", "WrenchConeResidual", "backward_pass",
+    "DerivativeReport", "DiscreteDerivatives", "DiscreteDynamics", "FeedbackPolicy", "Field", "FieldDerivatives",
+    "FieldHessian", "FramePlacementResidual", "FrameRotationResidual", "FrameTranslationResidual",
+    "FrameVelocityResidual", "FreeField", "FrictionConeResidual", "FunctionCost", "ImpulseRobotDynamics",
+    "IntegratedDynamics", "IterationInfo", "JointPositionResidual", "JointTorqueResidual", "LQRController",
+    "LinearDynamics", "LogTable", "Policy", "PolicyRollout", "Problem", "ProblemDerivatives", "ProgressDisplay",
+    "Quadratic", "QuadraticBarrier", "RK4", "Residual", "ResidualCost", "ResidualDerivatives", "RobotDynamics",
+    "SavedSolution", "SemiImplicitEuler", "Simulation", "SmoothAbs", "SolverOptions", "SolverResult",
+    "StateResidual", "StepHessian", "TVLQRController", "WeightedQuadratic", "WrenchConeResidual", "backward_pass",
     "balance_controller", "barrier_activation", "box_qp", "check_derivatives", "constraint_basis",
     "control_regularization", "default_weights", "euler_hessian_contraction", "exp_blocks", "joint_limit_cost",
     "load_solution", "lqr", "push", "save_solution", "simulate", "solve_ddp", "solve_fddp", "solve_ilqr",

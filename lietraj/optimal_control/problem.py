@@ -119,7 +119,8 @@ class Problem:
 
     ``running`` is one ``ActionModel`` used at every knot (``horizon`` is then required) or a sequence of ``T``
     models (``horizon``, if given, must equal their number). All models must share the state space of ``x0`` and
-    of ``terminal`` (a ``CostModel`` with ``nu = 0``) and one control size ``nu``.
+    of ``terminal`` (a ``CostModel`` with ``nu = 0``) and one control size ``nu``. ``dynamics_sequence`` lists the
+    dynamics of the ``T`` running knots (the solvers' forward pass rolls runs of one object out together).
     """
 
     def __init__(self, x0: State, running: ActionModel | Sequence[ActionModel], terminal: CostModel,
@@ -161,7 +162,8 @@ class Problem:
         self.running = models
         self.terminal = terminal
         self.T = len(models)
-        self._dynamics_runs = _runs([m.dynamics for m in models])
+        self.dynamics_sequence = [m.dynamics for m in models]
+        self._dynamics_runs = _runs(self.dynamics_sequence)
         self._cost_runs = _runs([m.cost for m in models])
         self.u_lb = np.stack([m.u_lb for m in models])
         self.u_ub = np.stack([m.u_ub for m in models])

@@ -26,39 +26,28 @@ The Euler step of DESIGN.md (``ν' = ν + dt a_b``, ``ṡ' = ṡ + dt a_j``, ``H
 ``a`` is ``μ = dt [λ_ν + dt Jr(c)ᵀ λ_H; λ_ṡ + dt λ_s]`` (``c = dt ν̄'``), and ``b = dt (δν + dt δa_b)``.
 
 Nothing in the step depends on how ``a`` is computed: ``euler_step_hessian`` takes the field's first-order
-derivatives and its contraction ``μ ↦ μᵀ ∂²a``, by default ABA's (``aba_second_order``); ``ContactRobotDynamics``
-passes the contact-constrained dynamics' (``contact_dynamics_second_order``).
+derivatives and its contraction ``μ ↦ μᵀ ∂²a`` (``Field.hessian_contraction``: ABA's ``aba_second_order`` for
+``FreeField``, ``contact_dynamics_second_order`` for ``ContactField``, or a user field's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from lietraj.dynamics.lie import se3
-from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives
-from lietraj.dynamics.algorithms.aba_second_order import aba_hessian_contraction
-from lietraj.dynamics.algorithms.linearization import generalized_force
-from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.state import State, Trajectory
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.optimal_control.dynamics.field import FieldDerivatives, FieldHessian
+from lietraj.optimal_control.dynamics.free_field import FreeField
 
-# μ (N, nv) -> (qq, qv, vv, qtau) of μᵀ ∂²a for an acceleration field a(q, v, τ).
-FieldContraction = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+# μ (N, nv) -> μᵀ ∂²a of an acceleration field a(q, v, u) (Field.hessian_contraction at the step's knots).
+FieldContraction = Callable[[np.ndarray], FieldHessian]
 # Knots per block of the assembly: its (knots, m, m) temporaries stay small enough to be reused, not freshly mapped
 # (first touches of fresh pages cost more than the products).
 _BLOCK_ENTRIES = 32768
-
-
-class FieldDerivatives(Protocol):
-    """First-order derivatives of an acceleration field (``ForwardDynamicsDerivatives``,
-    ``ContactDynamicsDerivatives``)."""
-
-    da_dq: np.ndarray
-    da_dv: np.ndarray
-    da_dtau: np.ndarray
 
 
 @dataclass(eq=False)
@@ -89,15 +78,15 @@ def compose_term(Sa: np.ndarray, Sb: np.ndarray, H_ab: np.ndarray, H_bb: np.ndar
     return np.concatenate((Sa, Sb), axis=1), np.concatenate((H_ab @ Sb, 0.5 * H_bb @ Sb), axis=1)
 
 
-def field_term(dY: np.ndarray | None, C: tuple[np.ndarray, ...], n: int) -> tuple[np.ndarray | None, np.ndarray]:
+def field_term(dY: np.ndarray | None, C: FieldHessian) -> tuple[np.ndarray | None, np.ndarray]:
     """Factors ``(L, R)`` with ``Lᵀ R + Rᵀ L = Sᵀ D S`` for a field node: ``D`` the symmetric (q, v, u) Hessian of
-    ``μᵀ FD`` from ``C = (qq, qv, vv, qtau)`` (N, nv, nv) each, ``S = [dY; 0 I]`` with ``dY`` (N, ndx, ndx + n) the
-    sensitivity of the node's state, ``u`` the last ``n`` generalized forces. ``dY`` None stands for ``[I 0]`` (the
-    step's own input) and gives ``L`` None."""
-    qq, qv, vv, qtau = C
+    ``μᵀ a`` from ``C`` (``qq``, ``qv``, ``vv`` (N, nv, nv), ``qu`` (N, nv, nu)), ``S = [dY; 0 I]`` with ``dY``
+    (N, ndx, ndx + nu) the sensitivity of the node's state. ``dY`` None stands for ``[I 0]`` (the step's own input)
+    and gives ``L`` None."""
+    qq, qv, vv, qu = C.qq, C.qv, C.vv, C.qu
     N, nv = qq.shape[:2]
     ndx = 2 * nv
-    R = np.zeros((N, ndx, ndx + n))
+    R = np.zeros((N, ndx, ndx + qu.shape[2]))
     if dY is None:
         R[:, :nv, :nv] = 0.5 * qq
         R[:, :nv, nv:ndx] = qv
@@ -106,7 +95,7 @@ def field_term(dY: np.ndarray | None, C: tuple[np.ndarray, ...], n: int) -> tupl
         Sq, Sv = dY[:, :nv], dY[:, nv:]
         R[:, :nv] = 0.5 * qq @ Sq + qv @ Sv
         R[:, nv:] = 0.5 * vv @ Sv
-    R[:, :nv, ndx:] += qtau[:, :, nv - n:]
+    R[:, :nv, ndx:] += qu
     return dY, R
 
 
@@ -129,42 +118,40 @@ def assemble(H: np.ndarray, terms: list[tuple[np.ndarray | None, np.ndarray]]) -
         np.add(T, _tr(T), out=H[sl])
 
 
-def _fd_contraction(model: RobotModel, Y: Trajectory, tau: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, ...]:
-    """``lam[k]ᵀ ∂²FD`` at every knot of ``Y`` as ``(qq, qv, vv, qtau)``, each (N, nv, nv) (``aba_second_order``)."""
-    C = aba_hessian_contraction(model, Y, tau, lam)
-    return C.qq, C.qv, C.vv, C.qtau
-
-
 def hessian_blocks(H: np.ndarray, ndx: int) -> StepHessian:
     """The blocks of the full (N, ndx + nu, ndx + nu) Hessian."""
     return StepHessian(H[:, :ndx, :ndx], H[:, :ndx, ndx:], H[:, ndx:, ndx:])
 
 
-def euler_step_hessian(model: RobotModel, dt: float, X: Trajectory, tau: np.ndarray, fd: FieldDerivatives,
-                       XI: np.ndarray, PHI: np.ndarray | None, JR: np.ndarray | None, LAM: np.ndarray,
-                       field_contraction: FieldContraction | None = None) -> StepHessian:
-    """The Hessians at every knot of ``X`` from checked inputs: generalized forces ``tau`` (N, nv), ``fd`` the
-    first-order derivatives of the acceleration field (``da_dq``, ``da_dv``, ``da_dtau``: ``aba_derivatives(model,
-    X, tau)``, or ``contact_dynamics_derivatives`` for contacts), ``XI = dt ν̄'`` (N, 6) with
-    ``PHI = Ad_{exp(-XI)}``, ``JR = Jr(XI)`` (None for a fixed base), covectors ``LAM`` (N, ndx).
+def step_twists(dt: float, X: Trajectory, fd: FieldDerivatives) -> np.ndarray:
+    """``ξ = dt ν̄'`` (N, 6) of each step's base exponential (its compose node), (N, 0) for a fixed base."""
+    if X.H is None:
+        return np.zeros((len(X), 0))
+    return dt * (X.v[:, :6] + dt * fd.a[:, :6])
 
-    ``field_contraction`` maps the field's covectors ``μ`` (N, nv) to ``(qq, qv, vv, qtau)`` of ``μᵀ ∂²a``
-    (``aba_second_order``'s blocks); default: ABA's. The step is the same for any field ``a(q, v, τ)``."""
-    N, nv, n = len(X), model.nv, model.n
+
+def euler_step_hessian(dt: float, X: Trajectory, fd: FieldDerivatives, LAM: np.ndarray,
+                       field_contraction: FieldContraction) -> StepHessian:
+    """The Hessians at every knot of ``X`` from checked inputs: ``fd`` the first-order derivatives of the acceleration
+    field at the knots (``Field.derivatives``), covectors ``LAM`` (N, ndx), and ``field_contraction`` mapping the
+    field's covectors ``μ`` (N, nv) to ``μᵀ ∂²a`` (``Field.hessian_contraction``). The step is the same for any
+    field ``a(q, v, u)``."""
+    N, nv, nu = len(X), fd.da_dq.shape[1], fd.da_du.shape[2]
     ndx = 2 * nv
     lam_xi = LAM.copy()
-    if PHI is not None:
+    if X.H is not None:
+        XI = step_twists(dt, X, fd)
+        _, PHI, JR = se3.exp_blocks(XI)
         lam_xi[:, :6] = np.einsum("nij,ni->nj", JR, LAM[:, :6])
     mu = dt * (lam_xi[:, nv:] + dt * lam_xi[:, :nv])
-    C = _fd_contraction(model, X, tau, mu) if field_contraction is None else field_contraction(mu)
-    terms = [field_term(None, C, n)]
-    if PHI is not None:
-        Sa = np.zeros((N, 6, ndx + n))
+    terms = [field_term(None, field_contraction(mu))]
+    if X.H is not None:
+        Sa = np.zeros((N, 6, ndx + nu))
         Sa[:, :, :6] = np.eye(6)
-        Sb = np.concatenate((fd.da_dq[:, :6], fd.da_dv[:, :6], fd.da_dtau[:, :6, nv - n:]), axis=2) * (dt * dt)
+        Sb = np.concatenate((fd.da_dq[:, :6], fd.da_dv[:, :6], fd.da_du[:, :6]), axis=2) * (dt * dt)
         Sb[:, :, nv:nv + 6] += dt * np.eye(6)
         terms.append(compose_term(Sa, Sb, *compose_blocks(XI, PHI, JR, LAM[:, :6])))
-    H = np.empty((N, ndx + n, ndx + n))
+    H = np.empty((N, ndx + nu, ndx + nu))
     assemble(H, terms)
     return hessian_blocks(H, ndx)
 
@@ -180,12 +167,6 @@ def euler_hessian_contraction(model: RobotModel, dt: float, x: State, u, lam) ->
     lam = np.asarray(lam, dtype=float)
     if lam.shape != (2 * nv,) or not np.all(np.isfinite(lam)):
         raise ValueError(f"euler_hessian_contraction({model.name}): lam must be a finite vector of shape ({2 * nv},)")
-    tau = generalized_force(model, np.asarray(u, dtype=float), "euler_hessian_contraction")[None]
-    X = Trajectory.repeat(x, 1)
-    fd = aba_derivatives(model, X, tau)
-    XI, PHI, JR = np.zeros((1, 0)), None, None
-    if model.floating_base:
-        XI = dt * (x.v[None, :6] + dt * fd.a[:, :6])
-        _, PHI, JR = se3.exp_blocks(XI)
-    H = euler_step_hessian(model, dt, X, tau, fd, XI, PHI, JR, lam[None])
+    field, X, U = FreeField(model), Trajectory.repeat(x, 1), np.asarray(u, dtype=float)[None]
+    H = euler_step_hessian(dt, X, field.derivatives(X, U), lam[None], lambda mu: field.hessian_contraction(X, U, mu))
     return StepHessian(H.xx[0], H.xu[0], H.uu[0])

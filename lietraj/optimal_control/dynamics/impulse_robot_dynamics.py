@@ -44,7 +44,8 @@ from lietraj.dynamics.kinematics.kinematics import frame_id
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import Trajectory
-from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, covectors, joint_torques
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, covectors
+from lietraj.optimal_control.dynamics.field import joint_torques
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 
 

@@ -58,9 +58,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lietraj.dynamics.lie.state import Trajectory
-from lietraj.optimal_control.dynamics.discrete_dynamics import rollout_policy_per_knot
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 from lietraj.optimal_control.problem import Problem, ProblemDerivatives
+from lietraj.optimal_control.solvers.forward_pass import rollout_policy
 from lietraj.optimal_control.solvers.riccati import BackwardPass, backward_pass
 
 # What a diverging model raises from inside: RobotDynamics reports a non-finite step with ValueError, numpy's
@@ -185,16 +185,11 @@ def _gap_norm(gaps: np.ndarray | None) -> float:
 def _forward_pass(problem: Problem, xs: Trajectory, us: np.ndarray, bp: BackwardPass, alpha: float,
                   gaps: np.ndarray | None):
     """The nonlinear rollout of the policy with step ``alpha`` (module docstring, step 4): ``(X, U, DX, cost)``,
-    or None if it diverged. Knots sharing one dynamics object (the common case) roll out in one ``rollout_policy``
-    call (compiled for RobotDynamics), others one knot at a time."""
-    dynamics = problem.running[0].dynamics
+    or None if it diverged. ``forward_pass.rollout_policy`` rolls each run of knots sharing one dynamics object out
+    in one compiled call where the dynamics has a compiled step, else one knot at a time."""
     bounds = (problem.u_lb, problem.u_ub) if problem.has_control_limits else (None, None)
-    args = (problem.x0, xs, us, bp.k, bp.K, alpha, gaps, *bounds)
     try:
-        if all(m.dynamics is dynamics for m in problem.running):
-            trial = dynamics.rollout_policy(*args)
-        else:
-            trial = rollout_policy_per_knot([m.dynamics for m in problem.running], *args)
+        trial = rollout_policy(problem.dynamics_sequence, problem.x0, xs, us, bp.k, bp.K, alpha, gaps, *bounds)
         if not trial.ok:
             return None
         cost = problem.cost(trial.X, trial.U)

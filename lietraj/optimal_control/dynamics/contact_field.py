@@ -1,0 +1,88 @@
+"""The contact field of a robot driven by its joint torques while rigid contacts hold: ``a`` of the
+contact-constrained forward dynamics.
+
+``a = contact_dynamics(model, x, [0; u], contacts)`` (KKT system with Baumgarte stabilization,
+``lietraj.dynamics.contacts.contact_dynamics``; Crocoddyl's DifferentialActionModelContactFwdDynamics) instead of
+ABA; the first derivatives are ``contact_dynamics_derivatives``' and the contraction ``μᵀ ∂²a`` is
+``contact_dynamics_second_order``'s: the inverse-dynamics curvature (IDSVA SO) through the constrained inverse
+inertia, the curvature of the contact forces' generalized force, and the curvature of the contact Jacobian, drift
+and Baumgarte terms. All of it is exact except one term: for a 6d contact with a position target, the derivative
+of ``Jlog6`` in the position error ``Kp log6(T⁻¹ oMf)`` (O(Kp |e_c|), zero when the foot is at its target).
+
+The contacts are one set for every knot the field is used at: a contact phase change (a foot lifts or lands) is
+another field, and so another dynamics object, for the knots of each phase.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from lietraj.dynamics._checks import NO_FEXT
+from lietraj.dynamics.contacts.contact_dynamics import Contact, pack_contacts, solve_contact_dynamics
+from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
+from lietraj.dynamics.contacts.contact_dynamics_second_order import contact_hessian_contraction
+from lietraj.dynamics.lie.state import Trajectory
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.optimal_control.dynamics.field import CONTACT, FieldDerivatives, FieldHessian, FieldTables
+from lietraj.optimal_control.dynamics.free_field import RobotField
+
+
+class ContactField(RobotField):
+    """``a`` of ``model`` under the rigid ``contacts`` (``Contact`` objects, the same at every knot); ``damping``
+    >= 0 regularizes redundant contacts as in ``contact_dynamics`` (module docstring)."""
+
+    def __init__(self, model: RobotModel, contacts: Sequence[Contact], damping: float = 0.0, who: str = "ContactField"):
+        if not (isinstance(damping, (int, float, np.floating)) and math.isfinite(damping) and damping >= 0):
+            raise ValueError(f"{who}: damping must be finite and >= 0, got {damping!r}")
+        super().__init__(model)
+        self.contacts = tuple(contacts)
+        self.packed = pack_contacts(model, self.contacts, who)
+        self.damping = float(damping)
+        self.nc = self.packed.nc
+        if type(self) is ContactField:  # a subclass may change the field: it is evaluated in Python
+            self.tables = FieldTables(CONTACT, NO_FEXT, self.packed.CI, self.packed.CF, self.damping)
+        self._last: tuple | None = None
+
+    def __repr__(self) -> str:
+        return f"ContactField({self.model.name!r}, contacts=[{', '.join(f'{c.frame}:{c.kind}' for c in self.contacts)}])"
+
+    def solve(self, X: Trajectory, U) -> tuple[np.ndarray, np.ndarray]:
+        """Accelerations (N, nv) and contact forces (N, nc) at every knot, from one batched kernel call; raises
+        ValueError where ``contact_dynamics`` does (redundant contacts without damping, a non-finite solution)."""
+        tau = self.torques(X, U)
+        N, nv, nc = len(X), self.model.nv, self.nc
+        A, LAM = np.empty((N, nv)), np.empty((N, nc))
+        J, gamma = self.buffer("rows", 1, lambda: (np.empty((1, nc, nv)), np.empty((1, nc))))
+        solve_contact_dynamics(self.model, X, tau, self.packed, self.damping, A, LAM, J, gamma, self.workspace)
+        return A, LAM
+
+    def acceleration(self, X: Trajectory, U) -> np.ndarray:
+        return self.solve(X, U)[0]
+
+    def contact_derivatives(self, X: Trajectory, U) -> ContactDynamicsDerivatives:
+        """``contact_dynamics_derivatives`` at every knot: accelerations, contact forces and their derivatives.
+
+        The last evaluation is kept with a copy of its inputs and returned again for equal ``(X, U)``: the
+        Jacobians, DDP's second-order term and the contact costs (``WrenchConeResidual(..., dynamics=...)``)
+        evaluate the same knots in one iteration and share one computation. The arrays are shared: read them, do
+        not write them."""
+        tau = self.torques(X, U)
+        if self._last is not None:
+            inputs, d = self._last
+            if all(np.array_equal(a, b) for a, b in zip(inputs, (X.H, X.s, X.v, tau)) if b is not None):
+                return d
+        d = contact_dynamics_derivatives(self.model, X, tau, self.contacts, self.damping, workspace=self.workspace)
+        self._last = (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v, tau)), d)
+        return d
+
+    def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
+        d = self.contact_derivatives(X, U)
+        return FieldDerivatives(d.a, d.da_dq, d.da_dv, self.joint_columns(d.da_dtau))
+
+    def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
+        C = contact_hessian_contraction(self.model, X, self.torques(X, U), self.contacts, MU, self.damping,
+                                        derivatives=self.contact_derivatives(X, U), workspace=self.workspace)
+        return FieldHessian(C.qq, C.qv, C.vv, self.joint_columns(C.qtau))

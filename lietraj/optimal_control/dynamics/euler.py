@@ -1,0 +1,115 @@
+"""The semi-implicit Euler step of any field on the state group, with its closed-form Jacobians.
+
+For the field ``a = field(x, u)`` (``field.Field``) and ``v = [ν; ṡ]`` (DESIGN.md "time discretization";
+Crocoddyl's IntegratedActionModelEuler)::
+
+    v⁺ = v + dt a,   H⁺ = H exp(dt ν⁺),   s⁺ = s + dt ṡ⁺          (fixed base: only the s, ṡ parts)
+
+Jacobians in the tangent chart of ``StateSpace``, ``f(x exp(dx), u + du) ≈ f(x, u) exp(F_x dx + F_u du)``, tangent
+order ``[z_H; z_s; z_ν; z_ṡ]``. With ``A_q, A_v, B = da/dq, da/dv, da/du`` of the field, the chain rule through
+``H exp(ξ)`` (``dY = Ad_{exp(-ξ)} dX + Jr(ξ) dξ`` on the SE(3) rows) gives the closed form::
+
+    G = [dt A_q, I + dt A_v]   (dv⁺/dx)
+    F_x = [[Φ, 0] + dt K G;  G],   F_u = [dt² K B;  dt B],   Φ = diag(Ad_{exp(-dt ν⁺)}, I),  K = diag(Jr(dt ν⁺), I)
+
+DDP's second-order term of the step is ``euler_second_order``'s. ``euler_update`` is the step of one state for the
+solvers' compiled forward pass, with the same floating-point operations as ``euler_step``'s but numpy's 4x4
+products.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lietraj._jit import helper, kernel
+from lietraj.dynamics.lie.se3 import exp_blocks, exp_into, pose_exp
+from lietraj.dynamics.lie.state import Trajectory
+from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_step_hessian, step_twists
+from lietraj.optimal_control.dynamics.field import Field
+
+
+@kernel
+def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, K, FX, FU):
+    """Closed-form F_x, F_u of the semi-implicit Euler step at every knot (module docstring); XI = dt nu+ has
+    zero columns for a fixed base. E, PHI, K are per-knot outputs (exp(XI), Ad_{exp(-XI)}, Jr(XI))."""
+    N, nv, nu = FX.shape[0], DA_DQ.shape[1], FU.shape[2]
+    nh = 6 if XI.shape[1] == 6 else 0
+    for k in range(N):
+        Fx, Fu = FX[k], FU[k]
+        for r in range(nv):
+            for c in range(nv):
+                Fx[nv + r, c] = dt * DA_DQ[k, r, c]
+                Fx[nv + r, nv + c] = dt * DA_DV[k, r, c]
+            Fx[nv + r, nv + r] += 1.0
+            for c in range(nu):
+                Fu[nv + r, c] = dt * DA_DU[k, r, c]
+        for r in range(nh, nv):  # joint rows: s+ = s + dt sdot+
+            for c in range(2 * nv):
+                Fx[r, c] = dt * Fx[nv + r, c]
+            Fx[r, r] += 1.0
+            for c in range(nu):
+                Fu[r, c] = dt * Fu[nv + r, c]
+        if nh == 0:
+            continue
+        exp_into(XI[k], E[k], PHI[k], K[k], True)
+        Kk, Pk = K[k], PHI[k]
+        for r in range(6):  # H+ = H exp(dt nu+): Ad_{exp(-dt nu+)} z_H + Jr(dt nu+) dt dnu+
+            for c in range(2 * nv):
+                acc = 0.0
+                for j in range(6):
+                    acc += Kk[r, j] * Fx[nv + j, c]
+                Fx[r, c] = dt * acc + (Pk[r, c] if c < 6 else 0.0)
+            for c in range(nu):
+                acc = 0.0
+                for j in range(6):
+                    acc += Kk[r, j] * Fu[nv + j, c]
+                Fu[r, c] = dt * acc
+
+
+@helper
+def euler_update(floating, dt, acc, H, s, v, H_out, s_out, v_out, z, E):
+    """The step of one state (H, s, v) given its acceleration, into (H_out, s_out, v_out): v+ = v + dt a,
+    H+ = H exp(dt nu+) (floating base only), s+ = s + dt sdot+."""
+    nh = 6 if floating else 0
+    for i in range(v.shape[0]):
+        v_out[i] = v[i] + dt * acc[i]
+    if floating:
+        for i in range(6):
+            z[i] = dt * v_out[i]
+        pose_exp(H, z, H_out, E)
+    for i in range(s.shape[0]):
+        s_out[i] = s[i] + dt * v_out[nh + i]
+
+
+def euler_step(X: Trajectory, a: np.ndarray, dt: float) -> Trajectory:
+    """The semi-implicit Euler step on the group (module docstring) for accelerations ``a`` (N, nv)."""
+    nh = 0 if X.H is None else 6
+    V = X.v + dt * a
+    H = X.H @ exp_blocks(dt * V[:, :6], False)[0] if nh else None
+    return Trajectory(H, X.s + dt * V[:, nh:], V)
+
+
+class SemiImplicitEuler:
+    """The semi-implicit Euler integrator (module docstring) of any ``Field``: the step, its Jacobians and DDP's
+    second-order term at every knot of a trajectory. Stateless; ``IntegratedDynamics`` composes it with a field."""
+
+    name = "euler"
+
+    def __repr__(self) -> str:
+        return "SemiImplicitEuler()"
+
+    def step(self, field: Field, dt: float, X: Trajectory, U) -> Trajectory:
+        return euler_step(X, field.acceleration(X, U), dt)
+
+    def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray) -> None:
+        """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place."""
+        d = field.derivatives(X, U)
+        N = len(X)
+        E, PHI, K = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
+        _euler_jacobians_batch(step_twists(dt, X, d), dt, *(np.ascontiguousarray(a) for a in (d.da_dq, d.da_dv,
+                                                                                               d.da_du)),
+                               E, PHI, K, F_x, F_u)
+
+    def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray) -> StepHessian:
+        """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``."""
+        return euler_step_hessian(dt, X, field.derivatives(X, U), LAM, lambda mu: field.hessian_contraction(X, U, mu))

@@ -1,0 +1,98 @@
+"""The free field of a robot driven by its joint torques: ``a = FD(x, [0; u])`` by ABA, with optional constant
+body-frame external wrenches.
+
+``u`` are the joint torques (``nu = model.n``; the floating base is unactuated, its generalized force is zero);
+the first derivatives are ``aba_derivatives``' (seed 000 eq. 50, seed 001 eq. 5: ``∂FD = -M⁻¹ ∂ID``, left-trivialized
+on the base), ``da/du`` the actuated columns of ``M⁻¹``; the contraction ``μᵀ ∂²FD`` is ``aba_second_order``'s
+(seed 003 digest §3). Every call evaluates all knots of a trajectory in one compiled call. ``RobotField`` is what the
+fields of a robot share: the model, a workspace and the generalized forces of the joint torques.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lietraj.dynamics._checks import NO_FEXT
+from lietraj.dynamics.algorithms.aba import aba
+from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
+from lietraj.dynamics.algorithms.aba_second_order import aba_hessian_contraction
+from lietraj.dynamics.contacts.contact_dynamics import CF_COLS, CI_COLS
+from lietraj.dynamics.lie.state import Trajectory
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.workspace import Workspace
+from lietraj.optimal_control.dynamics.field import FREE, Field, FieldDerivatives, FieldHessian, FieldTables, joint_torques
+
+NO_CONTACTS = (np.zeros((0, CI_COLS), dtype=np.int64), np.zeros((0, CF_COLS)))
+
+
+class RobotField(Field):
+    """A field of a ``RobotModel`` driven by its joint torques: its workspace (the work arrays of the algorithms,
+    and output buffers per purpose and knot count, reused call after call) and the generalized forces ``[0; u]``.
+    The workspace makes an object serve one thread at a time."""
+
+    nc = 0  # contact rows
+
+    def __init__(self, model: RobotModel):
+        if not isinstance(model, RobotModel):
+            raise TypeError(f"{type(self).__name__}: expected a RobotModel, got {type(model).__name__}")
+        self.model = model
+        self.state_space = model.state_space
+        self.nu = model.n
+        self.workspace = Workspace(model)
+
+    def buffer(self, key: str, N: int, build):
+        return self.workspace.cached((type(self).__name__, key, N), build)
+
+    def torques(self, X: Trajectory, U) -> np.ndarray:
+        """Checked joint torques ``U`` (N, n) as generalized forces (N, nv)."""
+        N = len(X) if type(X) is Trajectory else 0
+        return joint_torques(self.model, X, U, type(self).__name__,
+                             self.buffer("tau", N, lambda: np.zeros((N, self.model.nv))))
+
+    def joint_columns(self, A: np.ndarray) -> np.ndarray:
+        """The actuated columns (..., nv, n) of a derivative with respect to the generalized forces."""
+        return A[..., self.model.nv - self.model.n:]
+
+
+class FreeField(RobotField):
+    """``a = FD(x, [0; u])`` of ``model`` with constant body-frame external wrenches ``fext`` (``(nb, 6)``, optional)
+    (module docstring)."""
+
+    def __init__(self, model: RobotModel, fext=None):
+        super().__init__(model)
+        if fext is not None:
+            fext = np.array(fext, dtype=np.float64)
+            if fext.shape != (model.nb, 6) or not np.all(np.isfinite(fext)):
+                raise ValueError(f"FreeField({model.name}): fext must be a finite ({model.nb}, 6) array")
+        self.fext = fext
+        if type(self) is FreeField:  # a subclass may change the field: it is evaluated in Python
+            self.tables = FieldTables(FREE, NO_FEXT if fext is None else fext, *NO_CONTACTS, 0.0)
+
+    def __repr__(self) -> str:
+        return f"FreeField({self.model.name!r}{'' if self.fext is None else ', fext=...'})"
+
+    def _fext(self, N: int):
+        if self.fext is None:
+            return None
+        return self.buffer("fext", N, lambda: np.ascontiguousarray(np.broadcast_to(self.fext, (N,) + self.fext.shape)))
+
+    def acceleration(self, X: Trajectory, U) -> np.ndarray:
+        return aba(self.model, X, self.torques(X, U), self._fext(len(X)), workspace=self.workspace)
+
+    def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
+        tau = self.torques(X, U)
+        N, nv = len(X), self.model.nv
+        out = self.buffer(f"fd{stage}", N, lambda: ForwardDynamicsDerivatives(
+            np.empty((N, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv))))
+        d = aba_derivatives(self.model, X, tau, self._fext(N), out=out, workspace=self.workspace)
+        return FieldDerivatives(d.a, d.da_dq, d.da_dv, self.joint_columns(d.da_dtau))
+
+    def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
+        """``aba_second_order``'s contraction; not available with external wrenches."""
+        if self.fext is not None:
+            # A constant body-frame wrench on any body but a floating base adds -d2(J^T f)/dq2 to the second-order
+            # inverse-dynamics tensors, which rnea_second_order does not compute.
+            raise NotImplementedError(f"FreeField({self.model.name}).hessian_contraction: not available with external "
+                                      "wrenches (fext); use iLQR, which needs only the Jacobians")
+        C = aba_hessian_contraction(self.model, X, self.torques(X, U), MU)
+        return FieldHessian(C.qq, C.qv, C.vv, self.joint_columns(C.qtau))

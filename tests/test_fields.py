@@ -1,0 +1,184 @@
+"""Discrete dynamics as a field times an integrator: a user's field written in Python (two pendulums coupled by a
+spring, with damping) through semi-implicit Euler, RK4 and DDP; the built-in fields composed by hand equal
+RobotDynamics; the contact field through RK4 (Jacobians and DDP's term against finite differences, the compiled
+rollout against the knot-by-knot one); a subclass of a built-in field is evaluated in Python; and a gait whose
+phases have different dynamics objects rolls out in compiled runs, as the knot-by-knot loop does."""
+
+import numpy as np
+import pytest
+
+import lietraj
+from conftest import relative_error
+from lietraj.dynamics import Contact, frame_placement
+from lietraj.optimal_control import (
+    ActionModel,
+    ContactRobotDynamics,
+    CostSum,
+    Field,
+    FieldDerivatives,
+    FieldHessian,
+    FreeField,
+    IntegratedDynamics,
+    Problem,
+    RobotDynamics,
+    SemiImplicitEuler,
+    SolverOptions,
+    check_derivatives,
+    control_regularization,
+    solve_ddp,
+    solve_ilqr,
+    state_regularization,
+)
+from lietraj.optimal_control.solvers import forward_pass
+from lietraj.optimal_control.solvers.forward_pass import rollout_policy, rollout_policy_per_knot
+from test_euler_second_order import numerical_hessian
+from test_rollout import max_error, policy, reference_rollout
+
+
+class SpringPendulums(Field):
+    """Two pendulums coupled by a spring, with viscous damping, driven by torques:
+    ``a = -w sin q - c v - L q + u`` with ``L = k [[1, -1], [-1, 1]]``."""
+
+    def __init__(self, w=9.81, c=0.1, k=2.0):
+        self.state_space, self.nu = lietraj.StateSpace(2, floating_base=False), 2
+        self.w, self.c, self.L = w, c, k * np.array([[1.0, -1.0], [-1.0, 1.0]])
+
+    def acceleration(self, X, U):
+        return -self.w * np.sin(X.s) - self.c * X.v - X.s @ self.L + U
+
+    def derivatives(self, X, U, stage=0):
+        N, eye = len(X), np.eye(2)
+        da_dq = -self.w * np.cos(X.s)[:, :, None] * eye - self.L
+        return FieldDerivatives(self.acceleration(X, U), da_dq, np.tile(-self.c * eye, (N, 1, 1)), np.tile(eye, (N, 1, 1)))
+
+    def hessian_contraction(self, X, U, MU):
+        zero = np.zeros((len(X), 2, 2))
+        return FieldHessian(self.w * (MU * np.sin(X.s))[:, :, None] * np.eye(2), zero, zero, zero)
+
+
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_a_user_field_through_each_integrator(integrator, rng):
+    dyn = IntegratedDynamics(SpringPendulums(), 0.05, integrator)
+    assert dyn.compiled_step() is None
+    x, u, lam = dyn.state_space.random(rng, 1.0), rng.normal(size=2), rng.normal(size=4)
+    report = check_derivatives(dyn, x, u)
+    assert report.ok, report
+    H = dyn.hessian_contraction(x, u, lam)
+    assert relative_error(np.block([[H.xx, H.xu], [H.xu.T, H.uu]]), numerical_hessian(dyn, x, u, lam)) < 1e-6
+    # Euler is the design's step; RK4 is fourth order: halving dt cuts its one-step error 32 times.
+    y = dyn.step(x, u)
+    if integrator == "euler":
+        v = x.v + 0.05 * SpringPendulums().acceleration(lietraj.Trajectory(None, x.s[None], x.v[None]), u[None])[0]
+        np.testing.assert_allclose(y.v, v, rtol=1e-15)
+        np.testing.assert_allclose(y.s, x.s + 0.05 * v, rtol=1e-15)
+    x0, X_ref, U_ref, k, K, gaps = policy(dyn, rng)
+    r = dyn.rollout_policy(x0, X_ref, U_ref, k, K, 0.5, gaps, -0.5, 0.5)
+    assert r.ok
+    ref = reference_rollout(dyn, x0, X_ref, U_ref, k, K, 0.5, gaps, np.full((len(U_ref), 2), -0.5),
+                            np.full((len(U_ref), 2), 0.5))
+    assert max_error((r.X, r.U, r.DX), ref) < 1e-14
+
+
+def swing_up(integrator):
+    dyn = IntegratedDynamics(SpringPendulums(), 0.05, integrator)
+    sp = dyn.state_space
+    x0, goal = sp.neutral(), lietraj.State(None, np.array([2.5, -1.0]), np.zeros(2))
+    running = CostSum(sp, 2)
+    running.add("x", state_regularization(sp, goal, 1e-2, 2))
+    running.add("u", control_regularization(2, 1e-3))
+    return Problem(x0, ActionModel(dyn, running), state_regularization(sp, goal, 100.0, 0), horizon=40)
+
+
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_ddp_solves_a_problem_on_a_user_field(integrator):
+    problem = swing_up(integrator)
+    ddp, ilqr = solve_ddp(problem), solve_ilqr(problem)
+    assert ddp.converged and ilqr.converged
+    assert abs(ddp.cost - ilqr.cost) <= 1e-6 * ilqr.cost
+    assert np.abs(ddp.xs.s[-1] - [2.5, -1.0]).max() < 0.05
+
+
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_the_free_field_composed_by_hand_is_robot_dynamics(integrator, rng):
+    model = lietraj.load_robot("solo12")
+    a, b = RobotDynamics(model, 0.01, integrator), IntegratedDynamics(FreeField(model), 0.01, integrator)
+    X = model.state_space.random_trajectory(4, rng, 0.3)
+    U, LAM = rng.normal(size=(4, model.n)), rng.normal(size=(4, model.state_space.ndx))
+    ya, yb = a.step_trajectory(X, U), b.step_trajectory(X, U)
+    for p, q in ((ya.H, yb.H), (ya.s, yb.s), (ya.v, yb.v)):
+        np.testing.assert_array_equal(p, q)
+    for p, q in zip(a.trajectory_derivatives(X, U), b.trajectory_derivatives(X, U)):
+        np.testing.assert_array_equal(p, q)
+    ha, hb = a.trajectory_hessian_contraction(X, U, LAM), b.trajectory_hessian_contraction(X, U, LAM)
+    for name in ("xx", "xu", "uu"):
+        np.testing.assert_array_equal(getattr(ha, name), getattr(hb, name))
+    assert b.compiled_step().rk4 == (integrator == "rk4")
+    with pytest.raises(ValueError, match="integrator"):
+        IntegratedDynamics(FreeField(model), 0.01, "midpoint")
+    with pytest.raises(ValueError, match="Field"):
+        IntegratedDynamics(model, 0.01)
+    assert IntegratedDynamics(FreeField(model), 0.01, SemiImplicitEuler()).integrator == "euler"
+
+
+def test_a_subclass_of_a_builtin_field_is_evaluated_in_python(rng):
+    class Pushed(FreeField):
+        def acceleration(self, X, U):
+            return super().acceleration(X, U) + 1.0
+
+    model = lietraj.load_robot("ur5")
+    dyn = IntegratedDynamics(Pushed(model), 0.01)
+    assert dyn.compiled_step() is None
+    x0, X_ref, U_ref, k, K, gaps = policy(dyn, rng)
+    r = dyn.rollout_policy(x0, X_ref, U_ref, k, K, 1.0)
+    free = RobotDynamics(model, 0.01).rollout_policy(x0, X_ref, U_ref, k, K, 1.0)
+    assert r.ok and np.abs(r.X.v[1] - free.X.v[1] - 0.01).max() < 1e-12
+
+
+def standing_solo(integrator):
+    model = lietraj.load_robot("solo12")
+    xr = model.reference_state("standing")
+    feet = ["FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"]
+    contacts = [Contact(f, "3d", "local_world_aligned", (30.0, 8.0), frame_placement(model, xr, f)) for f in feet]
+    return ContactRobotDynamics(model, 0.01, contacts, integrator=integrator), xr
+
+
+def test_contact_dynamics_by_rk4(rng):
+    dyn, xr = standing_solo("rk4")
+    euler, _ = standing_solo("euler")
+    x = dyn.state_space.integrate(xr, 0.01 * rng.normal(size=dyn.state_space.ndx))
+    u, lam = rng.normal(size=dyn.nu), rng.normal(size=dyn.state_space.ndx)
+    report = check_derivatives(dyn, x, u)
+    assert report.ok, report
+    H = dyn.hessian_contraction(x, u, lam)
+    assert relative_error(np.block([[H.xx, H.xu], [H.xu.T, H.uu]]), numerical_hessian(dyn, x, u, lam)) < 1e-4
+    assert 1e-9 < relative_error(dyn.step(x, u).v, euler.step(x, u).v) < 1e-2  # another, close, step
+    x0, X_ref, U_ref, k, K, gaps = policy(dyn, rng, 0.1)
+    x0 = dyn.state_space.integrate(xr, 0.01 * rng.normal(size=dyn.state_space.ndx))
+    X_ref = lietraj.Trajectory.from_states([xr] * len(X_ref))
+    for alpha, g in ((1.0, None), (0.5, 0.1 * gaps)):
+        compiled = dyn.rollout_policy(x0, X_ref, U_ref, k, K, alpha, g)
+        generic = rollout_policy_per_knot(dyn, x0, X_ref, U_ref, k, K, alpha, g)
+        assert compiled.ok and generic.ok, (compiled.reason, generic.reason)
+        assert max_error((compiled.X, compiled.U, compiled.DX), (generic.X, generic.U, generic.DX)) < 1e-12
+
+
+def test_a_gait_rolls_out_in_compiled_runs_as_knot_by_knot(monkeypatch):
+    from lietraj.problems import make_problem
+
+    example = make_problem("trot", "solo12")
+    problem = example.problem
+    # A guess with gaps and a direction of the solver from it: two iterations of FDDP.
+    result = example.solve("fddp", SolverOptions(max_iter=2))
+    args = (problem.x0, result.xs, result.us, result.k, result.K, 0.5, 0.1 * problem.gaps(result.xs, result.us),
+            problem.u_lb, problem.u_ub)
+    calls = []
+    kernel = forward_pass._rollout_kernel
+    monkeypatch.setattr(forward_pass, "_rollout_kernel", lambda t0, t1, *a: calls.append((t0, t1)) or kernel(t0, t1, *a))
+    compiled = rollout_policy(problem.dynamics_sequence, *args)
+    generic = rollout_policy_per_knot(problem.dynamics_sequence, *args)
+    assert compiled.ok and generic.ok, (compiled.reason, generic.reason)
+    assert max_error((compiled.X, compiled.U, compiled.DX), (generic.X, generic.U, generic.DX)) < 1e-10
+    T = problem.T
+    impulses = sum(type(d).__name__ == "ImpulseRobotDynamics" for d in problem.dynamics_sequence)
+    runs = sum(1 for t in range(T) if t == 0 or problem.dynamics_sequence[t] is not problem.dynamics_sequence[t - 1])
+    assert impulses > 0 and len(calls) == runs - impulses < T // 4  # a compiled call per phase, impulses in Python
