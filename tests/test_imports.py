@@ -136,7 +136,13 @@ def test_every_module_has_a_layer():
     assert [name for name in graph() if layer(name) is None and name not in packages] == []
 
 
+# The one import upwards: DiscreteDynamics.rollout_policy, public since before the rollout of a policy moved into the
+# solvers' forward pass, hands its work to that forward pass.
+UPWARDS = {("lietraj.optimal_control.dynamics.discrete_dynamics", "lietraj.optimal_control.solvers.forward_pass")}
+
+
 def test_the_layers_of_the_architecture_import_downwards():
     wrong = [f"{name} -> {t}" for name, targets in graph().items() for t in targets
-             if layer(name) is not None and layer(t) is not None and layer(t) > layer(name)]
+             if layer(name) is not None and layer(t) is not None and layer(t) > layer(name)
+             and (name, t) not in UPWARDS]
     assert not wrong, "imports of a later layer: " + ", ".join(wrong)

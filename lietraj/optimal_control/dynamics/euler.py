@@ -10,7 +10,7 @@ order ``[z_H; z_s; z_ν; z_ṡ]``. With ``A_q, A_v, B = da/dq, da/dv, da/du`` of
 ``H exp(ξ)`` (``dY = Ad_{exp(-ξ)} dX + Jr(ξ) dξ`` on the SE(3) rows) gives the closed form::
 
     G = [dt A_q, I + dt A_v]   (dv⁺/dx)
-    F_x = [[Φ, 0] + dt K G;  G],   F_u = [dt² K B;  dt B],   Φ = diag(Ad_{exp(-dt ν⁺)}, I),  K = diag(Jr(dt ν⁺), I)
+    F_x = [[Φ, 0] + dt J G;  G],   F_u = [dt² J B;  dt B],   Φ = diag(Ad_{exp(-dt ν⁺)}, I),  J = diag(Jr(dt ν⁺), I)
 
 DDP's second-order term of the step is ``euler_second_order``'s. ``euler_update`` is the step of one state for the
 solvers' compiled forward pass, with the same floating-point operations as ``euler_step``'s but numpy's 4x4
@@ -29,9 +29,9 @@ from lietraj.optimal_control.dynamics.field import Field
 
 
 @kernel
-def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, K, FX, FU):
+def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, JR, FX, FU):
     """Closed-form F_x, F_u of the semi-implicit Euler step at every knot (module docstring); XI = dt nu+ has
-    zero columns for a fixed base. E, PHI, K are per-knot outputs (exp(XI), Ad_{exp(-XI)}, Jr(XI))."""
+    zero columns for a fixed base. E, PHI, JR are per-knot outputs (exp(XI), Ad_{exp(-XI)}, Jr(XI))."""
     N, nv, nu = FX.shape[0], DA_DQ.shape[1], FU.shape[2]
     nh = 6 if XI.shape[1] == 6 else 0
     for k in range(N):
@@ -51,18 +51,18 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, K, FX, FU):
                 Fu[r, c] = dt * Fu[nv + r, c]
         if nh == 0:
             continue
-        exp_into(XI[k], E[k], PHI[k], K[k], True)
-        Kk, Pk = K[k], PHI[k]
+        exp_into(XI[k], E[k], PHI[k], JR[k], True)
+        JRk, Pk = JR[k], PHI[k]
         for r in range(6):  # H+ = H exp(dt nu+): Ad_{exp(-dt nu+)} z_H + Jr(dt nu+) dt dnu+
             for c in range(2 * nv):
                 acc = 0.0
                 for j in range(6):
-                    acc += Kk[r, j] * Fx[nv + j, c]
+                    acc += JRk[r, j] * Fx[nv + j, c]
                 Fx[r, c] = dt * acc + (Pk[r, c] if c < 6 else 0.0)
             for c in range(nu):
                 acc = 0.0
                 for j in range(6):
-                    acc += Kk[r, j] * Fu[nv + j, c]
+                    acc += JRk[r, j] * Fu[nv + j, c]
                 Fu[r, c] = dt * acc
 
 
@@ -105,10 +105,10 @@ class SemiImplicitEuler:
         """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place."""
         d = field.derivatives(X, U)
         N = len(X)
-        E, PHI, K = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
+        E, PHI, JR = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
         _euler_jacobians_batch(step_twists(dt, X, d), dt, *(np.ascontiguousarray(a) for a in (d.da_dq, d.da_dv,
                                                                                                d.da_du)),
-                               E, PHI, K, F_x, F_u)
+                               E, PHI, JR, F_x, F_u)
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray) -> StepHessian:
         """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``."""

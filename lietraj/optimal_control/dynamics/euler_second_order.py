@@ -16,8 +16,8 @@ second derivative, evaluated on the first-order sensitivities ``dη / dδ`` of i
   directions one after the other, which adds an antisymmetric bracket term, seed 003 digest §1.5);
 - compose ``Y = X exp(ξ)``: on the SE(3) rows, with ``c = ξ̄_H``, ``a = η_X,H``, ``b = δξ_H``, by BCH
   ``η_H = Ad_{exp(-c)} a + Jr(c) b + ½ [Ad_{exp(-c)} a, Jr(c) b] + ½ DJr(c)[b] b + ...``, whose Hessian has the
-  blocks ``H_ab = ½ Ad_{exp(-c)}ᵀ M_λ Jr(c)`` (``M_λ[i, j] = λ_Hᵀ ad(e_i) e_j``) and ``H_bb = sym(K)``,
-  ``K[i, j] = λ_Hᵀ DJr(c)[e_i] e_j`` (``se3.bracket_rows`` and ``se3.right_jacobian_derivative_contraction``,
+  blocks ``H_ab = ½ Ad_{exp(-c)}ᵀ M_λ Jr(c)`` (``M_λ[i, j] = λ_Hᵀ ad(e_i) e_j``) and ``H_bb = sym(DJ)``,
+  ``DJ[i, j] = λ_Hᵀ DJr(c)[e_i] e_j`` (``se3.bracket_rows`` and ``se3.right_jacobian_derivative_contraction``,
   which sums ``DJr`` from the series of ``Jr``); the other rows are additive. The final ``⊖`` chart is the
   exponential coordinates of the last compose node, so it needs no node of its own.
 
@@ -68,8 +68,8 @@ def compose_blocks(c: np.ndarray, PHI: np.ndarray, JR: np.ndarray, lam_H: np.nda
     """``(H_ab, H_bb)`` (N, 6, 6) of ``λ_Hᵀ log(exp(-c) exp(a) exp(c + b))`` at knots with ``c`` (N, 6),
     ``PHI = Ad_{exp(-c)}``, ``JR = Jr(c)`` and the output covector ``lam_H`` (N, 6) (module docstring)."""
     M = se3.bracket_rows(lam_H)
-    K = se3.right_jacobian_derivative_contraction(c, lam_H)
-    return 0.5 * _tr(PHI) @ M @ JR, 0.5 * (K + _tr(K))
+    DJ = se3.right_jacobian_derivative_contraction(c, lam_H)
+    return 0.5 * _tr(PHI) @ M @ JR, 0.5 * (DJ + _tr(DJ))
 
 
 def compose_term(Sa: np.ndarray, Sb: np.ndarray, H_ab: np.ndarray, H_bb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

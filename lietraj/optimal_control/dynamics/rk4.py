@@ -62,18 +62,18 @@ def rk4_combine(floating, H, s, v, F, z, YH, YS, YV, E, H_out, s_out, v_out):
 def integrate(X: Trajectory, Z: np.ndarray, blocks: bool = False):
     """Knot-wise X exp(Z) and the SE(3) blocks (Ad_{exp(-Z_H)}, Jr(Z_H)) of its Jacobians (None: fixed base)."""
     nv, nh = X.v.shape[1], 0 if X.H is None else 6
-    H = PHI = K = None
+    H = PHI = JR = None
     if nh:
-        E, PHI, K = exp_blocks(Z[:, :6], blocks)
+        E, PHI, JR = exp_blocks(Z[:, :6], blocks)
         H = X.H @ E
-    return Trajectory(H, X.s + Z[:, nh:nv], X.v + Z[:, nv:]), PHI, K
+    return Trajectory(H, X.s + Z[:, nh:nv], X.v + Z[:, nv:]), PHI, JR
 
 
-def compose(dX: np.ndarray, dZ: np.ndarray, PHI, K) -> np.ndarray:
+def compose(dX: np.ndarray, dZ: np.ndarray, PHI, JR) -> np.ndarray:
     """Sensitivity of X exp(Z): Ad_{exp(-Z_H)} dX + Jr(Z_H) dZ on the SE(3) rows, dX + dZ elsewhere."""
     out = dX + dZ
     if PHI is not None:
-        out[:, :6] = PHI @ dX[:, :6] + K @ dZ[:, :6]
+        out[:, :6] = PHI @ dX[:, :6] + JR @ dZ[:, :6]
     return out
 
 
@@ -126,15 +126,15 @@ class RK4:
             F.append(dt * np.concatenate([Y[i].v, fd[i].a], axis=1))
             if i < 3:
                 base, xi = (X, 0.5 * F[i]) if i < 2 else (Y[1], F[2] - 0.5 * F[0])
-                y, P, K = integrate(base, xi, True)
+                y, P, J = integrate(base, xi, True)
                 Y.append(y)
-                XI.append(xi), PHI.append(P), JR.append(K)
+                XI.append(xi), PHI.append(P), JR.append(J)
         F1, F2, F3, F4 = F
         XI5 = (3.0 * F1 + 2.0 * F2 + 2.0 * F3 - F4) / 12.0
-        Z, P5, K5 = integrate(X, XI5, True)
+        Z, P5, J5 = integrate(X, XI5, True)
         XI6 = (-F1 + 2.0 * F2 + 2.0 * F3 + 3.0 * F4) / 12.0
-        _, P6, K6 = integrate(Z, XI6, True)
-        return Rk4Stages(tuple(Y), tuple(fd), (*XI, XI5, XI6), (*PHI, P5, P6), (*JR, K5, K6))
+        _, P6, J6 = integrate(Z, XI6, True)
+        return Rk4Stages(tuple(Y), tuple(fd), (*XI, XI5, XI6), (*PHI, P5, P6), (*JR, J5, J6))
 
     @staticmethod
     def chunks(N: int, ndx: int, nu: int):

@@ -11,13 +11,14 @@ control or state is non-finite or invalid or whose step failed, and why.
 The knots are taken in runs that share one dynamics object (a problem's contact phases). A run whose dynamics has
 a compiled step (``DiscreteDynamics.compiled_step``: a built-in field, free or under contacts, times semi-implicit
 Euler or RK4; ``CompiledStep``) rolls out in one call of ``_rollout_kernel``, which selects the field and the
-integrator by their kind inside (numba caches no kernel that takes jitted functions as arguments). Any other
+integrator by the types of two arguments (None or not), so that numba compiles for each pair only its own
+algorithms (numba caches no kernel that takes jitted functions as arguments). Any other
 dynamics (a user's field or ``DiscreteDynamics``, ``LinearDynamics``, a touchdown impulse) steps in Python, one
 ``step`` per knot, the policy of each knot computed by the same compiled code (``policy_knot``). Both paths do the
 same floating-point operations up to the rounding of numpy's 4x4 matrix products in a Python ``step``.
 
 The kernels take their arguments grouped in plain tuples (``ReferenceArrays``, ``PolicyArrays``, ``BoundArrays``,
-``RolloutArrays``, ``RolloutWork``, ``FieldTables``), named inside: a NamedTuple argument costs numba's dispatcher
+``RolloutArrays``, ``RolloutWork``), named inside: a NamedTuple argument costs numba's dispatcher
 about 1.4 µs per call (``ModelArrays``).
 """
 
@@ -30,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from lietraj._jit import helper, kernel
-from lietraj.dynamics._checks import IDENTITY4, IDENTITY4_STACK, NOT_FINITE, OK, SINGULAR, check_state
+from lietraj.dynamics._checks import IDENTITY4_STACK, NOT_FINITE, OK, SINGULAR, check_state
 from lietraj.dynamics.contacts.contact_dynamics import NOT_FINITE_SOLUTION, RANK_DEFICIENT, contact_dynamics_core
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, chart_difference, chart_integrate
 from lietraj.dynamics.algorithms.aba import aba_core
@@ -182,12 +183,18 @@ def _policy_knot_kernel(t, floating, reference, policy, bounds, out, E, z):
 
 
 @kernel
-def _rollout_kernel(t0, t1, model, dofs, field, rk4, dt, reference, policy, bounds, out, work):
+def _rollout_kernel(t0, t1, model, dofs, fext, contacts, stages, dt, reference, policy, bounds, out, work):
     """Knots t0 .. t1 - 1 of the rollout (module docstring) into ``out``, from the state at t0, with the compiled
-    step of ``field`` (``FieldTables``) by RK4 or semi-implicit Euler; knot t1 = N + 1 stands for the last knot N,
-    which has no step. Returns (status, knot): OK and t1, or the knot of the first bad control or state (t + 1 when
-    the step from knot t fails)."""
-    m, f, o, w = ModelArrays(*model), FieldTables(*field), RolloutArrays(*out), RolloutWork(*work)
+    step of a built-in field by RK4 (``stages`` = (YH, YS, YV) of ``RolloutWork``) or semi-implicit Euler
+    (``stages`` None); the field is ABA with the body wrenches ``fext`` (``contacts`` None), or the contact dynamics
+    of ``contacts`` = (CI, CF, damping) (``fext`` None). Knot t1 = N + 1 stands for the last knot N, which has no step.
+    Returns (status, knot): OK and t1, or the knot of the first bad control or state (t + 1 when the step from knot
+    t fails).
+
+    ``fext``, ``contacts`` and ``stages`` are None by their types, and numba prunes a branch on ``x is not None``
+    when x is None (not the other way round: it cannot tell that a tuple is not None), so each (field,
+    integrator) pair compiles only its own algorithms, from this one source."""
+    m, o, w = ModelArrays(*model), RolloutArrays(*out), RolloutWork(*work)
     fw, dp = FieldWork(*w.field), DofTables(*dofs).dof_parent
     floating, n, N = m.floating, o.S.shape[1], o.U.shape[0]
     E, tau, acc, F, z = w.E, w.tau, w.acc, w.F, w.z
@@ -201,26 +208,29 @@ def _rollout_kernel(t0, t1, model, dofs, field, rk4, dt, reference, policy, boun
         for i in range(n):
             tau[nv - n + i] = o.U[t, i]
         Ht, Hn = (o.H[t], o.H[t + 1]) if floating else (o.H[0], o.H[0])
-        stages = 4 if rk4 else 1
-        for stage in range(stages):  # one call site of the field, whichever the integrator
+        for stage in range(1 if stages is None else 4):  # one call site of the field, whichever the integrator
             YH, YS, YV = Ht, o.S[t], o.V[t]
-            if stage > 0:
-                row = rk4_stage(stage, floating, Ht, o.S[t], o.V[t], F, z, w.YH, w.YS, w.YV, E)
-                YH, YS, YV = w.YH[row], w.YS[row], w.YV[row]
+            if stages is not None and stage > 0:
+                SH, SS, SV = stages
+                row = rk4_stage(stage, floating, Ht, o.S[t], o.V[t], F, z, SH, SS, SV, E)
+                YH, YS, YV = SH[row], SS[row], SV[row]
                 status = check_state(floating, n, nv, YH, YS, YV)
-            if status == OK and f.kind == CONTACT:  # the field's algorithm, called here: a helper layer over it
-                status = contact_dynamics_core(m.joints, m.bodies, m.gravity, dp, YH, YS, YV, tau, f.CI, f.CF,
-                                               f.damping, fw.bodies, fw.crba, fw.M, fw.Z, fw.S, acc, fw.lam, fw.J,
-                                               fw.gamma)
-            elif status == OK:  # would cost LLVM another optimisation of its whole call tree (_jit.py)
-                status = aba_core(m.joints, m.bodies, m.gravity, YH, YS, YV, tau, f.fext, fw.aba, acc)
+            # the field's algorithm, called here: a helper layer over it would cost LLVM another optimisation of
+            # its whole call tree (_jit.py)
+            if status == OK and fext is not None:
+                status = aba_core(m.joints, m.bodies, m.gravity, YH, YS, YV, tau, fext, fw.aba, acc)
+            if status == OK and contacts is not None:
+                CI, CF, damping = contacts
+                status = contact_dynamics_core(m.joints, m.bodies, m.gravity, dp, YH, YS, YV, tau, CI, CF, damping,
+                                               fw.bodies, fw.crba, fw.M, fw.Z, fw.S, acc, fw.lam, fw.J, fw.gamma)
             if status != OK:
                 return status, t + 1
             for i in range(nv):
                 F[stage, i] = dt * YV[i]
                 F[stage, nv + i] = dt * acc[i]
-        if rk4:
-            rk4_combine(floating, Ht, o.S[t], o.V[t], F, z, w.YH, w.YS, w.YV, E, Hn, o.S[t + 1], o.V[t + 1])
+        if stages is not None:
+            SH, SS, SV = stages
+            rk4_combine(floating, Ht, o.S[t], o.V[t], F, z, SH, SS, SV, E, Hn, o.S[t + 1], o.V[t + 1])
         else:
             euler_update(floating, dt, acc, Ht, o.S[t], o.V[t], Hn, o.S[t + 1], o.V[t + 1], z, E)
     return OK, t1
@@ -310,9 +320,11 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
             form = dyn.compiled_step() if compiled else None
             who = dyn
             if form is not None:
-                m = form.model
-                status, t = _rollout_kernel(start, stop + (stop == N), m.packed, m.dof_tables, tuple(form.field),
-                                            form.rk4, form.dt, reference, policy, bounds, out, form.work)
+                m, f, w = form.model, form.field, RolloutWork(*form.work)
+                fext, contacts = (None, (f.CI, f.CF, f.damping)) if f.kind == CONTACT else (f.fext, None)
+                stages = (w.YH, w.YS, w.YV) if form.rk4 else None
+                status, t = _rollout_kernel(start, stop + (stop == N), m.packed, m.dof_tables, fext, contacts,
+                                            stages, form.dt, reference, policy, bounds, out, tuple(w))
                 if status != OK:
                     break
                 continue
