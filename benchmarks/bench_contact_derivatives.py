@@ -31,7 +31,7 @@ import pinocchio as pin
 
 import lietraj
 from bench_dynamics import per_call_us
-from lietraj.dynamics import se3
+from lietraj.dynamics import Workspace, se3
 from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
 from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_dynamics_derivatives
 from lietraj.dynamics.kinematics.kinematics import frame_placement
@@ -65,18 +65,20 @@ def bench_robot(name: str, number: int, rounds: int, knots: int) -> list[tuple]:
     settings = pin.ProximalSettings(*PROXIMAL_SETTINGS)
     pin.constraintDynamics(pm, pd, q, v, tau, cmodels, cdatas, settings)
 
-    r, R = contact_dynamics(model, x, tau, contacts), contact_dynamics(model, X, T, contacts)
-    d, D = contact_dynamics_derivatives(model, x, tau, contacts), contact_dynamics_derivatives(model, X, T, contacts)
+    ws = Workspace(model)  # made once, as Pinocchio's data
+    r, R = contact_dynamics(model, x, tau, contacts, workspace=ws), contact_dynamics(model, X, T, contacts, workspace=ws)
+    d = contact_dynamics_derivatives(model, x, tau, contacts, workspace=ws)
+    D = contact_dynamics_derivatives(model, X, T, contacts, workspace=ws)
     cases = [
         ("derivatives",
-         lambda: contact_dynamics_derivatives(model, x, tau, contacts, out=d, dynamics=r),
+         lambda: contact_dynamics_derivatives(model, x, tau, contacts, out=d, dynamics=r, workspace=ws),
          lambda: pin.computeConstraintDynamicsDerivatives(pm, pd, cmodels, cdatas),
-         lambda: contact_dynamics_derivatives(model, X, T, contacts, out=D, dynamics=R)),
+         lambda: contact_dynamics_derivatives(model, X, T, contacts, out=D, dynamics=R, workspace=ws)),
         ("dyn+deriv",
-         lambda: contact_dynamics_derivatives(model, x, tau, contacts, out=d),
+         lambda: contact_dynamics_derivatives(model, x, tau, contacts, out=d, workspace=ws),
          lambda: (pin.constraintDynamics(pm, pd, q, v, tau, cmodels, cdatas, settings),
                   pin.computeConstraintDynamicsDerivatives(pm, pd, cmodels, cdatas)),
-         lambda: contact_dynamics_derivatives(model, X, T, contacts, out=D)),
+         lambda: contact_dynamics_derivatives(model, X, T, contacts, out=D, workspace=ws)),
     ]
     rows = []
     for label, ours, theirs, batch in cases:

@@ -23,7 +23,7 @@ import numpy as np
 import pinocchio as pin
 
 import lietraj
-from lietraj.dynamics import se3
+from lietraj.dynamics import Workspace, se3
 from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
 from lietraj.dynamics.kinematics.kinematics import frame_placement
 from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
@@ -90,8 +90,9 @@ def bench_robot(name: str, number: int, rounds: int) -> tuple:
     constraint, forward = pinocchio_calls(name, model, x, tau, contacts, r.jacobian, r.drift)
     X = model.state_space.random_trajectory(KNOTS, rng)
     TAU = rng.standard_normal((KNOTS, model.nv))
-    ours = lambda: contact_dynamics(model, x, tau, contacts)  # noqa: E731
-    batch = lambda: contact_dynamics(model, X, TAU, contacts)  # noqa: E731
+    ws = Workspace(model)  # made once, as Pinocchio's data
+    ours = lambda: contact_dynamics(model, x, tau, contacts, workspace=ws)  # noqa: E731
+    batch = lambda: contact_dynamics(model, X, TAU, contacts, workspace=ws)  # noqa: E731
     # The rollout starts at rest at the reference posture (a fixed base: at x's joint positions, away from the
     # arm's singular reference posture), the contacts holding the frames where they are.
     x0 = model.reference_state() if model.floating_base else State(None, x.s, np.zeros(model.nv))

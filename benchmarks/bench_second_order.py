@@ -20,7 +20,7 @@ import pinocchio as pin
 
 import lietraj
 from bench_dynamics import interleaved
-from lietraj.dynamics import rnea_derivatives, rnea_second_order_contraction, rnea_second_order_derivatives
+from lietraj.dynamics import Workspace, rnea_derivatives, rnea_second_order_contraction, rnea_second_order_derivatives
 from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -37,7 +37,7 @@ def main() -> None:
     print(f"{'robot':8s} {'SO us':>9s} {'FO us':>9s} {'SO/FO':>6s} {'pin FO us':>10s} {'SO/pin FO':>10s} {'mu.SO us':>10s}")
     for name in args.robots:
         model, pm = lietraj.load_robot(name), pin_model(name)
-        pd = pm.createData()
+        pd, ws = pm.createData(), Workspace(model)  # lietraj's work arrays made once, as Pinocchio's data
         rng = np.random.default_rng(0)
         x, a = model.state_space.random(rng), rng.normal(size=model.nv)
         q, v = to_pinocchio(model, x)
@@ -46,9 +46,9 @@ def main() -> None:
         # the kernel's and not that of first-touching 4 nv^3 fresh entries.
         so_out, fo_out = rnea_second_order_derivatives(model, x, a), rnea_derivatives(model, x, a)
         hess_out = rnea_second_order_contraction(model, x, a, mu)
-        so = lambda: rnea_second_order_derivatives(model, x, a, out=so_out)  # noqa: E731
-        hess = lambda: rnea_second_order_contraction(model, x, a, mu, out=hess_out)  # noqa: E731
-        fo = lambda: rnea_derivatives(model, x, a, out=fo_out)  # noqa: E731
+        so = lambda: rnea_second_order_derivatives(model, x, a, out=so_out, workspace=ws)  # noqa: E731
+        hess = lambda: rnea_second_order_contraction(model, x, a, mu, out=hess_out, workspace=ws)  # noqa: E731
+        fo = lambda: rnea_derivatives(model, x, a, out=fo_out, workspace=ws)  # noqa: E731
         pin_fo = lambda: pin.computeRNEADerivatives(pm, pd, q, v, a)  # noqa: E731
         t_so, t_fo = interleaved(so, fo, number, rounds)
         t_hess, _ = interleaved(hess, fo, number, rounds)
