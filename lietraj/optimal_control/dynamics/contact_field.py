@@ -20,13 +20,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lietraj.dynamics._checks import NO_FEXT
 from lietraj.dynamics.contacts.contact_dynamics import Contact, pack_contacts, solve_contact_dynamics
 from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
 from lietraj.dynamics.contacts.contact_dynamics_second_order import contact_hessian_contraction
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.model import RobotModel
-from lietraj.optimal_control.dynamics.field import CONTACT, FieldDerivatives, FieldHessian, FieldTables
+from lietraj.optimal_control.dynamics.field import FieldDerivatives, FieldHessian, FieldTables
 from lietraj.optimal_control.dynamics.free_field import RobotField
 
 
@@ -43,7 +42,7 @@ class ContactField(RobotField):
         self.damping = float(damping)
         self.nc = self.packed.nc
         if type(self) is ContactField:  # a subclass may change the field: it is evaluated in Python
-            self.tables = FieldTables(CONTACT, NO_FEXT, self.packed.CI, self.packed.CF, self.damping)
+            self.tables = FieldTables(None, (self.packed.CI, self.packed.CF, self.damping))
         self._last: tuple | None = None
 
     def __repr__(self) -> str:

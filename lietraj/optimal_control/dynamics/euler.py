@@ -31,7 +31,8 @@ from lietraj.optimal_control.dynamics.field import Field
 @kernel
 def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, JR, FX, FU):
     """Closed-form F_x, F_u of the semi-implicit Euler step at every knot (module docstring); XI = dt nu+ has
-    zero columns for a fixed base. E, PHI, JR are per-knot outputs (exp(XI), Ad_{exp(-XI)}, Jr(XI))."""
+    zero columns for a fixed base. E (4, 4), PHI and JR (6, 6) are work arrays for one knot's exp(XI),
+    Ad_{exp(-XI)} and Jr(XI)."""
     N, nv, nu = FX.shape[0], DA_DQ.shape[1], FU.shape[2]
     nh = 6 if XI.shape[1] == 6 else 0
     for k in range(N):
@@ -51,18 +52,17 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, JR, FX, FU):
                 Fu[r, c] = dt * Fu[nv + r, c]
         if nh == 0:
             continue
-        exp_into(XI[k], E[k], PHI[k], JR[k], True)
-        JRk, Pk = JR[k], PHI[k]
+        exp_into(XI[k], E, PHI, JR, True)
         for r in range(6):  # H+ = H exp(dt nu+): Ad_{exp(-dt nu+)} z_H + Jr(dt nu+) dt dnu+
             for c in range(2 * nv):
                 acc = 0.0
                 for j in range(6):
-                    acc += JRk[r, j] * Fx[nv + j, c]
-                Fx[r, c] = dt * acc + (Pk[r, c] if c < 6 else 0.0)
+                    acc += JR[r, j] * Fx[nv + j, c]
+                Fx[r, c] = dt * acc + (PHI[r, c] if c < 6 else 0.0)
             for c in range(nu):
                 acc = 0.0
                 for j in range(6):
-                    acc += JRk[r, j] * Fu[nv + j, c]
+                    acc += JR[r, j] * Fu[nv + j, c]
                 Fu[r, c] = dt * acc
 
 
@@ -104,11 +104,9 @@ class SemiImplicitEuler:
     def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray) -> None:
         """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place."""
         d = field.derivatives(X, U)
-        N = len(X)
-        E, PHI, JR = np.empty((N, 4, 4)), np.empty((N, 6, 6)), np.empty((N, 6, 6))
-        _euler_jacobians_batch(step_twists(dt, X, d), dt, *(np.ascontiguousarray(a) for a in (d.da_dq, d.da_dv,
-                                                                                               d.da_du)),
-                               E, PHI, JR, F_x, F_u)
+        DA = (np.ascontiguousarray(a) for a in (d.da_dq, d.da_dv, d.da_du))
+        _euler_jacobians_batch(step_twists(dt, X, d), dt, *DA, np.empty((4, 4)), np.empty((6, 6)), np.empty((6, 6)),
+                               F_x, F_u)
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray) -> StepHessian:
         """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``."""

@@ -11,8 +11,9 @@ field into discrete dynamics ``x⁺ = f(x, u)`` with its Jacobians and second-or
 A user field subclasses ``Field`` in Python (README, "Optimal control"): a state space, ``nu``, and
 ``acceleration`` and ``derivatives`` at every knot; ``hessian_contraction`` only for DDP. The built-in fields
 (``FreeField``: ABA with optional external wrenches; ``ContactField``: the contact-constrained dynamics) also have a
-compiled form, ``FieldTables`` (an int kind and uniform arrays), which the solvers' forward pass evaluates in one
-compiled call per horizon (``solvers.forward_pass``); a field without it is rolled out knot by knot in Python.
+compiled form, ``FieldTables`` (the body wrenches of ABA or the packed contacts, the other one None), which the
+solvers' forward pass evaluates in one compiled call per run of knots (``solvers.forward_pass``); a field without it
+is rolled out knot by knot in Python.
 """
 
 from __future__ import annotations
@@ -27,9 +28,6 @@ from lietraj.dynamics.algorithms.aba import aba_work
 from lietraj.dynamics.contacts.contact_dynamics import contact_dynamics_work
 from lietraj.dynamics.lie.state import StateSpace, Trajectory
 from lietraj.dynamics.model.model import RobotModel
-
-FREE, CONTACT = 0, 1  # FieldTables.kind
-
 
 @dataclass(eq=False)
 class FieldDerivatives:
@@ -55,15 +53,12 @@ class FieldHessian:
 
 
 class FieldTables(NamedTuple):
-    """A built-in field in the kernels' form (uniform types for every kind): ``kind`` (FREE, CONTACT), the body
-    wrenches ``fext`` ((nb, 6), or (0, 6) for none), the packed contacts ``CI``, ``CF`` (``pack_contacts``; empty for
-    FREE) and ``damping``."""
+    """A built-in field in the rollout kernel's form: ABA with the body wrenches ``fext`` ((nb, 6), or (0, 6) for
+    none) and ``contacts`` None, or the contact dynamics of ``contacts`` = (CI, CF, damping) (``pack_contacts``'
+    tables) and ``fext`` None. The kernel compiles the algorithm of the argument that is not None only."""
 
-    kind: int
-    fext: np.ndarray
-    CI: np.ndarray
-    CF: np.ndarray
-    damping: float
+    fext: np.ndarray | None
+    contacts: tuple | None
 
 
 class FieldWork(NamedTuple):

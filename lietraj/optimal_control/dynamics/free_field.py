@@ -16,13 +16,10 @@ from lietraj.dynamics._checks import NO_FEXT
 from lietraj.dynamics.algorithms.aba import aba
 from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
 from lietraj.dynamics.algorithms.aba_second_order import aba_hessian_contraction
-from lietraj.dynamics.contacts.contact_dynamics import CF_COLS, CI_COLS
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
-from lietraj.optimal_control.dynamics.field import FREE, Field, FieldDerivatives, FieldHessian, FieldTables, joint_torques
-
-NO_CONTACTS = (np.zeros((0, CI_COLS), dtype=np.int64), np.zeros((0, CF_COLS)))
+from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives, FieldHessian, FieldTables, joint_torques
 
 
 class RobotField(Field):
@@ -66,7 +63,7 @@ class FreeField(RobotField):
                 raise ValueError(f"FreeField({model.name}): fext must be a finite ({model.nb}, 6) array")
         self.fext = fext
         if type(self) is FreeField:  # a subclass may change the field: it is evaluated in Python
-            self.tables = FieldTables(FREE, NO_FEXT if fext is None else fext, *NO_CONTACTS, 0.0)
+            self.tables = FieldTables(NO_FEXT if fext is None else fext, None)
 
     def __repr__(self) -> str:
         return f"FreeField({self.model.name!r}{'' if self.fext is None else ', fext=...'})"

@@ -11,8 +11,8 @@ control or state is non-finite or invalid or whose step failed, and why.
 The knots are taken in runs that share one dynamics object (a problem's contact phases). A run whose dynamics has
 a compiled step (``DiscreteDynamics.compiled_step``: a built-in field, free or under contacts, times semi-implicit
 Euler or RK4; ``CompiledStep``) rolls out in one call of ``_rollout_kernel``, which selects the field and the
-integrator by the types of two arguments (None or not), so that numba compiles for each pair only its own
-algorithms (numba caches no kernel that takes jitted functions as arguments). Any other
+integrator by which of three arguments are None, so that numba compiles for each pair only its own algorithms
+(numba caches no kernel that takes jitted functions as arguments). Any other
 dynamics (a user's field or ``DiscreteDynamics``, ``LinearDynamics``, a touchdown impulse) steps in Python, one
 ``step`` per knot, the policy of each knot computed by the same compiled code (``policy_knot``). Both paths do the
 same floating-point operations up to the rounding of numpy's 4x4 matrix products in a Python ``step``.
@@ -37,7 +37,7 @@ from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, chart_diff
 from lietraj.dynamics.algorithms.aba import aba_core
 from lietraj.dynamics.model.model import DofTables, ModelArrays, RobotModel
 from lietraj.optimal_control.dynamics.euler import euler_update
-from lietraj.optimal_control.dynamics.field import CONTACT, FieldTables, FieldWork, field_work
+from lietraj.optimal_control.dynamics.field import FieldTables, FieldWork, field_work
 from lietraj.optimal_control.dynamics.rk4 import rk4_combine, rk4_stage
 
 _FAILURES = {NOT_FINITE: "a non-finite state or control", SINGULAR: "a singular articulated inertia",
@@ -191,9 +191,9 @@ def _rollout_kernel(t0, t1, model, dofs, fext, contacts, stages, dt, reference, 
     Returns (status, knot): OK and t1, or the knot of the first bad control or state (t + 1 when the step from knot
     t fails).
 
-    ``fext``, ``contacts`` and ``stages`` are None by their types, and numba prunes a branch on ``x is not None``
-    when x is None (not the other way round: it cannot tell that a tuple is not None), so each (field,
-    integrator) pair compiles only its own algorithms, from this one source."""
+    numba prunes a branch on ``x is not None`` when the argument x is None (not the other way round: it cannot tell
+    that a tuple is not None), so each (field, integrator) pair compiles only its own algorithms, from this one
+    source."""
     m, o, w = ModelArrays(*model), RolloutArrays(*out), RolloutWork(*work)
     fw, dp = FieldWork(*w.field), DofTables(*dofs).dof_parent
     floating, n, N = m.floating, o.S.shape[1], o.U.shape[0]
@@ -320,11 +320,11 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
             form = dyn.compiled_step() if compiled else None
             who = dyn
             if form is not None:
-                m, f, w = form.model, form.field, RolloutWork(*form.work)
-                fext, contacts = (None, (f.CI, f.CF, f.damping)) if f.kind == CONTACT else (f.fext, None)
+                m, w = form.model, RolloutWork(*form.work)
                 stages = (w.YH, w.YS, w.YV) if form.rk4 else None
-                status, t = _rollout_kernel(start, stop + (stop == N), m.packed, m.dof_tables, fext, contacts,
-                                            stages, form.dt, reference, policy, bounds, out, tuple(w))
+                status, t = _rollout_kernel(start, stop + (stop == N), m.packed, m.dof_tables, form.field.fext,
+                                            form.field.contacts, stages, form.dt, reference, policy, bounds, out,
+                                            form.work)
                 if status != OK:
                     break
                 continue
