@@ -141,3 +141,45 @@ def test_contact_arrays_are_the_world_points_and_forces_of_the_feet():
         assert np.array_equal(P[:, j], pose[:, :3, 3])
         on = ~np.isnan(forces[frame][:, 0])
         assert np.allclose(F[on, j], np.einsum("kij,kj->ki", pose[on, :3, :3], forces[frame][on, :3]), atol=1e-9)
+
+
+def _arrays(obj, path="", seen=None):
+    """Every numpy array reachable from ``obj`` through attributes, tuples, lists and dicts, by path."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or isinstance(obj, (str, bytes, int, float, type)):
+        return {}
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        return {path: obj}
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, (list, tuple)):
+        items = enumerate(obj)
+    else:
+        items = dict(getattr(obj, "__dict__", {}), **{s: getattr(obj, s) for s in getattr(type(obj), "__slots__", ())
+                                                      if hasattr(obj, s)}).items()
+    found = {}
+    for key, value in items:
+        found.update(_arrays(value, f"{path}/{key}", seen))
+    return found
+
+
+def test_a_built_problem_pickles_with_its_read_only_arrays():
+    """Worker processes (the warm-up's, a cluster's) receive problems by pickle: the copy computes the same and its
+    model arrays are read-only again, so that its kernels have the types the original's have (numba compiles
+    read-only and writeable arrays apart, and numpy does not pickle the flag)."""
+    import pickle
+
+    example = make_problem("squat", "solo12", horizon=8)
+    problem = example.problem
+    xs, us = problem.initial_guess(example.us0, example.xs0)
+    problem.derivatives(xs, us)  # fills the models' memos (locks among them), which must not travel
+    copy = pickle.loads(pickle.dumps(problem))
+    before, after = _arrays(problem), _arrays(copy)
+    read_only = [p for p, a in before.items() if not a.flags.writeable]
+    assert read_only, "the model's packed arrays are read-only"
+    assert [p for p in read_only if p in after and after[p].flags.writeable] == []
+    assert copy.cost(xs, us) == problem.cost(xs, us)
+    d0, d1 = problem.derivatives(xs, us), copy.derivatives(xs, us)
+    np.testing.assert_array_equal(d0.dynamics.F_x, d1.dynamics.F_x)
+    np.testing.assert_array_equal(d0.running.l_xx, d1.running.l_xx)

@@ -25,7 +25,7 @@ one model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
@@ -309,6 +309,16 @@ class RobotModel:
             value = self._derived.setdefault(key, build(self))
         return value
 
+    def __reduce__(self):
+        """Pickled as the arguments it was made from: unpickling runs ``__post_init__`` again, so the packed arrays
+        are read-only again (numpy does not pickle the flag, and numba compiles read-only and writeable arrays
+        apart) and the derived data, memos with locks among them, is rebuilt on first use."""
+        return _from_fields, (type(self), {f.name: getattr(self, f.name) for f in fields(self) if f.init})
+
     def __repr__(self) -> str:
         base = "floating base" if self.floating_base else "fixed base"
         return f"RobotModel({self.name!r}, {base}, n={self.n}, nv={self.nv}, bodies={self.nb}, frames={len(self.frames)})"
+
+
+def _from_fields(cls: type, arguments: dict) -> RobotModel:
+    return cls(**arguments)

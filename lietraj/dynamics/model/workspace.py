@@ -31,6 +31,10 @@ class KeptByIdentity:
         self._kept: dict = {}
         self._lock = threading.Lock()
 
+    def __reduce__(self):
+        # pickled empty: its keys are identities of objects in this process
+        return KeptByIdentity, (self._size,)
+
     def get(self, objects: tuple, build: Callable[[], object]) -> object:
         key = tuple(map(id, objects))
         hit = self._kept.get(key)
