@@ -87,7 +87,7 @@ def _solve(args: argparse.Namespace) -> int:
             parameters[key] = getattr(args, key)
     notice = CompileNotice().install()
     spec = Spec(args.problem, args.robot, args.solver or "fddp")
-    cold = None if is_warm(spec) else ColdStart(spec, notice).start()
+    cold = None if is_warm(spec) else ColdStart(spec, notice, parameters).start()
     try:
         example = make_problem(args.problem, args.robot, **parameters)
         if cold is not None:

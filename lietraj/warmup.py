@@ -12,11 +12,12 @@ guess will do) without the others:
 - ``forward``: the solvers' forward pass, the closed-loop rollout of a policy.
 
 ``warm_up`` compiles stages of problems in worker processes, one per core, which write the kernels to numba's
-disk cache; ``ColdStart`` does it for the first solve of a problem in ``lietraj solve``: a worker is started
-before the problem is built, compiles the backward pass meanwhile, receives the built problem and compiles the
-derivatives (and DDP's term) while the command itself compiles the evaluation and the forward pass; then the
-solve loads everything from the cache. A stamp in the cache directory records which (problem, robot, solver)
-have been compiled for the installed sources, so that later runs skip all this.
+disk cache; ``ColdStart`` does it for the first solve of a problem in ``lietraj solve``: a worker started with
+the command builds the same problem and compiles the derivatives (and DDP's term), the longest stage, while the
+command builds it and compiles the other stages; then the solve loads everything from the cache. Both processes
+compile the small helpers they share (numba keeps those per process); the algorithms' cores are kernels, cached
+on disk, which the slower process loads from the faster one's cache. A stamp in the cache directory records which
+(problem, robot, solver) have been compiled for the installed sources, so that later runs skip all this.
 """
 
 from __future__ import annotations
@@ -143,15 +144,13 @@ def run_stages(problem, xs0, us0, solver: str, stages) -> None:
     from lietraj.optimal_control.problem import ProblemDerivatives
 
     xs, us = _guess(problem, xs0, us0)
-    with np.errstate(all="ignore"):
-        gaps = problem.gaps(xs, us) if solver == "fddp" else None
     steps = {
         "evaluate": lambda: (problem.cost(xs, us), problem.rollout(us)),
         "derivatives": lambda: problem.derivatives(xs, us, out=ProblemDerivatives.empty(problem.T, problem.ndx,
                                                                                          problem.nu)),
         "second_order": lambda: problem.dynamics_contraction(xs, us, np.zeros((problem.T, problem.ndx))),
         "backward": lambda: _backward(problem.has_control_limits),
-        "forward": lambda: _rollout(problem, xs, us, gaps),
+        "forward": lambda: _rollout(problem, xs, us, problem.gaps(xs, us) if solver == "fddp" else None),
     }
     for stage in stages:
         with np.errstate(all="ignore"):
@@ -195,23 +194,11 @@ def _worker_init() -> None:
     import lietraj.optimal_control  # noqa: F401  (pay the imports while the parent builds its problem)
 
 
-def _worker_backward(bounded: bool) -> float:
-    t = time.perf_counter()
-    _backward(bounded)
-    return time.perf_counter() - t
-
-
-def _worker_stages(problem, xs0, us0, solver: str, stages) -> float:
-    t = time.perf_counter()
-    run_stages(problem, xs0, us0, solver, stages)
-    return time.perf_counter() - t
-
-
-def _worker_spec(spec: Spec, stages) -> float:
+def _worker_spec(spec: Spec, stages, parameters: dict | None = None) -> float:
     from lietraj.problems import make_problem
 
     t = time.perf_counter()
-    example = make_problem(spec.problem, spec.robot)
+    example = make_problem(spec.problem, spec.robot, **(parameters or {}))
     run_stages(example.problem, example.xs0, example.us0, spec.solver, stages)
     return time.perf_counter() - t
 
@@ -227,33 +214,31 @@ class ColdStart:
     before building the problem, ``compile(example)`` once it is built (returns when every stage is compiled),
     ``close()`` in the end. On one core, or when a stage fails in the worker, the solve compiles what is left."""
 
-    def __init__(self, spec: Spec, notice: CompileNotice | None = None):
+    def __init__(self, spec: Spec, notice: CompileNotice | None = None, parameters: dict | None = None):
         self.spec = spec
         self.notice = notice
+        self.parameters = dict(parameters or {})
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        self._backward: concurrent.futures.Future | None = None
+        self._worker: concurrent.futures.Future | None = None
 
     def start(self) -> ColdStart:
         if (os.cpu_count() or 1) > 1:
             if self.notice is not None:
                 self.notice.show(", on two cores")
             self._pool = _pool(1)
-            self._backward = self._pool.submit(_worker_backward, False)
+            stages = tuple(s for s in stages_for(self.spec.solver) if s in _WORKER_STAGES)
+            self._worker = self._pool.submit(_worker_spec, self.spec, stages, self.parameters)
         return self
 
     def compile(self, example) -> None:
-        problem, solver = example.problem, self.spec.solver
         if self._pool is None:
             return
-        worker = self._pool.submit(_worker_stages, problem, example.xs0, example.us0, solver,
-                                   tuple(s for s in stages_for(solver) if s in _WORKER_STAGES))
-        here = tuple(s for s in stages_for(solver) if s not in _WORKER_STAGES and s != "backward")
-        run_stages(problem, example.xs0, example.us0, solver, here)
-        for future in (self._backward, worker):
-            try:
-                future.result()
-            except Exception:  # the solve compiles whatever the worker could not
-                pass
+        here = tuple(s for s in stages_for(self.spec.solver) if s not in _WORKER_STAGES)
+        run_stages(example.problem, example.xs0, example.us0, self.spec.solver, here)
+        try:
+            self._worker.result()
+        except Exception:  # the solve compiles whatever the worker could not
+            pass
 
     def close(self) -> None:
         if self._pool is not None:
