@@ -1,9 +1,14 @@
 """How lietraj compiles its kernels (numba): the two decorators every compiled function uses.
 
-- ``kernel``: a function called from Python. Compiled on its first call for the argument types it gets and
-  cached on disk (``cache=True``); it releases the GIL (``nogil=True``), so that threads computing on one
-  shared model run in parallel; it has no C-callback wrapper (``no_cfunc_wrapper``), which nothing calls and
-  which costs compile time.
+- ``kernel``: a function called from Python, or an algorithm's core that several kernels call (``rnea_core``,
+  ``contact_dynamics_core``...). Compiled on its first call for the argument types it gets and cached on disk
+  (``cache=True``); it releases the GIL (``nogil=True``), so that threads computing on one shared model run in
+  parallel; it has no C-callback wrapper (``no_cfunc_wrapper``), which nothing calls and which costs compile
+  time. A kernel that calls another loads it from the disk cache when it is there: a core is compiled once per
+  machine, not once per process, so that the first ``trot`` after a first ``talos_reach`` (a new process) does
+  not compile ABA and the contact dynamics again, and the worker of a first solve (``lietraj/warmup.py``) shares
+  them with the command. Calls from compiled code must not pass constants: numba compiles a kernel again for each
+  constant value it is called with (``helper`` does not).
 - ``helper``: a function called only from compiled code. It is compiled as part of the kernels that call it,
   once per process and argument types, and LLVM inlines it where that pays. Called from Python (tests, or any
   code under ``NUMBA_DISABLE_JIT=1``) it runs as plain Python.

@@ -80,3 +80,26 @@ def test_first_solve_compiles_with_a_worker_then_runs_warm(capsys):
     assert is_warm(spec)
     assert main(["solve", "squat", "--robot", "solo12", "--quiet"]) == 0
     assert "compiling kernels" not in capsys.readouterr().err
+
+
+def test_no_kernel_is_compiled_for_a_constant_argument():
+    """A kernel called from compiled code with a constant compiles once per constant value (``lietraj/_jit.py``):
+    after a solve, no kernel of lietraj has a literal type in its signatures."""
+    import importlib
+    import pkgutil
+
+    import lietraj
+    from lietraj.problems import make_problem
+
+    example = make_problem("squat", "solo12", horizon=8)
+    example.solve("fddp", example.options, verbose=False)
+    literal = []
+    for info in pkgutil.walk_packages(lietraj.__path__, "lietraj."):
+        if info.name.startswith("lietraj.viz"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if isinstance(obj, numba.core.registry.CPUDispatcher):
+                literal += [f"{info.name}.{name}{sig}" for sig in obj.signatures
+                            if any(isinstance(t, numba.types.Literal) for t in sig)]
+    assert literal == []

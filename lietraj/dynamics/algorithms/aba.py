@@ -121,7 +121,7 @@ def articulated_forward_pass(mi, mf, H, s, v, fext, W):
         store3(W, i, _PA + 3, n)
 
 
-@helper
+@kernel
 def aba_core(mi, mf, g, H, s, v, tau, fext, W, ddq):
     """ABA for one state; writes ddq and returns OK, or SINGULAR if an articulated inertia is not positive."""
     nb = mi.shape[0]

@@ -102,7 +102,7 @@ def minus_minv_dtau(mi, dof_end, g, H, Minv, dtau_dq, dtau_dv, body_fixed_wrench
     _minus_minv_times(mi, dof_end, Minv, dtau_dv, 0, T, da_dv)
 
 
-@helper
+@kernel
 def fd_derivatives_core(mi, mf, g, dof_end, H, s, v, tau, fext, fext_local, fext_ref, Wa, Wi, D, Wm, T, tau_id,
                         dtau_dq, dtau_dv, M, a, da_dq, da_dv, Minv):
     """a = FD(x, tau), da/dq, da/dv and M^{-1} for one state. Assumes checked inputs."""

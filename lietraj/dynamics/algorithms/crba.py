@@ -121,7 +121,7 @@ def body_in_base_frame(mi, mf, i, s, W, o):
     return h, I, a, _ZERO3
 
 
-@helper
+@kernel
 def crba_core(mi, mf, s, W, M):
     """Mass matrix for joint positions s; writes the full symmetric M. Assumes checked inputs."""
     nb = mi.shape[0]

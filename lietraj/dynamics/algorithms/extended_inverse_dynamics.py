@@ -117,7 +117,7 @@ def add_rigid_to_parent(W, i, parent, R, p):
     W[parent, _MC + 9] += I[5] - m * p[1] * p[2] - p[1] * h[2] - h[1] * p[2]
 
 
-@helper
+@kernel
 def eid_core(mi, mf, g, consistent, H, s, v, a, W, tau, a_used, M11, M12, h1):
     """EIDAmb for one floating-base state; writes tau, a_used, M11, M12, h1. Assumes checked inputs."""
     nb = mi.shape[0]

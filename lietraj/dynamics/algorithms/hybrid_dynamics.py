@@ -81,7 +81,7 @@ _ZERO3 = (0.0, 0.0, 0.0)
 BAD_MASK, MIXED_BASE = 100, 101
 
 
-@helper
+@kernel
 def hybrid_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, a_out, tau_out):
     """Hybrid dynamics for one state; writes a_out and tau_out. Assumes checked inputs."""
     nb = mi.shape[0]

@@ -477,7 +477,7 @@ def _direction(mi, mf, W, D, v, a_out, known, kind, j, k, da, dtau, col):
         _base_acceleration(W, D, a_out, known, is_q, is_u, j, k, da, dtau, col)
 
 
-@helper
+@kernel
 def hybrid_derivatives_core(mi, mf, g, H, s, v, known, a_in, tau_in, fext, W, D, a_out, tau_out,
                             da_dq, da_dv, da_du, dtau_dq, dtau_dv, dtau_du):
     """Hybrid dynamics and its six Jacobians for one state. Assumes checked inputs."""

@@ -85,7 +85,7 @@ def _invert_spd6(M):
     return True
 
 
-@helper
+@kernel
 def minv_core(mi, mf, s, W, Minv):
     """M^{-1} for joint positions s; writes the full symmetric Minv. Assumes checked inputs, depth-first bodies."""
     nb, nv = mi.shape[0], Minv.shape[0]

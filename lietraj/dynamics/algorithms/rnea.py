@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lietraj._jit import helper, kernel
+from lietraj._jit import kernel
 from lietraj.dynamics._checks import (
     check_dynamics_inputs,
     BAD_A,
@@ -74,7 +74,7 @@ def rnea_work(model: RobotModel) -> RneaWork:
     return RneaWork(np.zeros((model.nb, _COLS)))
 
 
-@helper
+@kernel
 def rnea_core(mi, mf, g, H, s, v, a, fext, W, tau):
     """RNEA for one state; writes tau. Assumes checked inputs."""
     nb = mi.shape[0]

@@ -231,7 +231,7 @@ def _emit(D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P, mu, ip, jt, kr, j_ne_i, k_ne_j,
         _put(D2v, Cv, mu, ip, jt, kr, -s12)                                 # 66
 
 
-@helper
+@kernel
 def idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, mu, D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P):
     """Algorithm 1 of seed 003 for one state, assuming checked inputs. With an empty ``mu`` it fills the four
     tensors; otherwise it accumulates their contractions with ``mu`` over the first index into the (nv, nv)

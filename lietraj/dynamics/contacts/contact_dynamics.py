@@ -329,7 +329,7 @@ def _contact_rows(mi, mf, g, CI, CF, c, r, W, J, gamma):
         j = mi[j, 0]
 
 
-@helper
+@kernel
 def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M, Z, S, a, lambda_c, J, gamma):
     """Contact-constrained forward dynamics for one checked state (module docstring, steps 1-4): writes a (nv,),
     lambda_c, J (nc, nv) and gamma (nc,); returns OK, RANK_DEFICIENT (damping 0 and J M^-1 J^T singular) or

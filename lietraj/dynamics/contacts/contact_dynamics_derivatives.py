@@ -174,7 +174,7 @@ def _cholesky_solve(L, B):
                 B[k, col] -= e * B[r, col]
 
 
-@helper
+@kernel
 def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_last, damping, H, s, v, a, lambda_c,
                              work, da_dq, da_dv, da_dtau, df_dq, df_dv, df_dtau):
     """The six derivative blocks at one state for the solution (a, lambda_c) of the contact dynamics (module

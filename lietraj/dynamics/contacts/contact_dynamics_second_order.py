@@ -323,7 +323,7 @@ def _position_terms(CW, idx, L, nb0, phi, six, Kp, TR, Tp, oR, op, NQQ):
             NQQ[idx[n], idx[l]] -= Kp * t
 
 
-@helper
+@kernel
 def contact_curvature_core(mi, mf, CI, CF, drift, H, s, v, a, psi, lambda_c, phi, DLQ, DLV, DLT, W, CW, idx, NQQ, XQV,
                            XVV, XQT, BPHI):
     """Terms 2 and 3 of the module docstring at one checked state, given ``a`` (the acceleration, or v⁺ + e v for

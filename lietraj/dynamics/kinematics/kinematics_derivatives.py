@@ -210,7 +210,7 @@ def motion_derivatives_batch_kernel(model, H, S, V, A, level, fb, ff, k, referen
 # ---------------------------------------------------------------- frame placement error
 
 
-@helper
+@kernel
 def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
     """r = log(T^-1 oM_f) (linear first) and J = Jr(r)^-1 J_local (6, nv) for frame k, from the poses in W."""
     J[:, :] = 0.0
