@@ -44,8 +44,10 @@ def local_model(rng) -> tuple[ProblemDerivatives, StepHessian, np.ndarray]:
 
 
 def knot_outputs():
-    return (ActionValue(np.zeros(NU), np.zeros((NU, NU)), np.zeros(NDX)), Gains(np.zeros(NU), np.zeros((NU, NDX)),
-            np.ones(NU, dtype=np.bool_)), ValueFunction(np.zeros(NDX), np.zeros((NDX, NDX)), np.zeros(NDX)))
+    """The sweep's outputs at every knot (the value function at T + 1), zero."""
+    return (ActionValue(np.zeros((T, NU)), np.zeros((T, NU, NU)), np.zeros((T, NDX))),
+            Gains(np.zeros((T, NU)), np.zeros((T, NU, NDX)), np.ones((T, NU), dtype=np.bool_)),
+            ValueFunction(np.zeros((T + 1, NDX)), np.zeros((T + 1, NDX, NDX)), np.zeros((T + 1, NDX))))
 
 
 def test_riccati_step_computes_the_textbook_blocks_of_one_knot(rng):
@@ -56,9 +58,10 @@ def test_riccati_step_computes_the_textbook_blocks_of_one_knot(rng):
     P = spd(rng, NDX)
     lam_next = rng.normal(size=NDX)
     q, gains, value = knot_outputs()
-    why = riccati_step(knot, ValueFunction(np.zeros(NDX), P, lam_next), SweepSettings(reg, True, 1e-12, 100), q, gains,
-                       value, SweepWork.empty(NDX, NU))
+    value.V_xx[t + 1], value.lam[t + 1] = P, lam_next
+    why = riccati_step(model, value, t, SweepSettings(reg, True, 1e-12, 100), q, gains, SweepWork.empty(NDX, NU))
     assert why == STEP_OK
+    q, gains, value = (type(a)(*(b[t] for b in a)) for a in (q, gains, value))
     F_x, F_u = knot.F_x, knot.F_u
     Q_x, Q_u = knot.l_x + F_x.T @ lam_next, knot.l_u + F_u.T @ lam_next
     Q_xx = knot.l_xx + F_x.T @ P @ F_x + knot.H_xx
@@ -100,9 +103,8 @@ def test_the_compiled_sweep_is_the_knot_step_at_every_knot(terms, rng):
     Q_u, Q_uu, c, free = np.zeros((T, NU)), np.zeros((T, NU, NU)), np.zeros((T, NDX)), np.ones((T, NU), dtype=np.bool_)
     work = SweepWork.empty(NDX, NU)
     for t in range(T - 1, -1, -1):
-        why = riccati_step(LocalModel(*(a[t] for a in model)), ValueFunction(V_x[t + 1], V_xx[t + 1], lam[t + 1]),
-                           SweepSettings(reg, True, 1e-12, 100), ActionValue(Q_u[t], Q_uu[t], c[t]),
-                           Gains(k[t], K[t], free[t]), ValueFunction(V_x[t], V_xx[t], lam[t]), work)
+        why = riccati_step(model, ValueFunction(V_x, V_xx, lam), t, SweepSettings(reg, True, 1e-12, 100),
+                           ActionValue(Q_u, Q_uu, c), Gains(k, K, free), work)
         assert why == STEP_OK
     for ours, theirs in ((k, bp.k), (K, bp.K), (V_x, bp.V_x), (V_xx, bp.V_xx), (lam, bp.lam), (Q_u, bp.Q_u),
                          (Q_uu, bp.Q_uu), (c, bp.c)):

@@ -27,13 +27,13 @@ where ``δx_k`` are the deviations of the trial rollout from the nominal states 
 
 How it is computed (numba, one compiled call per sweep):
 
-- ``riccati_step`` is one knot (trajax's ``lqr_step``): from the knot's ``LocalModel`` (``F_x, F_u``, the cost
-  derivatives and the optional ``H``, gap and bounds) and the next knot's ``ValueFunction`` (``V'_xx``, ``λ'``) to
-  the ``ActionValue`` terms, the ``Gains`` and the knot's own ``ValueFunction``, in three parts: the ``Q`` blocks,
-  the gains (Cholesky solve or box QP) and the value function. It fails with a code, never raises.
-- ``riccati_sweep`` is the loop from knot ``T - 1`` down to 0 calling it on each knot's rows of the same named
-  tuples, which hold every knot (a leading knot axis); ``backward_pass`` fills the terminal knot, allocates the
-  outputs and returns them as a ``BackwardPass``.
+- ``riccati_step`` is one knot ``t`` (trajax's ``lqr_step``): from the knot's ``LocalModel`` (``F_x, F_u``, the
+  cost derivatives and the optional ``H``, gap and bounds) and the next knot's ``ValueFunction`` (``V'_xx``, ``λ'``)
+  to the ``ActionValue`` terms, the ``Gains`` and the knot's own ``ValueFunction``, in three parts: the ``Q`` blocks,
+  the gains (Cholesky solve or box QP) and the value function. It reads and writes rows ``t`` of named tuples that
+  hold every knot (a leading knot axis), and fails with a code, never raises.
+- ``riccati_sweep`` is the loop from knot ``T - 1`` down to 0 calling it; ``backward_pass`` fills the terminal
+  knot, allocates the outputs and returns them as a ``BackwardPass``.
 
 The ``ndx``-sized products go to BLAS through ``np.dot`` into the preallocated ``SweepWork``; the ``nu``-sized
 Cholesky factorizations, solves and box QPs are loops. Where extensions hook in: a penalty or augmented-Lagrangian
@@ -350,41 +350,50 @@ _WHY = {NON_FINITE_Q: "non-finite Q-function", NOT_POSITIVE_DEFINITE: "Q_uu not 
         NON_FINITE_V: "non-finite value function"}
 
 
+# The step reads and writes rows t (and t + 1) of the sweep's arrays rather than taking one knot's views: in compiled
+# code every array view takes a reference on its parent, an atomic increment and decrement, and the ~30 views of a
+# knot's named tuples spent a fifth of a sweep's time on them (perf, ur5, T = 100); the step makes the six views
+# np.dot needs.
 @_inlined
-def riccati_step(knot, next_value, settings, q, gains, value, work):
-    """One knot of the recursion (module docstring; trajax's ``lqr_step``): from the knot's local model ``knot``
-    and the next knot's value function ``next_value``, the action-value terms ``q``, the ``gains`` and the knot's own
-    ``value``. Returns ``STEP_OK`` or why it failed (``NON_FINITE_Q``, ``NOT_POSITIVE_DEFINITE``,
+def riccati_step(model, value, t, settings, q, gains, work):
+    """One knot of the recursion (module docstring; trajax's ``lqr_step``) at knot ``t`` of arrays with a leading knot
+    axis: from the local model ``model[t]`` and the next knot's value function ``value[t + 1]``, the action-value
+    terms ``q[t]``, the gains ``gains[t]`` and the knot's own value function ``value[t]`` (``X[t]`` meaning row
+    ``t`` of each field of ``X``). Returns ``STEP_OK`` or why it failed (``NON_FINITE_Q``, ``NOT_POSITIVE_DEFINITE``,
     ``NON_FINITE_V``)."""
-    ndx, nu = knot.F_u.shape
-    reg, second_order = settings.reg, knot.H_xx.shape[0] != 0
-    Q_xx, Q_xu, Q_x, Q_u, Q_uu, c = work.Q_xx, work.Q_xu, work.Q_x, q.Q_u, q.Q_uu, q.c
-    k, K, V_x, V_xx, W_xx, idx, L, vec = gains.k, gains.K, value.V_x, value.V_xx, work.W_xx, work.idx, work.L, work.vec
+    ndx, nu = model.F_u.shape[1], model.F_u.shape[2]
+    F_x, F_u, P, Q_uu, K, V_xx = model.F_x[t], model.F_u[t], value.V_xx[t + 1], q.Q_uu[t], gains.K[t], value.V_xx[t]
+    l_x, l_u, l_xx, l_xu, l_uu, H_xx, H_xu, H_uu, gaps = (model.l_x, model.l_u, model.l_xx, model.l_xu, model.l_uu,
+                                                          model.H_xx, model.H_xu, model.H_uu, model.gaps)
+    Q_u, c, k, V_x, lam = q.Q_u, q.c, gains.k, value.V_x, value.lam
+    Q_xx, Q_xu, Q_x, W_xx, W_ux, M = work.Q_xx, work.Q_xu, work.Q_x, work.W_xx, work.W_ux, work.M
+    idx, L, vec, K_col = work.idx, work.L, work.vec, work.K_col
+    reg, second_order = settings.reg, H_xx.shape[1] != 0
     # the blocks of Q from the next knot's value: Q_xx, Q_xu, Q_x into work, Q_u, Q_uu + ρ I into q
-    np.dot(knot.F_x.T, next_value.V_xx, W_xx)
-    np.dot(W_xx, knot.F_x, Q_xx)
-    np.dot(W_xx, knot.F_u, Q_xu)
-    np.dot(knot.F_u.T, next_value.V_xx, work.W_ux)
-    np.dot(work.W_ux, knot.F_u, Q_uu)
+    np.dot(F_x.T, P, W_xx)
+    np.dot(W_xx, F_x, Q_xx)
+    np.dot(W_xx, F_u, Q_xu)
+    np.dot(F_u.T, P, W_ux)
+    np.dot(W_ux, F_u, Q_uu)
     for i in range(ndx):
-        acc = knot.l_x[i]
+        acc = l_x[t, i]
         for j in range(ndx):
-            acc += knot.F_x[j, i] * next_value.lam[j]
-            Q_xx[i, j] += knot.l_xx[i, j] + (knot.H_xx[i, j] if second_order else 0.0)
+            acc += F_x[j, i] * lam[t + 1, j]
+            Q_xx[i, j] += l_xx[t, i, j] + (H_xx[t, i, j] if second_order else 0.0)
         Q_x[i] = acc
         for j in range(nu):
-            Q_xu[i, j] += knot.l_xu[i, j] + (knot.H_xu[i, j] if second_order else 0.0)
+            Q_xu[i, j] += l_xu[t, i, j] + (H_xu[t, i, j] if second_order else 0.0)
     for i in range(nu):
-        acc = knot.l_u[i]
+        acc = l_u[t, i]
         for j in range(ndx):
-            acc += knot.F_u[j, i] * next_value.lam[j]
-        Q_u[i] = acc
+            acc += F_u[j, i] * lam[t + 1, j]
+        Q_u[t, i] = acc
         for j in range(nu):
-            Q_uu[i, j] += knot.l_uu[i, j] + (knot.H_uu[i, j] if second_order else 0.0)
+            Q_uu[i, j] += l_uu[t, i, j] + (H_uu[t, i, j] if second_order else 0.0)
         Q_uu[i, i] += reg
     finite = True
     for i in range(nu):
-        finite = finite and math.isfinite(Q_u[i])
+        finite = finite and math.isfinite(Q_u[t, i])
         for j in range(nu):
             finite = finite and math.isfinite(Q_uu[i, j])
         for j in range(ndx):
@@ -392,9 +401,9 @@ def riccati_step(knot, next_value, settings, q, gains, value, work):
     if not finite:
         return NON_FINITE_Q
     # k on the box (or free), K = -Q_uu⁻¹ Q_ux on the free controls, zero rows for the clamped ones
-    if knot.du_lb.shape[0] != 0:
-        m, _, ok = _box_qp(Q_uu, Q_u, knot.du_lb, knot.du_ub, k, gains.free, idx, L, vec[0], vec[1], vec[2],
-                           vec[3], settings.box_max_iter, settings.box_tol, 0.1)
+    if model.du_lb.shape[1] != 0:
+        m, _, ok = _box_qp(Q_uu, Q_u[t], model.du_lb[t], model.du_ub[t], k[t], gains.free[t], idx, L, vec[0], vec[1],
+                           vec[2], vec[3], settings.box_max_iter, settings.box_tol, 0.1)
         if not ok:
             return NOT_POSITIVE_DEFINITE
     else:
@@ -404,39 +413,39 @@ def riccati_step(knot, next_value, settings, q, gains, value, work):
         if not _cholesky(Q_uu, idx, m, L):
             return NOT_POSITIVE_DEFINITE
         for i in range(nu):
-            vec[0, i] = Q_u[i]
+            vec[0, i] = Q_u[t, i]
         _cholesky_solve(L, m, vec[0])
         for i in range(nu):
-            k[i] = -vec[0, i]
+            k[t, i] = -vec[0, i]
     for i in range(nu):
         for j in range(ndx):
             K[i, j] = 0.0
     for j in range(ndx):
         for i in range(m):
-            work.K_col[i] = Q_xu[j, idx[i]]
-        _cholesky_solve(L, m, work.K_col)
+            K_col[i] = Q_xu[j, idx[i]]
+        _cholesky_solve(L, m, K_col)
         for i in range(m):
-            K[idx[i], j] = -work.K_col[i]
+            K[idx[i], j] = -K_col[i]
     # V_x = Q_x + Kᵀ Q_u + c with c = Q_xu k + Kᵀ Q_uu k, V_xx = Q_xx + Kᵀ (Q_uu K + Q_ux) + Q_xu K, λ = V_x + V_xx f̄
     for i in range(nu):
         acc = 0.0
         for j in range(nu):
-            acc += Q_uu[i, j] * k[j]
+            acc += Q_uu[i, j] * k[t, j]
         vec[1, i] = acc
     for i in range(ndx):
         acc = 0.0
         for j in range(nu):
-            acc += Q_xu[i, j] * k[j] + K[j, i] * vec[1, j]
-        c[i] = acc
+            acc += Q_xu[i, j] * k[t, j] + K[j, i] * vec[1, j]
+        c[t, i] = acc
         acc2 = Q_x[i] + acc
         for j in range(nu):
-            acc2 += K[j, i] * Q_u[j]
-        V_x[i] = acc2
-    np.dot(Q_uu, K, work.M)
+            acc2 += K[j, i] * Q_u[t, j]
+        V_x[t, i] = acc2
+    np.dot(Q_uu, K, M)
     for i in range(nu):
         for j in range(ndx):
-            work.M[i, j] += Q_xu[j, i]
-    np.dot(K.T, work.M, V_xx)
+            M[i, j] += Q_xu[j, i]
+    np.dot(K.T, M, V_xx)
     np.dot(Q_xu, K, W_xx)
     for i in range(ndx):
         for j in range(i + 1):
@@ -445,14 +454,14 @@ def riccati_step(knot, next_value, settings, q, gains, value, work):
             V_xx[j, i] = v
         if settings.regularize_vxx:
             V_xx[i, i] += reg
-    with_gap = knot.gaps.shape[0] != 0
+    with_gap = gaps.shape[1] != 0
     finite = True
     for i in range(ndx):
-        acc = V_x[i]
+        acc = V_x[t, i]
         if with_gap:
             for j in range(ndx):
-                acc += V_xx[i, j] * knot.gaps[j]
-        value.lam[i] = acc
+                acc += V_xx[i, j] * gaps[t, j]
+        lam[t, i] = acc
         finite = finite and math.isfinite(acc)
         for j in range(ndx):
             finite = finite and math.isfinite(V_xx[i, j])
@@ -461,26 +470,12 @@ def riccati_step(knot, next_value, settings, q, gains, value, work):
     return STEP_OK
 
 
-@helper
-def _knot(model, t):
-    return LocalModel(model.F_x[t], model.F_u[t], model.l_x[t], model.l_u[t], model.l_xx[t], model.l_xu[t],
-                      model.l_uu[t], model.H_xx[t], model.H_xu[t], model.H_uu[t], model.gaps[t], model.du_lb[t],
-                      model.du_ub[t])
-
-
-@helper
-def _value_at(value, t):
-    return ValueFunction(value.V_x[t], value.V_xx[t], value.lam[t])
-
-
 @kernel
 def riccati_sweep(model, settings, q, gains, value, work):
-    """The recursion from knot T-1 down to 0, given ``value`` at knot T: ``riccati_step`` at every knot, on the
-    knot's rows of each argument. Returns ``(-1, STEP_OK)``, or the knot that failed and why."""
+    """The recursion from knot T-1 down to 0, given ``value`` at knot T: ``riccati_step`` at every knot. Returns
+    ``(-1, STEP_OK)``, or the knot that failed and why."""
     for t in range(model.F_u.shape[0] - 1, -1, -1):
-        why = riccati_step(_knot(model, t), _value_at(value, t + 1), settings,
-                           ActionValue(q.Q_u[t], q.Q_uu[t], q.c[t]), Gains(gains.k[t], gains.K[t], gains.free[t]),
-                           _value_at(value, t), work)
+        why = riccati_step(model, value, t, settings, q, gains, work)
         if why != STEP_OK:
             return t, why
     return -1, STEP_OK
