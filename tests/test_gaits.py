@@ -98,6 +98,6 @@ def test_gait_parameters_and_errors():
         jump("solo12", length=(0.1, 0.0))
     with pytest.raises(ValueError, match="has no parameter 'horizon'"):
         make_problem("jump", "solo12", horizon=50)
-    # iLQR and DDP roll the guess's controls out; a falling robot cannot land on them: a status that says what to do.
-    failed = jump("solo12").solve("ddp")
-    assert not failed.converged and "solve it with fddp" in failed.status
+    # DDP starts from the guess's states, its first step the closed-loop rollout about them (the open-loop rollout of
+    # the guess's controls falls, and no landing follows from it).
+    assert jump("solo12").solve("ddp").converged

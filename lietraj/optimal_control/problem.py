@@ -211,14 +211,21 @@ class Problem:
     # ---- evaluation ---------------------------------------------------------------------------------------
 
     def rollout(self, U, x0: State | None = None) -> Trajectory:
-        """States ``x_0 .. x_T`` from ``x0`` (default: the problem's) under the controls ``U``, one knot after the
-        other. A diverging step is reported by the dynamics (RobotDynamics raises ValueError) or shows as non-finite
-        states."""
+        """States ``x_0 .. x_T`` from ``x0`` (default: the problem's) under the controls ``U``: the solvers' forward
+        pass without feedback, one compiled call per run of knots sharing a dynamics with a compiled step. A
+        non-finite or invalid state or control, or a step that fails, raises ValueError naming the knot, what failed
+        and whether the rollout diverged on the way there."""
         U = self.check_controls(U)
         X = self.state_space.trajectory(self.T + 1)
         X[0] = self.x0 if x0 is None else x0
-        for k, m in enumerate(self.running):
-            X[k + 1] = m.dynamics.step(X[k], U[k])
+        nu, ndx = self.nu, self.ndx
+        for a, b, dyn in self._dynamics_runs:
+            # the zero feedback ignores the deviations from the reference, which any states of the group will do
+            trial = dyn.rollout_policy(X[a], Trajectory.repeat(X[a], b - a + 1), U[a:b], np.zeros((b - a, nu)),
+                                       np.zeros((b - a, nu, ndx)), 1.0)
+            if not trial.ok:
+                raise trial.error("Problem.rollout", a, getattr(dyn, "dt", None))
+            X[a + 1:b + 1] = trial.X[1:]
         return X
 
     def step(self, X: Trajectory, U) -> Trajectory:

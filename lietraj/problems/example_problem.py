@@ -45,18 +45,16 @@ class ExampleProblem:
 
     def solve(self, solver: str | None = None, options: SolverOptions | None = None, callback=None,
               verbose: bool = False) -> SolverResult:
-        """Solve from the default guess with ``solver`` ("fddp", "ilqr" or "ddp"; default: the problem's)."""
+        """Solve from the default guess with ``solver`` ("fddp", "ilqr" or "ddp"; default: the problem's). iLQR and
+        DDP start from a state guess as Crocoddyl's SolverDDP does: their first step is the closed-loop rollout of
+        the policy computed about it."""
         solver = self.solver if solver is None else solver
         options = self.options if options is None else options
         if solver == "fddp":
             return solve_fddp(self.problem, self.xs0, self.us0, options, callback, verbose)
         if solver in ("ilqr", "ddp"):
             solve = solve_ilqr if solver == "ilqr" else solve_ddp
-            result = solve(self.problem, self.us0, options, callback, verbose)
-            if result.iterations == 0 and not result.converged and self.xs0 is not None:
-                result.status += (f"; {solver} starts from the rollout of the guess's controls, which this problem's "
-                                  "guess (a state trajectory, for fddp) does not give: solve it with fddp")
-            return result
+            return solve(self.problem, self.us0, options, callback, verbose, xs0=self.xs0)
         raise ValueError(f"{self.name}: solver must be one of {', '.join(SOLVERS)}, got {solver!r}")
 
     def contact_phases(self) -> list[tuple[int, int, ContactRobotDynamics]]:

@@ -26,10 +26,13 @@ local model, the last direction, feasibility) is one ``SolverState``::
 
        x_0 = x0 ⊕ (α - 1) f̄_0,  u_k = clip(ū_k + α k_k + K_k (x_k ⊖ x̄_k)),  x_{k+1} = f_k(x_k, u_k) ⊕ (α - 1) f̄_{k+1}
 
-   (no gap terms for a feasible guess: iLQR and DDP always roll out), and (``line_search``, ``acceptable``) the
-   first step whose actual decrease is at least ``accept_ratio`` times the expected one is taken (FDDP also takes
-   a step that raises the cost by less than ``accept_ascent_ratio`` times a negative expected decrease: closing
-   gaps may cost). A full step closes all gaps;
+   (no gap terms for a feasible guess; iLQR and DDP never keep gaps: every trial rolls out from ``x0``), and
+   (``line_search``, ``acceptable``) the first step whose actual decrease is at least ``accept_ratio`` times the
+   expected one is taken (FDDP also takes a step that raises the cost by less than ``accept_ascent_ratio`` times a
+   negative expected decrease: closing gaps may cost). A full step closes all gaps. iLQR and DDP started from a
+   state guess ``xs0`` take their first trial that rolls out, whatever its cost, as Crocoddyl's SolverDDP from an
+   infeasible guess: the closed-loop rollout of the policy computed about ``xs0`` is the feasible guess they go on
+   from (an open-loop rollout of ``us0`` alone may diverge, e.g. a robot that falls over a long horizon);
 5. ``update_regularization``: ``ρ`` is divided by ``reg_factor`` after a step longer than ``step_dec`` and
    multiplied after a step of at most ``step_inc`` or a failed line search;
 6. ``report``: the iteration's ``IterationInfo`` goes to the history and the callbacks; a failed line search at
@@ -272,8 +275,8 @@ class Solver:
         self.name, self.second_order, self.fddp = name, second_order, fddp
 
     def solve(self, xs0: Trajectory | None = None, us0=None) -> SolverResult:
-        """Iterate from the guess until a status ends the solve (module docstring): FDDP starts from ``xs0, us0``,
-        iLQR and DDP from the rollout of ``us0`` (default zeros)."""
+        """Iterate from the guess until a status ends the solve (module docstring): from ``xs0, us0``, or from the
+        rollout of ``us0`` (default zeros) without ``xs0``."""
         state = self.start(xs0, us0)
         while not state.status:
             self.iterate(state)
@@ -282,9 +285,9 @@ class Solver:
     # ---- the guess ---------------------------------------------------------------------------------------------
 
     def start(self, xs0: Trajectory | None = None, us0=None) -> SolverState:
-        """The state at the initial guess: checked controls (clipped to the bounds), the rollout (iLQR, DDP, FDDP
-        without ``xs0``) or a copy of ``xs0``, and its cost. Bad inputs raise ValueError; a guess that cannot be
-        evaluated gives a state whose status says so."""
+        """The state at the initial guess: checked controls (clipped to the bounds), the rollout of ``us0`` without
+        ``xs0`` or a copy of ``xs0`` (infeasible until a step closes its gaps), and its cost. Bad inputs raise
+        ValueError; a guess that cannot be evaluated gives a state whose status says so."""
         started = time.perf_counter()
         problem = self.problem
         T, nu, ndx = problem.T, problem.nu, problem.ndx
@@ -292,7 +295,7 @@ class Solver:
         if problem.has_control_limits:
             np.clip(us, problem.u_lb, problem.u_ub, out=us)
         xs = None if xs0 is None else problem.check_trajectory(xs0)
-        feasible, cost, status = xs is None or not self.fddp, math.nan, ""
+        feasible, cost, status = xs is None, math.nan, ""
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             try:
                 xs = problem.rollout(us) if feasible else xs.copy()
@@ -300,7 +303,8 @@ class Solver:
                 if not math.isfinite(cost):
                     status = _failed("the initial rollout or its cost is not finite")
             except _NUMERICAL_ERRORS as e:
-                status = _failed(f"the initial guess cannot be evaluated ({e})")
+                what = "the initial rollout of the controls fails" if feasible else "the initial guess cannot be evaluated"
+                status = _failed(f"{what} ({e})")
         return SolverState(problem.constant_trajectory() if xs is None else xs, us, cost, feasible,
                            max(self.options.reg_init, self.options.reg_min), ProblemDerivatives.empty(T, ndx, nu),
                            started, status=status)
@@ -422,12 +426,14 @@ class Solver:
         state.direction = step.direction
         if step.accepted:
             state.xs, state.us, state.cost = step.xs, step.us, step.cost
-            state.feasible = state.feasible or step.alpha == 1.0
+            state.feasible = state.feasible or step.alpha == 1.0 or not self.fddp
             state.linearized = False
         return step
 
     def line_search(self, state: SolverState, direction: BackwardPass, terms: tuple[float, float]) -> Step:
-        """Backtracking on the step length (``alphas``): the first trial whose decrease is ``acceptable``."""
+        """Backtracking on the step length (``alphas``): the first trial whose decrease is ``acceptable`` (for iLQR
+        and DDP from an infeasible guess, the first that rolls out: module docstring, step 4)."""
+        rollout_wanted = not (self.fddp or state.feasible)
         for alpha in self.options.alphas:
             trial = self.forward_pass(state, direction, alpha)
             if trial is None:
@@ -435,13 +441,14 @@ class Solver:
             xs, us, DX, cost = trial
             improvement = state.cost - cost
             expected = direction.expected_improvement(alpha, DX, terms)
-            if self.acceptable(terms[0], improvement, expected):
+            if rollout_wanted or self.acceptable(terms[0], improvement, expected):
                 return Step(direction, alpha, xs, us, cost, improvement, expected)
         return Step(direction)
 
     def forward_pass(self, state: SolverState, direction: BackwardPass, alpha: float):
-        """The nonlinear rollout of the direction's policy with step ``alpha`` (``_forward_pass``)."""
-        return _forward_pass(self.problem, state.xs, state.us, direction, alpha, state.gaps)
+        """The nonlinear rollout of the direction's policy with step ``alpha`` (``_forward_pass``); FDDP keeps the
+        part ``1 - alpha`` of the gaps, iLQR and DDP close them all."""
+        return _forward_pass(self.problem, state.xs, state.us, direction, alpha, state.gaps if self.fddp else None)
 
     def acceptable(self, g1: float, improvement: float, expected: float) -> bool:
         """The acceptance rule: any step when the first-order decrease ``g1`` is below ``min_expected``; a decrease
@@ -500,17 +507,19 @@ def _failed(why: str) -> str:
 
 
 def solve_ilqr(problem: Problem, us0=None, options: SolverOptions | None = None, callback=None,
-               verbose: bool = False) -> SolverResult:
-    """iLQR (Gauss–Newton DDP) from the rollout of ``us0`` (default zeros); box-constrained when the problem's
-    models have control bounds."""
-    return Solver(problem, options, callback, verbose, fddp=False).solve(None, us0)
+               verbose: bool = False, *, xs0: Trajectory | None = None) -> SolverResult:
+    """iLQR (Gauss–Newton DDP) from the rollout of ``us0`` (default zeros), or from the guess ``(xs0, us0)`` whose
+    first step is the closed-loop rollout of the policy computed about it (``Solver``, step 4); box-constrained
+    when the problem's models have control bounds."""
+    return Solver(problem, options, callback, verbose, fddp=False).solve(xs0, us0)
 
 
 def solve_ddp(problem: Problem, us0=None, options: SolverOptions | None = None, callback=None,
-              verbose: bool = False) -> SolverResult:
+              verbose: bool = False, *, xs0: Trajectory | None = None) -> SolverResult:
     """DDP with the second-order dynamics term (``trajectory_hessian_contraction`` of every dynamics model; a
-    ValueError suggests iLQR when it is missing), from the rollout of ``us0``; box-constrained with bounds."""
-    return Solver(problem, options, callback, verbose, second_order=True, fddp=False).solve(None, us0)
+    ValueError suggests iLQR when it is missing), from the rollout of ``us0`` or from the guess ``(xs0, us0)`` as
+    ``solve_ilqr``; box-constrained with bounds."""
+    return Solver(problem, options, callback, verbose, second_order=True, fddp=False).solve(xs0, us0)
 
 
 def solve_fddp(problem: Problem, xs0: Trajectory | None = None, us0=None, options: SolverOptions | None = None,
