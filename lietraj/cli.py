@@ -7,31 +7,70 @@ builds one, solves it with the solver's log on the terminal, prints what the sol
     lietraj solve jump --robot anymal --plot jump.png --html jump.html
     lietraj solve trot --view
     lietraj warmup                  # compile the kernels of every ready problem ahead of time, on every core
+
+Every mistake of the user's (an option, a parameter, an output file) is reported before the solve, and before
+anything is built when the command can tell, as one ``lietraj: error: ...`` line on stderr naming the option as
+typed, with exit code 2. A solve that does not converge says so on stderr and exits with 1 (130 after Ctrl-C, which
+keeps the iterate reached); the files asked for are still written if its trajectory is finite, with a line saying
+what they hold.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import inspect
+import math
+import os
+import re
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from numbers import Integral, Real
 from pathlib import Path
 
+import numpy as np
+
 from lietraj.optimal_control.solution_io import save_solution
-from lietraj.problems import PROBLEMS, SOLVERS, make_problem
+from lietraj.optimal_control.solvers.solvers import LogTable, SolverOptions, SolverResult
+from lietraj.problems import PROBLEMS, SOLVERS, ProblemEntry, make_problem
 from lietraj.warmup import ColdStart, CompileNotice, Spec, default_specs, is_warm, mark_warm, warm_up
 
+# The shortest horizon, in knots, on which the ready problems mean something: a squat's CoM reference needs a knot
+# on the way down, one at the bottom and one on the way up after the start, and the contacts' Baumgarte terms pull
+# the feet back over a time constant of 4 knots (problems.support.CONTACT_TIME_CONSTANT). On fewer knots the
+# reference hardly leaves the start and a solver "converges" at once on a problem that asks for nothing.
+MIN_HORIZON = 4
 
-def _parameter(text: str) -> tuple[str, object]:
+# What a problem builder raises on a value it rejects: its own checks raise ValueError, numpy on a value of the
+# wrong kind TypeError, ValueError or an arithmetic error.
+_BUILD_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One builder parameter the user gave: its ``key``, its parsed ``value`` and the ``text`` it was typed as
+    (``--set depth=abc`` or ``--dt 0``), which every message about it quotes."""
+
+    key: str
+    value: object
+    text: str
+
+
+def _literal(text: str) -> object:
+    """``text`` as a Python literal (a number, a tuple, None) or else the string itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+
+
+def _parameter(text: str) -> Setting:
     """``KEY=VALUE`` with VALUE a Python literal (a number, a tuple, None) or else a string."""
     key, sep, value = text.partition("=")
     if not sep or not key.isidentifier():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return key, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return key, value
+    return Setting(key, _literal(value), f"--set {text}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,8 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("problem", choices=sorted(PROBLEMS))
     solve.add_argument("--robot", help="the robot (default: the problem's first; see `lietraj list`)")
     solve.add_argument("--solver", choices=SOLVERS, help="default: the problem's own (fddp)")
-    solve.add_argument("--horizon", type=int, help="number of knots")
-    solve.add_argument("--dt", type=float, help="time step in seconds")
+    # --horizon and --dt are kept as typed and checked with the --set parameters, so that every message quotes them
+    solve.add_argument("--horizon", metavar="KNOTS", help=f"number of knots (at least {MIN_HORIZON})")
+    solve.add_argument("--dt", metavar="SECONDS", help="time step in seconds (positive)")
     solve.add_argument("--max-iter", type=int, help="iteration limit (default: the problem's)")
     solve.add_argument("--set", type=_parameter, action="append", default=[], metavar="KEY=VALUE",
                        help="another parameter of the problem's builder, e.g. depth=0.08 or lift=FL_FOOT")
@@ -74,22 +114,176 @@ def _check_output(path: str | None, suffixes: tuple[str, ...], option: str) -> N
     p = Path(path)
     if p.suffix.lower() not in suffixes:
         raise ValueError(f"{option} {path}: the file must end in {' or '.join(suffixes)}")
-    if not p.resolve().parent.is_dir():
-        raise ValueError(f"{option} {path}: the folder {p.resolve().parent} does not exist")
+    folder = p.resolve().parent
+    if not folder.is_dir():
+        raise ValueError(f"{option} {path}: the folder {folder} does not exist")
+    if p.is_dir():
+        raise ValueError(f"{option} {path}: this is a folder, not a file")
+    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ValueError(f"{option} {path}: no permission to write there")
+
+
+# ---- the problem's parameters ----------------------------------------------------------------------------------
+
+def _kind(parameter: inspect.Parameter) -> tuple[str | None, bool]:
+    """What a builder parameter takes, read from its annotation (a string: the builders use postponed annotations)
+    or else its default: ``("number" | "integer" | "name" | "point" | None, None allowed)``; None: not known."""
+    annotation = parameter.annotation
+    if annotation is inspect.Parameter.empty:
+        default = parameter.default
+        return ("point" if isinstance(default, tuple) else None), default is None
+    names = {t.strip() for t in (annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")).split("|")}
+    kind = "number" if "float" in names else "integer" if "int" in names else "name" if "str" in names else None
+    return kind, "None" in names or parameter.default is None
+
+
+def _check_value(setting: Setting, parameter: inspect.Parameter) -> None:
+    """Raise ValueError, quoting the setting as typed, if its value is not of the kind the builder takes (a finite
+    number, an integer, a name, a point of as many numbers as the default)."""
+    kind, none_allowed = _kind(parameter)
+    value = setting.value
+    if kind is None or (value is None and none_allowed):
+        return
+    got = f"the text {value!r}" if isinstance(value, str) else repr(value)
+    orelse = " (or None for the default)" if none_allowed else ""
+
+    def number(v) -> bool:
+        return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)
+
+    if kind == "number" and not number(value):
+        raise ValueError(f"{setting.text}: expected a finite number{orelse}, got {got}")
+    if kind == "integer" and not (isinstance(value, Integral) and not isinstance(value, bool)):
+        raise ValueError(f"{setting.text}: expected an integer{orelse}, got {got}")
+    if kind == "name" and not isinstance(value, str):
+        raise ValueError(f"{setting.text}: expected a name{orelse}, got {value!r}")
+    if kind == "point":
+        size = len(parameter.default)
+        if not (isinstance(value, (tuple, list)) and len(value) == size and all(number(v) for v in value)):
+            example = ",".join(f"{v:g}" for v in parameter.default)
+            raise ValueError(f"{setting.text}: expected {size} finite numbers such as {setting.key}={example}{orelse}, "
+                             f"got {got}")
+
+
+def _check_range(setting: Setting) -> None:
+    """The parameters every problem shares, checked here on the user's value: a builder may check it only after
+    deriving another value from it (the friction cones' barrier is placed inside the cone, at 0.8 mu), and then its
+    message quotes a number the user never typed."""
+    key, value = setting.key, setting.value
+    if not isinstance(value, Real):  # a parameter of another kind: the builder checks it
+        return
+    if key == "horizon" and value < MIN_HORIZON:
+        raise ValueError(f"{setting.text}: the horizon must be at least {MIN_HORIZON} knots: the motion needs knots "
+                         "on its way, at its turn and on its way back; on fewer a solve 'converges' on a problem that asks "
+                         "for nothing")
+    if key == "dt" and not value > 0:
+        raise ValueError(f"{setting.text}: the time step must be a positive number of seconds")
+    if key == "friction" and not value > 0:
+        raise ValueError(f"{setting.text}: the friction coefficient must be a positive number")
+
+
+def _settings(args: argparse.Namespace, entry: ProblemEntry) -> list[Setting]:
+    """The builder parameters of ``--horizon``, ``--dt`` and ``--set``, each checked against the builder's
+    signature (a known name, a value of its kind) and the shared ranges, before anything is built."""
+    settings = list(args.set)
+    for key in ("horizon", "dt"):
+        text = getattr(args, key)
+        if text is not None:
+            settings.append(Setting(key, _literal(text), f"--{key} {text}"))
+    accepted = {name: p for name, p in inspect.signature(entry.build).parameters.items() if name != "robot"}
+    seen: dict[str, Setting] = {}
+    for setting in settings:
+        if setting.key == "robot":
+            raise ValueError(f"{setting.text}: the robot is an option of its own: --robot {setting.value}")
+        if setting.key not in accepted:
+            raise ValueError(f"{setting.text}: problem {args.problem!r} has no parameter {setting.key!r}; its "
+                             f"parameters: {', '.join(accepted)}")
+        if setting.key in seen:
+            raise ValueError(f"{seen[setting.key].text} and {setting.text} both set {setting.key}; give it once")
+        seen[setting.key] = setting
+        _check_value(setting, accepted[setting.key])
+        if setting.value is not None:
+            _check_range(setting)
+    return settings
+
+
+def _blame(error: Exception, settings: list[Setting]) -> str:
+    """A builder's error message prefixed with the settings it is about: those it names, else all the user gave (a
+    numpy message names no parameter)."""
+    named = [s for s in settings if re.search(rf"\b{re.escape(s.key)}\b", str(error))]
+    return f"{', '.join(s.text for s in named or settings)}: {error}"
+
+
+# ---- the solve ------------------------------------------------------------------------------------------------
+
+def _calling_each(callbacks: list):
+    """One solver callback calling each of ``callbacks`` (None for none)."""
+    if len(callbacks) <= 1:
+        return callbacks[0] if callbacks else None
+
+    def callback(info) -> None:
+        for c in callbacks:
+            c(info)
+
+    return callback
+
+
+def _result_line(result: SolverResult, wall: float) -> str:
+    return (f"{result.solver}: {result.status} after {result.iterations} iteration(s), cost {result.cost:.8e}, "
+            f"stop {result.stop:.3e}, gap {result.gap_norm:.2e}, {wall:.2f} s")
+
+
+def _interrupted(result: SolverResult) -> bool:
+    return result.status.startswith("interrupted")
+
+
+def _what_went_wrong(result: SolverResult, options: SolverOptions) -> str:
+    """Why ``result`` is not a solution, in a sentence for the user."""
+    status, done = result.status, f"after {result.iterations} iteration(s)"
+    if _interrupted(result):
+        return f"interrupted (Ctrl-C) {done}: the result is the iterate reached so far, not a solution"
+    if status.startswith("failed: "):
+        return f"the solve failed {done}: {status[len('failed: '):]}"
+    if status == "max_iterations":
+        gaps = f" and gaps of {result.gap_norm:.3g} left open" if result.gap_norm > 0 else ""
+        return (f"the solve did not converge: {result.solver} reached the iteration limit (max_iter = {options.max_iter}; "
+                f"--max-iter raises it) with the stationarity measure {result.stop:.3g} above tol = {options.tol:g}{gaps}")
+    return f"the solve did not converge: {status} {done}"
+
+
+def _metrics(example, result: SolverResult, finite: bool) -> None:
+    if not finite:
+        print("  (no metrics: the trajectory is not finite)")
+        return
+    try:
+        metrics = example.metrics(result)
+    except (ValueError, ArithmeticError) as e:  # an unconverged iterate may be one the contact model cannot evaluate
+        print(f"  (no metrics: {e})")
+        return
+    for key, value in metrics.items():
+        print(f"  {key:>22s}: {value:.6g}")
 
 
 def _solve(args: argparse.Namespace) -> int:
+    entry = PROBLEMS[args.problem]
+    if args.robot is not None and args.robot not in entry.robots:
+        raise ValueError(f"--robot {args.robot}: problem {args.problem!r} takes the robots {', '.join(entry.robots)}")
+    if args.max_iter is not None and args.max_iter < 0:
+        raise ValueError(f"--max-iter {args.max_iter}: the iteration limit must be 0 or more")
+    settings = _settings(args, entry)
+    _check_output(args.save, (".npz",), "--save")
     _check_output(args.plot, (".png", ".pdf"), "--plot")
     _check_output(args.html, (".html", ".htm"), "--html")
-    parameters = dict(args.set)
-    for key in ("horizon", "dt"):
-        if getattr(args, key) is not None:
-            parameters[key] = getattr(args, key)
+    parameters = {s.key: s.value for s in settings}
     notice = CompileNotice().install()
     spec = Spec(args.problem, args.robot, args.solver or "fddp")
     cold = None if is_warm(spec) else ColdStart(spec, notice, parameters).start()
     try:
-        example = make_problem(args.problem, args.robot, **parameters)
+        try:
+            example = make_problem(args.problem, args.robot, **parameters)
+        except _BUILD_ERRORS as e:
+            if not settings:
+                raise
+            raise ValueError(_blame(e, settings)) from e
         if cold is not None:
             cold.compile(example)
     finally:
@@ -98,24 +292,37 @@ def _solve(args: argparse.Namespace) -> int:
     options = example.options if args.max_iter is None else replace(example.options, max_iter=args.max_iter)
     print(f"{example.name}: {example.description}")
     print(f"  {example.problem}, dt = {example.dt:g} s")
-    viewer, callback = None, None
+    viewer, callbacks = None, [] if args.quiet else [LogTable()]
     if args.view:
         from lietraj.viz.scene import RobotViewer  # meshcat loads only when a view is asked for
 
         viewer = RobotViewer(example.model)
         print(f"viewer: {viewer.serve(open_browser=True)}")
-        callback = viewer.solver_callback(example.dt)
+        callbacks.append(viewer.solver_callback(example.dt))
     start = time.perf_counter()
-    result = example.solve(args.solver, options, callback=callback, verbose=not args.quiet)
-    print(f"{result!r} (wall {time.perf_counter() - start:.2f} s)")
+    # The log table comes as a callback and not with verbose=True, which would print the result line a second time.
+    # Ctrl-C during the iterations ends the solve with the status "interrupted" and the iterate reached (Solver.solve);
+    # during the evaluation of the guess it reaches main, with nothing to keep.
+    result = example.solve(args.solver, options, callback=_calling_each(callbacks))
+    print(_result_line(result, time.perf_counter() - start))
     mark_warm(spec)
-    for key, value in example.metrics(result).items():
-        print(f"  {key:>22s}: {value:.6g}")
-    if args.save:
-        save_solution(args.save, result, metadata={"problem": example.name, "robot": example.model.name,
-                                                   "parameters": {k: repr(v) for k, v in parameters.items()}})
-        print(f"saved to {args.save}")
-    if result.xs.is_finite():
+    finite = bool(result.xs.is_finite() and np.isfinite(result.us).all())
+    _metrics(example, result, finite)
+    files = [f"{option} {path}" for option, path in (("--save", args.save), ("--plot", args.plot),
+                                                    ("--html", args.html)) if path]
+    problem = None if result.converged else _what_went_wrong(result, options)
+    if problem is not None and files:
+        if finite:
+            what = "an interrupted" if _interrupted(result) else "a failed" if result.status.startswith("failed") \
+                else "an unconverged"
+            print(f"note: the files below hold {what} solve ({result.status}), not a solution")
+        else:
+            problem += f"; its trajectory is not finite, so {', '.join(files)} {'was' if len(files) == 1 else 'were'} not written"
+    if finite:
+        if args.save:
+            save_solution(args.save, result, metadata={"problem": example.name, "robot": example.model.name,
+                                                       "parameters": {s.key: repr(s.value) for s in settings}})
+            print(f"saved to {args.save}")
         if args.plot:
             from lietraj.viz.plots import save_summary  # matplotlib loads only when a plot is asked for
 
@@ -130,13 +337,15 @@ def _solve(args: argparse.Namespace) -> int:
                 print(f"animation written to {export_html(example.model, result.xs, example.dt, args.html, **extras)}")
             if viewer is not None:
                 viewer.animate(result.xs, example.dt, **extras)
+    if problem is not None:
+        print(f"lietraj: error: {problem}", file=sys.stderr)
     if viewer is not None:
         try:
             input(f"the solution plays at {viewer.url}; press Enter to stop the viewer ")
         except (EOFError, OSError):  # no terminal to wait on
             pass
         viewer.close()
-    return 0 if result.converged else 1
+    return 0 if result.converged else 130 if _interrupted(result) else 1
 
 
 def _warmup(args: argparse.Namespace) -> int:
@@ -153,13 +362,18 @@ def _warmup(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command of ``argv`` (default: the process's arguments); the exit code: 0 done, 1 the solve did not
+    converge (or a warm-up task failed), 2 a user error (bad option, parameter or file), 130 interrupted."""
     args = _parser().parse_args(argv)
     if args.command == "list":
         _list()
         return 0
     try:
         return _warmup(args) if args.command == "warmup" else _solve(args)
-    except (ValueError, KeyError, TypeError) as e:
+    except KeyboardInterrupt:  # before the solve's first iteration, or while writing the files: nothing to keep
+        print("lietraj: error: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+    except (ValueError, KeyError, TypeError, OSError) as e:
         print(f"lietraj: error: {e}", file=sys.stderr)
         return 2
 

@@ -26,16 +26,19 @@ Each panel's Axes has one of the ``*_TITLE`` titles; lines carry their joint or 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from matplotlib import colormaps
+from matplotlib import colormaps, rcParams
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Polygon
 from matplotlib.ticker import PercentFormatter
+from matplotlib.textpath import TextToPath
 from scipy.spatial import ConvexHull
 
 from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
@@ -482,8 +485,20 @@ def summary_figure(source: ExampleProblem | RobotModel, solution: SolverResult |
         if sol.result is not None:
             r = sol.result
             title += f"; {r.solver} {r.status} after {r.iterations} iterations, cost {r.cost:.6g}"
-    fig.suptitle(title)
+    fig.suptitle(_fit_width(title, fig))
     return fig
+
+
+def _fit_width(title: str, fig: Figure) -> str:
+    """``title`` broken at spaces into lines as wide as ``fig`` at the suptitle's font: a failed solve's status is a
+    sentence (the reason it failed), too long for one line, which matplotlib would clip at the figure's edges."""
+    font = FontProperties(size=rcParams["figure.titlesize"], weight=rcParams["figure.titleweight"])
+    width = TextToPath().get_text_width_height_descent(title.replace("\n", " "), font, ismath=False)[0]
+    usable = 0.95 * 72.0 * fig.get_figwidth()
+    if width <= usable:
+        return title
+    per_line = max(20, int(len(title) * usable / width))
+    return "\n".join(textwrap.fill(line, per_line, break_on_hyphens=False) for line in title.split("\n"))
 
 
 def save_summary(path: str | Path, source: ExampleProblem | RobotModel, solution: SolverResult | Trajectory, us=None,

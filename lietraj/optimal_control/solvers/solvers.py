@@ -134,9 +134,9 @@ class IterationInfo:
 @dataclass(eq=False)
 class SolverResult:
     """``xs`` (T+1 knots), ``us`` (T, nu), the feedback gains ``K`` (T, nu, ndx) and ``k`` (T, nu) of the last
-    backward pass, the final ``cost``, ``status`` ("converged", "max_iterations" or "failed: <why>"), the number of
-    ``iterations`` (steps taken), the per-iteration ``history``, the final ``stop`` measure and ``gap_norm``, and
-    the ``total_time`` in seconds."""
+    backward pass, the final ``cost``, ``status`` ("converged", "max_iterations", "interrupted" (Ctrl-C) or
+    "failed: <why>"), the number of ``iterations`` (steps taken), the per-iteration ``history``, the final ``stop``
+    measure and ``gap_norm``, and the ``total_time`` in seconds."""
 
     xs: Trajectory
     us: np.ndarray
@@ -276,10 +276,15 @@ class Solver:
 
     def solve(self, xs0: Trajectory | None = None, us0=None) -> SolverResult:
         """Iterate from the guess until a status ends the solve (module docstring): from ``xs0, us0``, or from the
-        rollout of ``us0`` (default zeros) without ``xs0``."""
+        rollout of ``us0`` (default zeros) without ``xs0``. Ctrl-C (KeyboardInterrupt) during the iterations ends
+        the solve with the status "interrupted" at the last guess accepted; its gains ``K, k`` are those of the last
+        backward pass done, which may be at the guess before the last step."""
         state = self.start(xs0, us0)
-        while not state.status:
-            self.iterate(state)
+        try:
+            while not state.status:
+                self.iterate(state)
+        except KeyboardInterrupt:  # a long solve stopped by its user keeps its iterate: a warm start, or to inspect
+            state.status = "interrupted"
         return self.result(state)
 
     # ---- the guess ---------------------------------------------------------------------------------------------
