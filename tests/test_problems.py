@@ -183,3 +183,10 @@ def test_a_built_problem_pickles_with_its_read_only_arrays():
     d0, d1 = problem.derivatives(xs, us), copy.derivatives(xs, us)
     np.testing.assert_array_equal(d0.dynamics.F_x, d1.dynamics.F_x)
     np.testing.assert_array_equal(d0.running.l_xx, d1.running.l_xx)
+
+
+@pytest.mark.parametrize("name", ["squat", "balance", "trot", "jump"])
+def test_a_bad_friction_coefficient_is_quoted_as_given(name):
+    with pytest.raises(ValueError, match=r"friction.* -1\.0") as error:
+        make_problem(name, friction=-1.0)
+    assert "-0.8" not in str(error.value)  # not the barrier's margin applied to it

@@ -14,6 +14,7 @@ from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.problem import Problem
 from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult, solve_ddp, solve_fddp, solve_ilqr
+from lietraj.problems.actuators import has_placeholder_limits
 
 SOLVERS = ("fddp", "ilqr", "ddp")
 
@@ -105,13 +106,17 @@ class ExampleProblem:
         - ``cop_margin_mm`` for soles: the smallest distance of the centre of pressure to the sole's edge
           (negative: outside);
         - ``torque_ratio``: the largest ``|u| / effort limit`` over joints with a limit and knots (<= 1: within);
+          NaN, with ``torque_limits_unknown`` = 1, when the model carries its URDF's placeholder limits
+          (``lietraj.problems.actuators``: the ready problems' models have their actuators' documented ones);
 
         and the problem's own ``checks``."""
         out: dict[str, float] = {"cost": float(result.cost), "iterations": float(result.iterations),
                                  "converged": float(result.converged)}
         effort = self.model.effort_limit
         limited = np.isfinite(effort) & (effort > 0)
-        if limited.any():
+        if has_placeholder_limits(self.model):
+            out.update(torque_ratio=float("nan"), torque_limits_unknown=1.0)
+        elif limited.any():
             out["torque_ratio"] = float(np.max(np.abs(result.us[:, limited]) / effort[limited]))
         weight = self.model.total_mass * float(np.linalg.norm(self.model.gravity))
         drift, cone, normal, cop = 0.0, np.inf, np.inf, np.inf

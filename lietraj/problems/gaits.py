@@ -41,8 +41,6 @@ from lietraj.optimal_control.costs.costs import (
     CostSum,
     ResidualCost,
     control_regularization,
-    joint_limit_cost,
-    torque_limit_cost,
 )
 from lietraj.optimal_control.dynamics.discrete_dynamics import RobotDynamics
 from lietraj.optimal_control.dynamics.impulse_robot_dynamics import ImpulseRobotDynamics
@@ -50,7 +48,14 @@ from lietraj.optimal_control.problem import ActionModel, Problem
 from lietraj.optimal_control.costs.residuals import CenterOfMassResidual, FrameTranslationResidual, StateResidual
 from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult
 from lietraj.problems.example_problem import ExampleProblem
-from lietraj.problems.support import QUADRUPEDS, Feet, add_wrench_cone_cost, contact_gains, robot_with_feet
+from lietraj.problems.support import (
+    QUADRUPEDS,
+    Feet,
+    add_limit_costs,
+    add_wrench_cone_cost,
+    contact_gains,
+    robot_with_feet,
+)
 
 
 class _GaitBuilder:
@@ -96,8 +101,7 @@ class _GaitBuilder:
             add_wrench_cone_cost(c, dynamics, self.feet, self.friction, dt * 1e2)
         c.add("posture", self._posture(self.posture_weights, n), dt * 10.0)
         c.add("control", control_regularization(n), dt * 0.1)
-        c.add("joint limits", joint_limit_cost(self.model, nu=n), dt * 1e3)
-        c.add("torque limits", torque_limit_cost(self.model), dt * 1e3)
+        add_limit_costs(c, self.model, dt)
         return ActionModel(dynamics, c)
 
     def touchdown(self, support: dict[str, np.ndarray], landing: tuple[str, ...]) -> ActionModel:

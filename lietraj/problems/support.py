@@ -15,7 +15,6 @@ import numpy as np
 from lietraj.dynamics.contacts.contact_dynamics import Contact
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.state import State
-from lietraj.dynamics.model.robots import load_robot
 from lietraj.optimal_control.costs.activations import WeightedQuadratic
 from lietraj.optimal_control.costs.contact_residuals import WrenchConeResidual, barrier_activation
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
@@ -27,6 +26,7 @@ from lietraj.optimal_control.costs.costs import (
     torque_limit_cost,
 )
 from lietraj.optimal_control.costs.residuals import CenterOfMassResidual, StateResidual
+from lietraj.problems.actuators import load_robot_with_actuator_limits
 
 
 @dataclass(frozen=True)
@@ -70,14 +70,23 @@ QUADRUPEDS = tuple(r for r, f in FEET.items() if f.kind == "3d")
 
 
 def robot_with_feet(robot: str, allowed: tuple[str, ...], problem: str):
-    """``(model, feet)`` of a robot the problem supports, or a ValueError listing those it does."""
+    """``(model, feet)`` of a robot the problem supports, or a ValueError listing those it does; the model has its
+    actuators' documented limits where its URDF has placeholders (``lietraj.problems.actuators``)."""
     if robot not in allowed:
         raise ValueError(f"{problem}: robot must be one of {', '.join(allowed)}, got {robot!r}")
-    return load_robot(robot), FEET[robot]
+    return load_robot_with_actuator_limits(robot), FEET[robot]
 
 
 # The fraction of the friction coefficient and of the sole size the wrench-cone barrier allows.
 WRENCH_CONE_SAFETY = 0.8
+# The fraction of the effort limits at which the torque barrier starts. A barrier is soft: started at the limits and
+# weighted 1e3 dt, it let the gaits' solutions pass them by up to 0.3 % (a1, anymal, hyq, solo12's trot) and by 20 %
+# (solo12's jump at its 2.5 N m); started 5 % inside and weighted ``TORQUE_LIMIT_WEIGHT`` dt, it keeps every ready
+# problem's torques within their limits (at most 98 %, solo12's jump).
+TORQUE_LIMIT_SAFETY = 0.95
+# The weights (times dt) of the joint-limit and torque-limit barriers of ``add_limit_costs``.
+JOINT_LIMIT_WEIGHT = 1e3
+TORQUE_LIMIT_WEIGHT = 1e4
 # A time constant of the contact error's decay, in knots: the Baumgarte gains follow dt.
 CONTACT_TIME_CONSTANT = 4.0
 
@@ -95,6 +104,14 @@ def posture_weights(model: RobotModel, base_orientation: float, joints: float, v
                            np.full(model.nv, velocities)])
 
 
+def add_limit_costs(costs: CostSum, model: RobotModel, dt: float) -> None:
+    """Add to the running cost ``costs`` the barriers on the joint limits (``joint_limit_cost``, weight
+    ``JOINT_LIMIT_WEIGHT dt``) and on the torques (``torque_limit_cost``, ``TORQUE_LIMIT_WEIGHT dt``), under the
+    names "joint limits" and "torque limits"; the torque barrier starts at ``TORQUE_LIMIT_SAFETY`` of the limits."""
+    costs.add("joint limits", joint_limit_cost(model, nu=model.n), dt * JOINT_LIMIT_WEIGHT)
+    costs.add("torque limits", torque_limit_cost(model, TORQUE_LIMIT_SAFETY), dt * TORQUE_LIMIT_WEIGHT)
+
+
 def add_wrench_cone_cost(costs: CostSum, dynamics: ContactRobotDynamics, feet: Feet, friction: float,
                          scale: float) -> None:
     """Add to ``costs`` a barrier on leaving the friction pyramids and, for soles, the CoP rectangles of the contacts
@@ -102,6 +119,8 @@ def add_wrench_cone_cost(costs: CostSum, dynamics: ContactRobotDynamics, feet: F
     ``scale · 1e4 / (m g)²``: a violation of 1 % of the robot's weight then costs as much as 1 cm of CoM error at a
     CoM weight of ``1e4 · scale``. A barrier is soft, so it is placed ``WRENCH_CONE_SAFETY`` inside the true limits
     (friction coefficient and sole size), which the solutions then respect."""
+    if not (np.isfinite(friction) and friction > 0.0):
+        raise ValueError(f"the friction coefficient must be a positive number, got {friction!r}")
     model, contacts = dynamics.model, dynamics.contacts
     soles = {c.frame: tuple(WRENCH_CONE_SAFETY * np.array(feet.sole)) for c in contacts} if feet.sole else None
     residual = WrenchConeResidual(model, contacts, WRENCH_CONE_SAFETY * friction, soles, dynamics=dynamics)
@@ -114,8 +133,8 @@ def standing_cost(dynamics: ContactRobotDynamics, feet: Feet, posture: State, co
     """The running cost of a robot standing on the contacts of ``dynamics``, ``dt`` times (Crocoddyl's integrated
     models): the CoM tracking ``com_ref`` ((3,) or one point per knot) weighted ``com_weight``, the state regularized
     towards ``posture`` (base orientation 10, joints 0.01, velocities 1; base position free), the torques towards
-    ``u_ref`` weighted ``control_weight``, the wrench-cone barrier of ``add_wrench_cone_cost``, and barriers ``1e3``
-    on the joint and torque limits."""
+    ``u_ref`` weighted ``control_weight``, the wrench-cone barrier of ``add_wrench_cone_cost``, and the barriers on the
+    joint and torque limits of ``add_limit_costs``."""
     model, dt = dynamics.model, dynamics.dt
     space, n = model.state_space, model.n
     c = CostSum(space, n)
@@ -124,8 +143,7 @@ def standing_cost(dynamics: ContactRobotDynamics, feet: Feet, posture: State, co
     c.add("posture", ResidualCost(StateResidual(space, posture, n), regularization), dt)
     c.add("control", control_regularization(n, reference=u_ref, state_space=space), dt * control_weight)
     add_wrench_cone_cost(c, dynamics, feet, friction, dt * com_weight / 1e4)
-    c.add("joint limits", joint_limit_cost(model, nu=n), dt * 1e3)
-    c.add("torque limits", torque_limit_cost(model), dt * 1e3)
+    add_limit_costs(c, model, dt)
     return c
 
 

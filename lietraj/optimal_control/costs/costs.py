@@ -567,8 +567,11 @@ def joint_limit_cost(model: RobotModel, margin: float = 0.0, nu: int | None = No
     return ResidualCost(JointPositionResidual(model, nu), QuadraticBarrier(lower, upper), hessian="exact")
 
 
-def torque_limit_cost(model: RobotModel) -> ResidualCost:
-    """``½ ‖max(u − τ_max, 0)‖² + ½ ‖min(u + τ_max, 0)‖²`` on the joint torques with the model's effort limits
-    (unbounded where the URDF gives none or zero). Exact Hessian."""
-    effort = np.where(np.isfinite(model.effort_limit) & (model.effort_limit > 0), model.effort_limit, np.inf)
+def torque_limit_cost(model: RobotModel, fraction: float = 1.0) -> ResidualCost:
+    """``½ ‖max(u − s τ_max, 0)‖² + ½ ‖min(u + s τ_max, 0)‖²`` on the joint torques with the model's effort limits
+    ``τ_max`` (unbounded where the URDF gives none or zero), starting at the ``fraction`` ``s`` of them: a barrier is
+    soft, and one that starts inside the limits keeps a solution within them. Exact Hessian."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"torque_limit_cost: fraction must be in (0, 1], got {fraction!r}")
+    effort = np.where(np.isfinite(model.effort_limit) & (model.effort_limit > 0), fraction * model.effort_limit, np.inf)
     return ResidualCost(JointTorqueResidual(model), QuadraticBarrier(-effort, effort), hessian="exact")
