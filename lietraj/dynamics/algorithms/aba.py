@@ -25,12 +25,12 @@ from lietraj.dynamics._checks import (
     BAD_TAU,
     OK,
     SINGULAR,
-    as_fext,
-    as_fext_batch,
-    as_vector,
     base_pose,
     base_poses,
-    check_type,
+    checked_state,
+    checked_vector,
+    checked_wrenches,
+    kernel_wrenches,
     raise_for_status,
 )
 from lietraj.dynamics._spatial import (
@@ -213,12 +213,13 @@ def aba_batch_kernel(model, H, S, V, TAU, fext, work, DDQ):
     return OK, 0
 
 
-def _raise(status: int, model: RobotModel, knot: int | None = None) -> None:
+def _raise(status: int, model: RobotModel, knot: int | None = None, what: str = "aba", x=None, **inputs) -> None:
+    """The ValueError of a status of ABA's kernels (``inputs`` as for ``raise_for_status``)."""
     if status == SINGULAR:
         where = f" at knot {knot}" if knot is not None else ""
-        raise ValueError(f"aba({model.name}){where}: an articulated inertia is not positive definite: some joint "
+        raise ValueError(f"{what}({model.name}){where}: an articulated inertia is not positive definite: some joint "
                          "moves no mass (give it inertia or armature)")
-    raise_for_status(status, model, "aba", knot)
+    raise_for_status(status, model, what, knot, x, **inputs)
 
 
 def aba(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference: str = "local",
@@ -230,27 +231,27 @@ def aba(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference
     ``(N, nv)`` (returns ``(N, nv)`` from one compiled call). ``fext``: optional wrenches ``[force; torque]``,
     ``(nb, 6)`` or ``(N, nb, 6)``, in each body's frame (``fext_reference="local"``) or in the world frame at the
     world origin (``"world"``). ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one,
-    each call allocates its own).
+    each call allocates its own). Raises TypeError for an argument of the wrong kind (None, a string) and
+    ValueError for a wrong shape or a NaN, naming it.
     """
+    x = checked_state(model, x, "aba")
     workspace = workspace_for(model, workspace, "aba")
     work = workspace.work(aba_work)
-    fext = local_wrenches(model, x, fext, fext_reference, "aba", workspace)
-    if type(x) is State:
-        fe = as_fext(fext, model, "aba")
+    single = type(x) is State
+    N = None if single else len(x)
+    tau = checked_vector(tau, model.nv, N, model, "aba", "tau")
+    fe = checked_wrenches(fext, N, model, "aba")
+    fe = kernel_wrenches(local_wrenches(model, x, fe, fext_reference, "aba", workspace), not single)
+    if single:
         ddq = np.empty(model.nv)
-        status = aba_kernel(model.packed, base_pose(x), x.s, x.v, as_vector(tau), fe, work, ddq)
+        status = aba_kernel(model.packed, base_pose(x), x.s, x.v, tau, fe, work, ddq)
         if status != OK:
-            _raise(status, model)
+            _raise(status, model, None, "aba", x, tau=tau, fext=fe)
         return ddq
-    check_type(x, "aba")
-    T = np.asarray(tau, dtype=np.float64)
-    fe = as_fext_batch(fext, model, "aba")
-    if T.ndim != 2:
-        raise ValueError(f"aba({model.name}): for a trajectory, tau must be (N, nv)")
-    DDQ = np.empty((len(x), model.nv))
-    status, k = aba_batch_kernel(model.packed, base_poses(x), x.s, x.v, T, fe, work, DDQ)
+    DDQ = np.empty((N, model.nv))
+    status, k = aba_batch_kernel(model.packed, base_poses(x), x.s, x.v, tau, fe, work, DDQ)
     if status != OK:
-        _raise(status, model, k)
+        _raise(status, model, k, "aba", x, tau=tau, fext=fe)
     return DDQ
 
 

@@ -32,12 +32,12 @@ from lietraj.dynamics._checks import (
     check_dynamics_inputs,
     OK,
     SINGULAR,
-    as_fext,
-    as_fext_batch,
-    as_vector,
     base_pose,
     base_poses,
-    check_type,
+    checked_state,
+    checked_vector,
+    checked_wrenches,
+    kernel_wrenches,
     raise_for_status,
     result_arrays,
 )
@@ -180,10 +180,10 @@ class ForwardDynamicsDerivatives:
     da_dtau: np.ndarray
 
 
-def _raise_fd(status: int, model: RobotModel, knot: int | None) -> None:
+def _raise_fd(status: int, model: RobotModel, knot: int | None, x, **inputs) -> None:
     if status == SINGULAR:  # aba's own message speaks of articulated inertias; these derivatives factor M itself
         raise_for_status(status, model, "aba_derivatives", knot)
-    _raise(status, model, knot)
+    _raise(status, model, knot, "aba_derivatives", x, **inputs)
 
 
 def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference: str = "local",
@@ -198,30 +198,28 @@ def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None, fe
     overwritten and returned instead of allocating new arrays; so are the work arrays of ``workspace``, a
     ``Workspace(model)`` (without one, each call allocates its own).
     """
-    ref = fext_reference_code(fext_reference, "aba_derivatives")
-    workspace = workspace_for(model, workspace, "aba_derivatives")
+    what = "aba_derivatives"
+    x = checked_state(model, x, what)
+    ref = fext_reference_code(fext_reference, what)
+    workspace = workspace_for(model, workspace, what)
     nv, work = model.nv, workspace.work(fd_derivatives_work)
-    if type(x) is State:
-        fe = as_fext(fext, model, "aba_derivatives")
-        fl = body_frame_wrenches(model, x, fe, workspace) if ref != LOCAL_WRENCH and fe.shape[0] else fe
+    single = type(x) is State
+    N = None if single else len(x)
+    tau = checked_vector(tau, nv, N, model, what, "tau")
+    fe = kernel_wrenches(checked_wrenches(fext, N, model, what), not single)
+    fl = body_frame_wrenches(model, x, fe, workspace) if ref != LOCAL_WRENCH and fe.size else fe
+    if single:
         a, da_dq, da_dv, Minv = result_arrays(out, ForwardDynamicsDerivatives, ((nv,), (nv, nv), (nv, nv), (nv, nv)),
-                                              "aba_derivatives")
-        status = fd_derivatives_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, as_vector(tau), fe, fl,
-                                       ref, work, a, da_dq, da_dv, Minv)
+                                              what)
+        status = fd_derivatives_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, tau, fe, fl, ref, work,
+                                       a, da_dq, da_dv, Minv)
         if status != OK:
-            _raise_fd(status, model, None)
+            _raise_fd(status, model, None, x, tau=tau, fext=fe)
         return ForwardDynamicsDerivatives(a, da_dq, da_dv, Minv) if out is None else out
-    check_type(x, "aba_derivatives")
-    T = np.asarray(tau, dtype=np.float64)
-    if T.ndim != 2:
-        raise ValueError(f"aba_derivatives({model.name}): for a trajectory, tau must be (N, nv)")
-    fe = as_fext_batch(fext, model, "aba_derivatives")
-    fl = body_frame_wrenches(model, x, fe, workspace) if ref != LOCAL_WRENCH and fe.shape[1] else fe
-    N = len(x)
     A, DQ, DV, MINV = result_arrays(out, ForwardDynamicsDerivatives, ((N, nv), (N, nv, nv), (N, nv, nv), (N, nv, nv)),
-                                    "aba_derivatives")
-    status, k = fd_derivatives_batch_kernel(model.packed, model.dof_tables, base_poses(x), x.s, x.v, T, fe, fl, ref,
+                                    what)
+    status, k = fd_derivatives_batch_kernel(model.packed, model.dof_tables, base_poses(x), x.s, x.v, tau, fe, fl, ref,
                                             work, A, DQ, DV, MINV)
     if status != OK:
-        _raise_fd(status, model, k)
+        _raise_fd(status, model, k, x, tau=tau, fext=fe)
     return ForwardDynamicsDerivatives(A, DQ, DV, MINV) if out is None else out

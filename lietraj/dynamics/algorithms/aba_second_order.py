@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lietraj.dynamics._checks import checked_state, checked_vector, require_finite
 from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
@@ -61,7 +62,14 @@ def aba_second_order_derivatives(model: RobotModel, x: State, tau,
                                  workspace: Workspace | None = None) -> ForwardDynamicsSecondOrder:
     """The full second-order tensors of forward dynamics at ``(x, tau)`` (one state; no external wrenches).
     ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own)."""
-    workspace = workspace_for(model, workspace, "aba_second_order_derivatives")
+    what = "aba_second_order_derivatives"
+    x = checked_state(model, x, what)
+    if type(x) is not State:
+        raise TypeError(f"{what}({model.name}): x must be a State (one state), got a Trajectory; "
+                        "aba_hessian_contraction takes trajectories")
+    tau = checked_vector(tau, model.nv, None, model, what, "tau")
+    require_finite(model, what, x, tau=tau)
+    workspace = workspace_for(model, workspace, what)
     first = aba_derivatives(model, x, tau, workspace=workspace)
     so = rnea_second_order_derivatives(model, x, first.a, workspace=workspace)
     Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
@@ -82,12 +90,13 @@ def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam,
     ``x`` a Trajectory takes ``tau`` and ``lam`` as (N, nv) arrays and returns blocks with a leading N; the
     first- and second-order passes then run once over all knots. ``workspace``: as for ``aba_derivatives``.
     """
-    lam = np.asarray(lam, dtype=float)
-    single = type(x) is State
-    if lam.shape != ((model.nv,) if single else (len(x), model.nv)) or not np.all(np.isfinite(lam)):
-        shape = f"({model.nv},)" if single else f"({len(x)}, {model.nv})"
-        raise ValueError(f"aba_hessian_contraction({model.name}): lam must be a finite array of shape {shape}")
-    workspace = workspace_for(model, workspace, "aba_hessian_contraction")
+    what = "aba_hessian_contraction"
+    x = checked_state(model, x, what)
+    N = None if type(x) is State else len(x)
+    tau = checked_vector(tau, model.nv, N, model, what, "tau")
+    lam = checked_vector(lam, model.nv, N, model, what, "lam")
+    require_finite(model, what, x, tau=tau, lam=lam)
+    workspace = workspace_for(model, workspace, what)
     first = aba_derivatives(model, x, tau, workspace=workspace)
     Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
     mu = (Minv @ lam[..., None])[..., 0]

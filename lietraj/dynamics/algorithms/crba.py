@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from lietraj._jit import helper, kernel
-from lietraj.dynamics._checks import BAD_N, OK, base_pose, base_poses, check_state, check_type, raise_for_status
+from lietraj.dynamics._checks import BAD_N, OK, base_pose, base_poses, check_state, checked_state, raise_for_status
 from lietraj.dynamics._spatial import (
     add,
     cross,
@@ -205,17 +205,18 @@ def mass_matrix(model: RobotModel, x: State | Trajectory, workspace: Workspace |
     (returns ``(nv, nv)``) or a Trajectory of N knots (returns ``(N, nv, nv)`` from one compiled call).
     ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
+    x = checked_state(model, x, "mass_matrix")
     nv, work = model.nv, workspace_for(model, workspace, "mass_matrix").work(crba_work)
     if type(x) is State:
         M = np.empty((nv, nv))
         status = crba_kernel(model.packed, base_pose(x), x.s, x.v, work, M)
         if status != OK:
-            raise_for_status(status, model, "mass_matrix")
+            raise_for_status(status, model, "mass_matrix", None, x)
         return M
-    check_type(x, "mass_matrix")
     MM = np.empty((len(x), nv, nv))
     status, k = crba_batch_kernel(model.packed, base_poses(x), x.s, x.v, work, MM)
-    raise_for_status(status, model, "mass_matrix", k)
+    if status != OK:
+        raise_for_status(status, model, "mass_matrix", k, x)
     return MM
 
 

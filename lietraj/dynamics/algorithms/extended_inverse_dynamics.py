@@ -38,11 +38,13 @@ from lietraj.dynamics._checks import (
     BAD_A,
     BAD_N,
     OK,
-    as_vector,
+    check_model,
     check_state,
-    check_type,
     check_vector,
+    checked_state,
+    checked_vector,
     raise_for_status,
+    require_finite,
 )
 from lietraj.dynamics._spatial import (
     act_force,
@@ -291,28 +293,28 @@ def extended_inverse_dynamics(model: RobotModel, x: State | Trajectory, a, consi
     it. ``x`` is a State (``a`` of shape ``(nv,)``) or a Trajectory (``a`` of shape ``(N, nv)``). ``workspace``:
     a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
+    what = "extended_inverse_dynamics"
+    check_model(model, what)
     if not model.floating_base:
-        raise ValueError(f"extended_inverse_dynamics({model.name}): the model has a fixed base; "
-                         "use rnea(model, x, a), which is its inverse dynamics")
-    work = workspace_for(model, workspace, "extended_inverse_dynamics").work(extended_id_work)
+        raise ValueError(f"{what}({model.name}): the model has a fixed base; use rnea(model, x, a), which is its "
+                         "inverse dynamics")
+    x = checked_state(model, x, what)
+    work = workspace_for(model, workspace, what).work(extended_id_work)
     nv, n = model.nv, model.n
     if type(x) is State:
+        a = checked_vector(a, nv, None, model, what, "a")
         tau, a_used, M11, M12, h1 = np.empty(nv), np.empty(nv), np.empty((6, 6)), np.empty((6, n)), np.empty(6)
-        H = x.H if x.H is not None else np.zeros((0, 0))
-        status = eid_kernel(model.packed, bool(consistent), H, x.s, x.v, as_vector(a), work, tau, a_used, M11, M12,
-                            h1)
-        raise_for_status(status, model, "extended_inverse_dynamics")
+        status = eid_kernel(model.packed, bool(consistent), x.H, x.s, x.v, a, work, tau, a_used, M11, M12, h1)
+        if status != OK:
+            raise_for_status(status, model, what, None, x, a=a)
         return ExtendedIDResult(tau, a_used, M11, M12, h1)
-    check_type(x, "extended_inverse_dynamics")
-    A = np.asarray(a, dtype=np.float64)
-    if A.ndim != 2 or x.H is None:
-        raise ValueError(f"extended_inverse_dynamics({model.name}): for a trajectory, a must be (N, {nv}) "
-                         "and the trajectory must have base poses H")
     N = len(x)
+    A = checked_vector(a, nv, N, model, what, "a")
     TAU, A_used, M11, M12, H1 = (np.empty((N, nv)), np.empty((N, nv)), np.empty((N, 6, 6)), np.empty((N, 6, n)),
                                  np.empty((N, 6)))
     status, k = eid_batch_kernel(model.packed, bool(consistent), x.H, x.s, x.v, A, work, TAU, A_used, M11, M12, H1)
-    raise_for_status(status, model, "extended_inverse_dynamics", k)
+    if status != OK:
+        raise_for_status(status, model, what, k, x, a=A)
     return ExtendedIDResult(TAU, A_used, M11, M12, H1)
 
 
@@ -345,9 +347,13 @@ def extended_inverse_dynamics_derivatives(model: RobotModel, x: State | Trajecto
     the inverse dynamics of the floating base taken as a 6-DoF joint with a given acceleration. ``workspace``: as
     for ``rnea_derivatives``.
     """
+    what = "extended_inverse_dynamics_derivatives"
+    check_model(model, what)
     if not model.floating_base:
-        raise ValueError(f"extended_inverse_dynamics_derivatives({model.name}): the model has a fixed base; "
-                         "use rnea_derivatives(model, x, a)")
+        raise ValueError(f"{what}({model.name}): the model has a fixed base; use rnea_derivatives(model, x, a)")
+    x = checked_state(model, x, what)
+    a = checked_vector(a, model.nv, None if type(x) is State else len(x), model, what, "a")
+    require_finite(model, what, x, a=a)
     d = rnea_derivatives(model, x, a, workspace=workspace)
     return ExtendedIDDerivatives(d.tau, d.dtau_dq[..., :6], d.dtau_dq[..., 6:], d.dtau_dv[..., :6], d.dtau_dv[..., 6:],
                                  d.M)

@@ -39,14 +39,15 @@ from lietraj.dynamics._checks import (
     BAD_TAU,
     NOT_FINITE,
     OK,
-    as_fext,
-    as_fext_batch,
-    as_vector,
     base_pose,
     base_poses,
     check_state,
-    check_type,
+    checked_mask,
+    checked_state,
+    checked_vector,
+    checked_wrenches,
     finite,
+    kernel_wrenches,
     raise_for_status,
 )
 from lietraj.dynamics._spatial import (
@@ -228,14 +229,29 @@ class HybridResult:
     tau: np.ndarray
 
 
-def _raise_for_status(status: int, model: RobotModel, knot: int | None) -> None:
+def hybrid_inputs(model: RobotModel, x, known, a_known, tau_known, fext, what: str):
+    """The checked arguments of the hybrid dynamics (``hybrid_dynamics``' and its derivatives'): ``(x, mask,
+    a_known, tau_known, fext)``, fext in the kernels' form."""
+    x = checked_state(model, x, what)
+    N = None if type(x) is State else len(x)
+    mask = checked_mask(known, model, what)
+    a_known = checked_vector(a_known, model.nv, N, model, what, "a_known")
+    tau_known = checked_vector(tau_known, model.nv, N, model, what, "tau_known")
+    return x, mask, a_known, tau_known, kernel_wrenches(checked_wrenches(fext, N, model, what), N is not None)
+
+
+def raise_hybrid_status(status: int, model: RobotModel, knot: int | None, what: str, x, mask, a_known, tau_known,
+                        fext) -> None:
+    """The ValueError of a status of the hybrid-dynamics kernels."""
     where = f" at knot {knot}" if knot is not None else ""
     if status == BAD_MASK:
-        raise ValueError(f"hybrid_dynamics({model.name}){where}: the mask known must have shape ({model.nv},)")
+        raise ValueError(f"{what}({model.name}){where}: the mask known must have shape ({model.nv},)")
     if status == MIXED_BASE:
-        raise ValueError(f"hybrid_dynamics({model.name}){where}: the six base entries of known must be all True "
+        raise ValueError(f"{what}({model.name}){where}: the six base entries of known must be all True "
                          "(base acceleration given) or all False (base wrench given)")
-    raise_for_status(status, model, "hybrid_dynamics", knot)
+    # Only the entries read are checked for NaN: a_known where known, tau_known elsewhere.
+    raise_for_status(status, model, what, knot, x, a_known=np.where(mask, a_known, 0.0),
+                     tau_known=np.where(mask, 0.0, tau_known), fext=fext)
 
 
 def hybrid_dynamics(model: RobotModel, x: State | Trajectory, known, a_known, tau_known, fext=None,
@@ -249,23 +265,17 @@ def hybrid_dynamics(model: RobotModel, x: State | Trajectory, known, a_known, ta
     All ``known`` is ``rnea``; all unknown is forward dynamics (ABA), with armature as Pinocchio's. ``workspace``:
     a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
-    mask = np.asarray(known)
-    if mask.dtype != np.bool_ or mask.ndim != 1:
-        raise ValueError(f"hybrid_dynamics({model.name}): known must be a 1-D boolean mask of shape ({model.nv},)")
-    work = workspace_for(model, workspace, "hybrid_dynamics").work(aba_work)
+    what = "hybrid_dynamics"
+    x, mask, a_in, tau_in, fe = inputs = hybrid_inputs(model, x, known, a_known, tau_known, fext, what)
+    work = workspace_for(model, workspace, what).work(aba_work)
     if type(x) is State:
-        fe = as_fext(fext, model, "hybrid_dynamics")
         a, tau = np.empty(model.nv), np.empty(model.nv)
-        status = hybrid_kernel(model.packed, base_pose(x), x.s, x.v, mask, as_vector(a_known), as_vector(tau_known),
-                               fe, work, a, tau)
-        _raise_for_status(status, model, None)
+        status = hybrid_kernel(model.packed, base_pose(x), x.s, x.v, mask, a_in, tau_in, fe, work, a, tau)
+        if status != OK:
+            raise_hybrid_status(status, model, None, what, *inputs)
         return HybridResult(a, tau)
-    check_type(x, "hybrid_dynamics")
-    A_in, TAU_in = np.asarray(a_known, dtype=np.float64), np.asarray(tau_known, dtype=np.float64)
-    fe = as_fext_batch(fext, model, "hybrid_dynamics")
-    if A_in.ndim != 2 or TAU_in.ndim != 2:
-        raise ValueError(f"hybrid_dynamics({model.name}): for a trajectory, a_known and tau_known must be (N, nv)")
     A, TAU = np.empty((len(x), model.nv)), np.empty((len(x), model.nv))
-    status, k = hybrid_batch_kernel(model.packed, base_poses(x), x.s, x.v, mask, A_in, TAU_in, fe, work, A, TAU)
-    _raise_for_status(status, model, k)
+    status, k = hybrid_batch_kernel(model.packed, base_poses(x), x.s, x.v, mask, a_in, tau_in, fe, work, A, TAU)
+    if status != OK:
+        raise_hybrid_status(status, model, k, what, *inputs)
     return HybridResult(A, TAU)

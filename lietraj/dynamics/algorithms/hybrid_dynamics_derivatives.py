@@ -57,13 +57,8 @@ from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import (
     BAD_N,
     OK,
-    as_fext,
-    as_fext_batch,
-    as_vector,
     base_pose,
     base_poses,
-    check_type,
-    raise_for_status,
 )
 from lietraj.dynamics._spatial import (
     act_force,
@@ -92,7 +87,8 @@ from lietraj.dynamics._spatial import (
     sub,
     transpose,
 )
-from lietraj.dynamics.algorithms.hybrid_dynamics import BAD_MASK, MIXED_BASE, HybridResult, check_hybrid_inputs, hybrid_core
+from lietraj.dynamics.algorithms.hybrid_dynamics import (HybridResult, check_hybrid_inputs, hybrid_core, hybrid_inputs,
+                                                        raise_hybrid_status)
 from lietraj.dynamics.algorithms.aba import WORK_LAYOUT
 from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
@@ -550,16 +546,6 @@ class HybridDerivatives(HybridResult):
 _NAME = "hybrid_dynamics_derivatives"
 
 
-def _raise(status: int, model: RobotModel, knot: int | None) -> None:
-    where = f" at knot {knot}" if knot is not None else ""
-    if status == BAD_MASK:
-        raise ValueError(f"{_NAME}({model.name}){where}: the mask known must have shape ({model.nv},)")
-    if status == MIXED_BASE:
-        raise ValueError(f"{_NAME}({model.name}){where}: the six base entries of known must be all True "
-                         "(base acceleration given) or all False (base wrench given)")
-    raise_for_status(status, model, _NAME, knot)
-
-
 def hybrid_dynamics_derivatives(model: RobotModel, x: State | Trajectory, known, a_known, tau_known,
                                 fext=None, workspace: Workspace | None = None) -> HybridDerivatives:
     """Hybrid dynamics (see ``hybrid_dynamics``, same arguments) and its analytical Jacobians.
@@ -569,26 +555,19 @@ def hybrid_dynamics_derivatives(model: RobotModel, x: State | Trajectory, known,
     body frames) enters the solution but has no derivative of its own. ``workspace``: a ``Workspace(model)`` whose
     work arrays are reused (without one, each call allocates its own).
     """
-    mask = np.asarray(known)
-    if mask.dtype != np.bool_ or mask.ndim != 1:
-        raise ValueError(f"{_NAME}({model.name}): known must be a 1-D boolean mask of shape ({model.nv},)")
+    x, mask, a_in, tau_in, fe = inputs = hybrid_inputs(model, x, known, a_known, tau_known, fext, _NAME)
     nv = model.nv
     work = workspace_for(model, workspace, _NAME).work(hybrid_derivatives_work)
     if type(x) is State:
-        fe = as_fext(fext, model, _NAME)
         out = [np.empty(nv), np.empty(nv)] + [np.empty((nv, nv)) for _ in range(6)]
-        status = hybrid_derivatives_kernel(model.packed, base_pose(x), x.s, x.v, mask, as_vector(a_known),
-                                           as_vector(tau_known), fe, work, *out)
-        _raise(status, model, None)
+        status = hybrid_derivatives_kernel(model.packed, base_pose(x), x.s, x.v, mask, a_in, tau_in, fe, work, *out)
+        if status != OK:
+            raise_hybrid_status(status, model, None, _NAME, *inputs)
         return HybridDerivatives(*out)
-    check_type(x, _NAME)
-    A_in, TAU_in = np.asarray(a_known, dtype=np.float64), np.asarray(tau_known, dtype=np.float64)
-    fe = as_fext_batch(fext, model, _NAME)
-    if A_in.ndim != 2 or TAU_in.ndim != 2:
-        raise ValueError(f"{_NAME}({model.name}): for a trajectory, a_known and tau_known must be (N, nv)")
     N = len(x)
     out = [np.empty((N, nv)), np.empty((N, nv))] + [np.empty((N, nv, nv)) for _ in range(6)]
-    status, k = hybrid_derivatives_batch_kernel(model.packed, base_poses(x), x.s, x.v, mask, A_in, TAU_in, fe, work,
+    status, k = hybrid_derivatives_batch_kernel(model.packed, base_poses(x), x.s, x.v, mask, a_in, tau_in, fe, work,
                                                 *out)
-    _raise(status, model, k)
+    if status != OK:
+        raise_hybrid_status(status, model, k, _NAME, *inputs)
     return HybridDerivatives(*out)

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from lietraj._jit import helper, kernel
-from lietraj.dynamics._checks import BAD_N, OK, SINGULAR, base_pose, base_poses, check_type, raise_for_status
+from lietraj.dynamics._checks import BAD_N, OK, SINGULAR, base_pose, base_poses, checked_state, raise_for_status
 from lietraj.dynamics._spatial import (
     add_inertia_blocks,
     dot,
@@ -210,11 +210,11 @@ def minv_batch_kernel(model, H, S, V, work, MINV):
     return OK, 0
 
 
-def _raise(status: int, model: RobotModel, knot: int | None = None) -> None:
+def _raise(status: int, model: RobotModel, knot: int | None = None, x=None) -> None:
     if status == NOT_DEPTH_FIRST:
         raise ValueError(f"inverse_mass_matrix({model.name}): bodies must be numbered depth first (every subtree "
                          "a contiguous range of bodies), as a URDF-loaded model is")
-    raise_for_status(status, model, "inverse_mass_matrix", knot)
+    raise_for_status(status, model, "inverse_mass_matrix", knot, x)
 
 
 def inverse_mass_matrix(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
@@ -224,16 +224,16 @@ def inverse_mass_matrix(model: RobotModel, x: State | Trajectory, workspace: Wor
     (returns ``(nv, nv)``) or a Trajectory of N knots (returns ``(N, nv, nv)`` from one compiled call).
     ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
+    x = checked_state(model, x, "inverse_mass_matrix")
     nv, work = model.nv, workspace_for(model, workspace, "inverse_mass_matrix").work(minv_work)
     if type(x) is State:
         Minv = np.empty((nv, nv))
         status = minv_kernel(model.packed, base_pose(x), x.s, x.v, work, Minv)
         if status != OK:
-            _raise(status, model)
+            _raise(status, model, None, x)
         return Minv
-    check_type(x, "inverse_mass_matrix")
     MINV = np.empty((len(x), nv, nv))
     status, k = minv_batch_kernel(model.packed, base_poses(x), x.s, x.v, work, MINV)
     if status != OK:
-        _raise(status, model, k)
+        _raise(status, model, k, x)
     return MINV

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from lietraj._jit import kernel
-from lietraj.dynamics._checks import result_arrays
+from lietraj.dynamics._checks import checked_state, checked_vector, checked_wrenches, require_finite, result_arrays
 from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
+from lietraj.dynamics.algorithms.rnea_derivatives import fext_reference_code
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.se3 import ad_into
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
@@ -99,10 +100,14 @@ def linearize(model: RobotModel, x: State | Trajectory, u, fext=None, fext_refer
     result of the same shapes, is overwritten and returned instead of allocating new arrays; so are the work arrays
     of ``workspace``, a ``Workspace(model)`` (without one, each call allocates its own).
     """
+    what = "linearize"
+    x = checked_state(model, x, what)
     single = type(x) is State
-    U = np.asarray(u, dtype=np.float64)
-    if U.ndim != (1 if single else 2):
-        raise ValueError(f"linearize({model.name}): u must have shape ({model.n},), or (N, {model.n}) for a trajectory")
+    N = None if single else len(x)
+    U = checked_vector(u, model.n, N, model, what, "u")
+    fext = checked_wrenches(fext, N, model, what)
+    fext_reference_code(fext_reference, what)
+    require_finite(model, what, x, u=U, fext=fext)
     nv, lead = model.nv, U.shape[:-1]
     workspace = workspace_for(model, workspace, "linearize")
     d = aba_derivatives(model, x, generalized_force(model, U, "linearize"), fext, fext_reference,

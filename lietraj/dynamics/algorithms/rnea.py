@@ -29,12 +29,12 @@ from lietraj.dynamics._checks import (
     BAD_A,
     BAD_N,
     OK,
-    as_fext,
-    as_fext_batch,
-    as_vector,
     base_pose,
     base_poses,
-    check_type,
+    checked_state,
+    checked_vector,
+    checked_wrenches,
+    kernel_wrenches,
     raise_for_status,
 )
 from lietraj.dynamics._spatial import (
@@ -178,12 +178,36 @@ def body_frame_wrenches(model: RobotModel, x: State | Trajectory, fext, workspac
 
 def local_wrenches(model: RobotModel, x: State | Trajectory, fext, fext_reference: str, what: str,
                    workspace: Workspace | None = None):
-    """``fext`` in the body frames: as given for ``fext_reference="local"``, converted for ``"world"``."""
+    """Checked ``fext`` (None or an array) in the body frames: as given for ``fext_reference="local"``, converted for
+    ``"world"``."""
     if fext_reference not in ("local", "world"):
         raise ValueError(f"{what}: fext_reference must be 'local' or 'world', got {fext_reference!r}")
     if fext is None or fext_reference == "local":
         return fext
     return body_frame_wrenches(model, x, fext, workspace)
+
+
+def inverse_dynamics(model: RobotModel, x: State | Trajectory, a, fext, fext_reference: str,
+                     workspace: Workspace | None, what: str) -> np.ndarray:
+    """``rnea`` for a state checked by ``checked_state``, its errors reported as those of ``what``."""
+    workspace = workspace_for(model, workspace, what)
+    work = workspace.work(rnea_work)
+    single = type(x) is State
+    N = None if single else len(x)
+    a = checked_vector(a, model.nv, N, model, what, "a")
+    fe = checked_wrenches(fext, N, model, what)
+    fe = kernel_wrenches(local_wrenches(model, x, fe, fext_reference, what, workspace), not single)
+    if single:
+        tau = np.empty(model.nv)
+        status = rnea_kernel(model.packed, base_pose(x), x.s, x.v, a, fe, work, tau)
+        if status != OK:
+            raise_for_status(status, model, what, None, x, a=a, fext=fe)
+        return tau
+    TAU = np.empty((N, model.nv))
+    status, k = rnea_batch_kernel(model.packed, base_poses(x), x.s, x.v, a, fe, work, TAU)
+    if status != OK:
+        raise_for_status(status, model, what, k, x, a=a, fext=fe)
+    return TAU
 
 
 def rnea(model: RobotModel, x: State | Trajectory, a, fext=None, fext_reference: str = "local",
@@ -194,38 +218,25 @@ def rnea(model: RobotModel, x: State | Trajectory, a, fext=None, fext_reference:
     (returns ``(N, nv)``, computed in one compiled call). ``fext`` is optional: ``(nb, 6)`` wrenches
     ``[force; torque]`` per body, or ``(N, nb, 6)`` for a trajectory, in each body's frame
     (``fext_reference="local"``) or in the world frame at the world origin (``"world"``). ``workspace``: a
-    ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
+    ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own). Raises TypeError
+    for an argument of the wrong kind (None, a string) and ValueError for a wrong shape or a NaN, naming it.
     """
-    workspace = workspace_for(model, workspace, "rnea")
-    work = workspace.work(rnea_work)
-    fext = local_wrenches(model, x, fext, fext_reference, "rnea", workspace)
-    if type(x) is State:
-        fe = as_fext(fext, model, "rnea")
-        tau = np.empty(model.nv)
-        status = rnea_kernel(model.packed, base_pose(x), x.s, x.v, as_vector(a), fe, work, tau)
-        raise_for_status(status, model, "rnea")
-        return tau
-    check_type(x, "rnea")
-    A = np.asarray(a, dtype=np.float64)
-    fe = as_fext_batch(fext, model, "rnea")
-    if A.ndim != 2:
-        raise ValueError(f"rnea({model.name}): for a trajectory, a must be (N, nv)")
-    TAU = np.empty((len(x), model.nv))
-    status, k = rnea_batch_kernel(model.packed, base_poses(x), x.s, x.v, A, fe, work, TAU)
-    raise_for_status(status, model, "rnea", k)
-    return TAU
+    return inverse_dynamics(model, checked_state(model, x, "rnea"), a, fext, fext_reference, workspace, "rnea")
 
 
 def nonlinear_effects(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """h(q, v) = C(q, v) v + g(q): the inverse dynamics at zero acceleration."""
-    if type(x) is State:
-        return rnea(model, x, np.zeros(model.nv), workspace=workspace)
-    return rnea(model, x, np.zeros((len(x), model.nv)), workspace=workspace)
+    x = checked_state(model, x, "nonlinear_effects")
+    zeros = np.zeros(model.nv) if type(x) is State else np.zeros((len(x), model.nv))
+    return inverse_dynamics(model, x, zeros, None, "local", workspace, "nonlinear_effects")
 
 
 def generalized_gravity(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
-    """g(q): the generalized gravity force (the inverse dynamics at zero velocity and acceleration)."""
+    """g(q): the generalized gravity force (the inverse dynamics at zero velocity and acceleration; ``x.v`` is not
+    read)."""
+    x = checked_state(model, x, "generalized_gravity")
     if type(x) is State:
-        return rnea(model, State(x.H, x.s, np.zeros(model.nv)), np.zeros(model.nv), workspace=workspace)
+        zeros = np.zeros(model.nv)
+        return inverse_dynamics(model, State(x.H, x.s, zeros), zeros, None, "local", workspace, "generalized_gravity")
     zeros = np.zeros((len(x), model.nv))
-    return rnea(model, Trajectory(x.H, x.s, zeros), zeros, workspace=workspace)
+    return inverse_dynamics(model, Trajectory(x.H, x.s, zeros), zeros, None, "local", workspace, "generalized_gravity")

@@ -47,12 +47,12 @@ from lietraj.dynamics._checks import (
     BAD_A,
     BAD_N,
     OK,
-    as_fext,
-    as_fext_batch,
-    as_vector,
     base_pose,
     base_poses,
-    check_type,
+    checked_state,
+    checked_vector,
+    checked_wrenches,
+    kernel_wrenches,
     raise_for_status,
     result_arrays,
 )
@@ -370,26 +370,25 @@ def rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext=None, fex
     of the same shapes, is overwritten and returned instead of allocating new arrays; so are the work arrays of
     ``workspace``, a ``Workspace(model)`` (without one, each call allocates its own).
     """
-    ref = fext_reference_code(fext_reference, "rnea_derivatives")
-    work = workspace_for(model, workspace, "rnea_derivatives").work(idsva_work)
+    what = "rnea_derivatives"
+    x = checked_state(model, x, what)
+    ref = fext_reference_code(fext_reference, what)
+    work = workspace_for(model, workspace, what).work(idsva_work)
     nv = model.nv
-    if type(x) is State:
-        fe = as_fext(fext, model, "rnea_derivatives")
-        tau, dq, dv, M = result_arrays(out, InverseDynamicsDerivatives, ((nv,), (nv, nv), (nv, nv), (nv, nv)),
-                                       "rnea_derivatives")
-        status = idsva_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, as_vector(a), fe, ref, work, tau,
-                              dq, dv, M)
-        raise_for_status(status, model, "rnea_derivatives")
+    single = type(x) is State
+    N = None if single else len(x)
+    a = checked_vector(a, nv, N, model, what, "a")
+    fe = kernel_wrenches(checked_wrenches(fext, N, model, what), not single)
+    if single:
+        tau, dq, dv, M = result_arrays(out, InverseDynamicsDerivatives, ((nv,), (nv, nv), (nv, nv), (nv, nv)), what)
+        status = idsva_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, a, fe, ref, work, tau, dq, dv, M)
+        if status != OK:
+            raise_for_status(status, model, what, None, x, a=a, fext=fe)
         return InverseDynamicsDerivatives(tau, dq, dv, M) if out is None else out
-    check_type(x, "rnea_derivatives")
-    A = np.asarray(a, dtype=np.float64)
-    if A.ndim != 2:
-        raise ValueError(f"rnea_derivatives({model.name}): for a trajectory, a must be (N, nv)")
-    fe = as_fext_batch(fext, model, "rnea_derivatives")
-    N = len(x)
     TAU, DQ, DV, MM = result_arrays(out, InverseDynamicsDerivatives, ((N, nv), (N, nv, nv), (N, nv, nv), (N, nv, nv)),
-                                    "rnea_derivatives")
-    status, k = idsva_batch_kernel(model.packed, model.dof_tables, base_poses(x), x.s, x.v, A, fe, ref, work, TAU, DQ,
+                                    what)
+    status, k = idsva_batch_kernel(model.packed, model.dof_tables, base_poses(x), x.s, x.v, a, fe, ref, work, TAU, DQ,
                                    DV, MM)
-    raise_for_status(status, model, "rnea_derivatives", k)
+    if status != OK:
+        raise_for_status(status, model, what, k, x, a=a, fext=fe)
     return InverseDynamicsDerivatives(TAU, DQ, DV, MM) if out is None else out

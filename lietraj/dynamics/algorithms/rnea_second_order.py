@@ -43,8 +43,8 @@ from numba import types
 from numba.extending import overload
 
 from lietraj._jit import helper, kernel
-from lietraj.dynamics._checks import BAD_A, BAD_N, NO_FEXT, OK, as_vector, base_pose, base_poses, check_dynamics_inputs, \
-    check_type, check_vector, raise_for_status, result_arrays
+from lietraj.dynamics._checks import BAD_A, BAD_N, NO_FEXT, NOT_FINITE, OK, base_pose, base_poses, check_dynamics_inputs, \
+    check_vector, checked_state, checked_vector, raise_for_status, result_arrays
 from lietraj.dynamics._spatial import add, cross, cross_force, cross_motion, mtv
 from lietraj.dynamics.algorithms.crba import body_in_base_frame, rigid_inertia_times
 from lietraj.dynamics.model.model import JOINT_FREE, MF_MASS, ModelArrays, RobotModel
@@ -467,34 +467,34 @@ class InverseDynamicsHessian:
 
 
 def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str, workspace: Workspace | None):
-    check_type(x, what)
+    x = checked_state(model, x, what)
     nv = model.nv
-    contract = mu is not None
+    contract = cls is InverseDynamicsHessian  # then mu is required: None is not "no contraction"
+    single = type(x) is State
+    N = None if single else len(x)
+    a = checked_vector(a, nv, N, model, what, "a")
+    mu = checked_vector(mu, nv, N, model, what, "mu") if contract else None
     work = workspace_for(model, workspace, what).work(idsva_so_work)
     shape = (nv, nv) if contract else (nv, nv, nv)
-    shapes = (shape if type(x) is State else (len(x),) + shape,) * 4
+    shapes = (shape if single else (N,) + shape,) * 4
     if out is None and not contract:
         arrays = tuple(np.zeros(s) for s in shapes)  # fresh zero pages: the kernel need not clear them
     else:
         arrays = result_arrays(out, cls, shapes, what)
     # A previous tensor result of this model is zero outside the pattern that the pass rewrites.
     zero = out is not None and getattr(out, "_pattern_of", None) is not model
-    if type(x) is State:
+    if single:
         tensors, matrices = ((_NO_TENSOR,) * 4, arrays) if contract else (arrays, (_NO_MATRIX,) * 4)
-        status = idsva_so_kernel(model.packed, base_pose(x), x.s, x.v, as_vector(a),
-                                 as_vector(mu) if contract else None, zero, work, *tensors, *matrices)
+        status = idsva_so_kernel(model.packed, base_pose(x), x.s, x.v, a, mu, zero, work, *tensors, *matrices)
         knot = None
     else:
-        A = np.asarray(a, dtype=np.float64)
-        MU = np.asarray(mu, dtype=np.float64) if contract else None
-        if A.ndim != 2 or (contract and MU.ndim != 2):
-            raise ValueError(f"{what}({model.name}): for a trajectory, a{' and mu' if contract else ''} must be (N, nv)")
         tensors, matrices = ((_NO_TENSOR[None],) * 4, arrays) if contract else (arrays, (_NO_MATRIX[None],) * 4)
-        status, knot = idsva_so_batch_kernel(model.packed, base_poses(x), x.s, x.v, A, MU, zero, work, *tensors,
+        status, knot = idsva_so_batch_kernel(model.packed, base_poses(x), x.s, x.v, a, mu, zero, work, *tensors,
                                              *matrices)
-    if status == BAD_MU:
-        raise ValueError(f"{what}({model.name}): mu must be a finite vector of shape ({nv},)")
-    raise_for_status(status, model, what, knot)
+    if status == BAD_MU:  # mu's shape is checked above: a NaN or an infinity
+        status = NOT_FINITE
+    if status != OK:
+        raise_for_status(status, model, what, knot, x, a=a, mu=mu)
     result = cls(*arrays) if out is None else out
     if not contract:
         result._pattern_of = model

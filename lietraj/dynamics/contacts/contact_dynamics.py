@@ -36,7 +36,6 @@ Contacts are packed once per contact set into two arrays (``pack_contacts``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
@@ -53,7 +52,10 @@ from lietraj.dynamics._checks import (
     base_pose,
     base_poses,
     check_state,
-    check_type,
+    checked_real,
+    non_finite_entry,
+    checked_state,
+    checked_vector,
     finite,
     raise_for_status,
 )
@@ -493,20 +495,36 @@ def _pack(model: RobotModel, contacts: tuple, what: str) -> PackedContacts:
     return PackedContacts(CI, CF, offsets[-1], tuple(offsets))
 
 
+def contact_tuple(model: RobotModel, contacts, what: str) -> tuple:
+    """``contacts`` as a tuple (its entries are checked where they are read), or the TypeError of something that is
+    not a sequence of contacts (None, a single Contact, a string)."""
+    if type(contacts) is tuple:
+        return contacts
+    if contacts is None or isinstance(contacts, (Contact, str, bytes)):
+        raise TypeError(f"{what}({model.name}): contacts must be a sequence of Contact objects, got "
+                        f"{type(contacts).__name__}")
+    try:
+        return tuple(contacts)
+    except TypeError:
+        raise TypeError(f"{what}({model.name}): contacts must be a sequence of Contact objects, got "
+                        f"{type(contacts).__name__}") from None
+
+
 def pack_contacts(model: RobotModel, contacts: Sequence[Contact], what: str = "contact_dynamics") -> PackedContacts:
     """The kernels' form of ``contacts`` on ``model`` (TypeError for a non-Contact, ValueError for an unknown frame,
     both prefixed by ``what``): read-only data, kept with the model for its last contact sets by the identity of the
     Contact objects (which are immutable): packing costs microseconds, each contact_dynamics call would pay it."""
-    contacts = tuple(contacts)
+    contacts = contact_tuple(model, contacts, what)
     kept = model.derived("contact_packs", lambda _: KeptByIdentity())
     return kept.get(contacts, lambda: _pack(model, contacts, what))
 
 
-def raise_for_contact_status(status: int, model: RobotModel, knot: int | None = None) -> None:
-    """The ValueError of a contact-dynamics kernel status."""
+def raise_for_contact_status(status: int, model: RobotModel, knot: int | None = None, what: str = "contact_dynamics",
+                             x: State | Trajectory | None = None, tau: np.ndarray | None = None) -> None:
+    """The ValueError of a contact-dynamics kernel status (the state ``x`` and ``tau`` are searched for a NaN)."""
     if status == OK:
         return
-    name = f"contact_dynamics({model.name})"
+    name = f"{what}({model.name})"
     where = "" if knot is None else f" at knot {knot}"
     if status == RANK_DEFICIENT:
         raise ValueError(f"{name}{where}: the contact Jacobian is rank deficient (redundant contacts, e.g. two 6d "
@@ -515,20 +533,41 @@ def raise_for_contact_status(status: int, model: RobotModel, knot: int | None = 
     if status == NOT_FINITE_SOLUTION:
         raise ValueError(f"{name}{where}: the solution is not finite (ill-conditioned contacts)")
     if status == TAU_NOT_FINITE:
-        raise ValueError(f"{name}{where}: tau contains NaN or inf")
-    raise_for_status(status, model, "contact_dynamics", knot)
+        raise ValueError(f"{name}{where}: tau contains NaN or inf{non_finite_entry(knot, x, tau=tau)}")
+    raise_for_status(status, model, what, knot, x, tau=tau)
 
 
 def solve_contact_dynamics(model: RobotModel, X: Trajectory, TAU: np.ndarray, packed: PackedContacts, damping: float,
                            A: np.ndarray, LAM: np.ndarray, JJ: np.ndarray, GAMMA: np.ndarray,
-                           workspace: Workspace) -> None:
+                           workspace: Workspace, what: str = "contact_dynamics") -> None:
     """The batched kernel into A (N, nv), LAM (N, nc), JJ (N or 1, nc, nv), GAMMA (N or 1, nc), raising its
     ValueError; inputs as contact_dynamics' (TAU (N, nv) float64, damping checked), work arrays from
     ``workspace``."""
     status, k = contact_dynamics_batch_kernel(model.packed, model.dof_tables, base_poses(X), X.s, X.v, TAU, packed.CI,
                                               packed.CF, damping, workspace.work(contact_dynamics_work, packed.nc), A,
                                               LAM, JJ, GAMMA)
-    raise_for_contact_status(status, model, k)
+    if status != OK:
+        raise_for_contact_status(status, model, k, what, X, TAU)
+
+
+def solve_contacts(model: RobotModel, x: State | Trajectory, tau: np.ndarray, contacts: tuple, damping: float,
+                   workspace: Workspace, what: str) -> ContactDynamicsResult:
+    """``contact_dynamics`` of checked inputs (``checked_state``, ``checked_vector``, ``checked_real``), its errors
+    reported as those of ``what``."""
+    packed = pack_contacts(model, contacts, what)
+    nv, nc, lead = model.nv, packed.nc, tau.shape[:-1]
+    a, lambda_c, J, gamma = np.empty(lead + (nv,)), np.empty(lead + (nc,)), np.empty(lead + (nc, nv)), np.empty(lead + (nc,))
+    if type(x) is State:
+        status = contact_dynamics_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, tau, packed.CI,
+                                         packed.CF, damping, workspace.work(contact_dynamics_work, nc), a, lambda_c,
+                                         J, gamma)
+        if status != OK:
+            raise_for_contact_status(status, model, None, what, x, tau)
+    else:
+        solve_contact_dynamics(model, x, tau, packed, damping, a, lambda_c, J, gamma, workspace, what)
+    o = packed.offsets
+    forces = tuple(lambda_c[..., o[i]:o[i + 1]] for i in range(len(o) - 1))
+    return ContactDynamicsResult(a, forces, lambda_c, J, gamma)
 
 
 def contact_dynamics(model: RobotModel, x: State | Trajectory, tau, contacts: Sequence[Contact],
@@ -541,29 +580,12 @@ def contact_dynamics(model: RobotModel, x: State | Trajectory, tau, contacts: Se
     ``J M^-1 J^T`` (Pinocchio's ``forwardDynamics`` damping): with 0, redundant contacts (a rank-deficient ``J``)
     raise a ValueError; with a small positive value they are solved in the least-squares sense, the constraints
     then holding approximately. ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one,
-    each call allocates its own).
+    each call allocates its own). Raises TypeError for an argument of the wrong kind and ValueError for a wrong
+    shape or value, naming it.
     """
-    workspace = workspace_for(model, workspace, "contact_dynamics")
-    single = type(x) is State
-    if not single:
-        check_type(x, "contact_dynamics")
-    nv = model.nv
-    T = tau if type(tau) is np.ndarray and tau.dtype == np.float64 else np.asarray(tau, dtype=np.float64)
-    expected = (nv,) if single else (len(x), nv)
-    if T.shape != expected:
-        raise ValueError(f"contact_dynamics({model.name}): tau must have shape {expected}, got {T.shape}")
-    if not (math.isfinite(damping) and damping >= 0.0):
-        raise ValueError(f"contact_dynamics({model.name}): damping must be finite and >= 0, got {damping!r}")
-    packed = pack_contacts(model, contacts)
-    nc, lead = packed.nc, T.shape[:-1]
-    a, lambda_c, J, gamma = np.empty(lead + (nv,)), np.empty(lead + (nc,)), np.empty(lead + (nc, nv)), np.empty(lead + (nc,))
-    if single:
-        status = contact_dynamics_kernel(model.packed, model.dof_tables, base_pose(x), x.s, x.v, T, packed.CI,
-                                         packed.CF, float(damping), workspace.work(contact_dynamics_work, nc), a, lambda_c,
-                                         J, gamma)
-        raise_for_contact_status(status, model)
-    else:
-        solve_contact_dynamics(model, x, T, packed, float(damping), a, lambda_c, J, gamma, workspace)
-    o = packed.offsets
-    forces = tuple(lambda_c[..., o[i]:o[i + 1]] for i in range(len(o) - 1))
-    return ContactDynamicsResult(a, forces, lambda_c, J, gamma)
+    what = "contact_dynamics"
+    x = checked_state(model, x, what)
+    workspace = workspace_for(model, workspace, what)
+    tau = checked_vector(tau, model.nv, None if type(x) is State else len(x), model, what, "tau")
+    damping = checked_real(damping, model, what, "damping")
+    return solve_contacts(model, x, tau, contact_tuple(model, contacts, what), damping, workspace, what)

@@ -55,13 +55,15 @@ from lietraj.dynamics._checks import (
     base_pose,
     base_poses,
     check_dynamics_inputs,
-    check_type,
+    checked_real,
+    checked_state,
+    checked_vector,
     raise_for_status,
     result_arrays,
 )
 from lietraj.dynamics._spatial import add, cross, load3, load9, mtv, mv, sub
 from lietraj.dynamics.algorithms.aba_derivatives import minus_minv_dtau
-from lietraj.dynamics.contacts.contact_dynamics import Contact, ContactDynamicsResult, contact_dynamics
+from lietraj.dynamics.contacts.contact_dynamics import Contact, ContactDynamicsResult, contact_tuple, solve_contacts
 from lietraj.dynamics.algorithms.inverse_mass_matrix import minv_core, minv_work
 from lietraj.dynamics.kinematics.kinematics import (
     ACCELERATION,
@@ -331,17 +333,15 @@ def contact_derivatives_batch_kernel(model, dofs, contacts, damping, H, S, V, A,
     return OK, 0
 
 
-def _frame_ids(model: RobotModel, contacts: tuple[Contact, ...]) -> list[int]:
+def _frame_ids(model: RobotModel, contacts: tuple[Contact, ...], what: str) -> list[int]:
     ids = []
     for c in contacts:
         if not isinstance(c, Contact):
-            raise TypeError(f"contact_dynamics_derivatives({model.name}): contacts must be Contact objects, got "
-                            f"{type(c).__name__}")
+            raise TypeError(f"{what}({model.name}): contacts must be Contact objects, got {type(c).__name__}")
         try:
             ids.append(frame_id(model, c.frame))
         except (KeyError, IndexError, TypeError) as e:
-            raise ValueError(f"contact_dynamics_derivatives({model.name}): unknown contact frame {c.frame!r} "
-                             f"({e})") from None
+            raise ValueError(f"{what}({model.name}): unknown contact frame {c.frame!r} ({e})") from None
     return ids
 
 
@@ -354,8 +354,8 @@ class _Plan(NamedTuple):
     nc: int
 
 
-def _build_plan(model: RobotModel, contacts: tuple[Contact, ...]) -> _Plan:
-    ids = _frame_ids(model, contacts)
+def _build_plan(model: RobotModel, contacts: tuple[Contact, ...], what: str) -> _Plan:
+    ids = _frame_ids(model, contacts, what)
     m = len(contacts)
     ci, gains, targets = np.zeros((m, 4), dtype=np.int64), np.zeros((m, 2)), np.zeros((m, 4, 4))
     o = 0
@@ -374,12 +374,43 @@ def _build_plan(model: RobotModel, contacts: tuple[Contact, ...]) -> _Plan:
     return _Plan(tuple(tables), tuple(contact_derivatives_work(model, m, nc)), nc)
 
 
-def _raise(status: int, model: RobotModel, knot: int | None) -> None:
-    what = f"contact_dynamics_derivatives({model.name})" + ("" if knot is None else f" at knot {knot}")
+def _raise(status: int, model: RobotModel, knot: int | None, what: str, x, A: np.ndarray, LAM: np.ndarray) -> None:
+    name = f"{what}({model.name})" + ("" if knot is None else f" at knot {knot}")
     if status == SCHUR_SINGULAR:
-        raise ValueError(f"{what}: the contact Jacobian is rank deficient (redundant contacts); remove contacts or "
+        raise ValueError(f"{name}: the contact Jacobian is rank deficient (redundant contacts); remove contacts or "
                          "pass damping > 0")
-    raise_for_status(status, model, "contact_dynamics_derivatives", knot)
+    raise_for_status(status, model, what, knot, x, **{"dynamics.a": A, "dynamics.lagrangian": LAM})
+
+
+def contact_derivatives(model: RobotModel, x: State | Trajectory, tau: np.ndarray | None, contacts: tuple,
+                        damping: float, out: ContactDynamicsDerivatives | None, dynamics: ContactDynamicsResult | None,
+                        workspace: Workspace, what: str) -> ContactDynamicsDerivatives:
+    """``contact_dynamics_derivatives`` of checked inputs (``tau`` None when ``dynamics`` is given), its errors
+    reported as those of ``what``."""
+    if dynamics is None:
+        dynamics = solve_contacts(model, x, tau, contacts, damping, workspace, what)
+    plan = workspace.for_objects("contact derivatives", contacts, lambda: _build_plan(model, contacts, what))
+    single = type(x) is State
+    nv, nc, lead = model.nv, plan.nc, () if single else (len(x),)
+    A, LAM = np.asarray(dynamics.a, dtype=np.float64), np.asarray(dynamics.lagrangian, dtype=np.float64)
+    if A.shape != lead + (nv,) or LAM.shape != lead + (nc,):
+        raise ValueError(f"{what}({model.name}): dynamics must hold a {lead + (nv,)} and lagrangian {lead + (nc,)}, "
+                         f"got {A.shape} and {LAM.shape}")
+    arrays = result_arrays(out, ContactDynamicsDerivatives, tuple(lead + s for s in (
+        (nv,), (nc,), (nv, nv), (nv, nv), (nv, nv), (nc, nv), (nc, nv), (nc, nv))), what)
+    arrays[0][...] = A
+    arrays[1][...] = LAM
+    if single:
+        H, S, V, A1, LAM1 = base_pose(x)[None], x.s[None], x.v[None], A[None], LAM[None]
+        blocks = tuple(b[None] for b in arrays[2:])
+    else:
+        H, S, V, A1, LAM1, blocks = base_poses(x), x.s, x.v, A, LAM, arrays[2:]
+    status, k = contact_derivatives_batch_kernel(model.packed, model.dof_tables, plan.tables, damping, H, S, V,
+                                                 np.ascontiguousarray(A1), np.ascontiguousarray(LAM1), plan.work,
+                                                 *blocks)
+    if status != OK:
+        _raise(status, model, None if single else k, what, x, A, LAM)
+    return ContactDynamicsDerivatives(*arrays) if out is None else out
 
 
 def contact_dynamics_derivatives(model: RobotModel, x: State | Trajectory, tau, contacts: Sequence[Contact],
@@ -397,32 +428,13 @@ def contact_dynamics_derivatives(model: RobotModel, x: State | Trajectory, tau, 
     of its last contact sets) are reused (without one, each call allocates its own).
     """
     what = "contact_dynamics_derivatives"
+    x = checked_state(model, x, what)
     workspace = workspace_for(model, workspace, what)
-    contacts = tuple(contacts)
-    single = type(x) is State
-    if not single:
-        check_type(x, what)
-    if dynamics is None:  # also validates the inputs, with clear messages
-        dynamics = contact_dynamics(model, x, tau, contacts, damping, workspace=workspace)
-    elif not (np.isfinite(damping) and damping >= 0.0):
-        raise ValueError(f"{what}({model.name}): damping must be finite and >= 0, got {damping!r}")
-    plan = workspace.for_objects("contact derivatives", contacts, lambda: _build_plan(model, contacts))
-    nv, nc, lead = model.nv, plan.nc, () if single else (len(x),)
-    A, LAM = np.asarray(dynamics.a, dtype=np.float64), np.asarray(dynamics.lagrangian, dtype=np.float64)
-    if A.shape != lead + (nv,) or LAM.shape != lead + (nc,):
-        raise ValueError(f"{what}({model.name}): dynamics must hold a {lead + (nv,)} and lagrangian {lead + (nc,)}, "
-                         f"got {A.shape} and {LAM.shape}")
-    arrays = result_arrays(out, ContactDynamicsDerivatives, tuple(lead + s for s in (
-        (nv,), (nc,), (nv, nv), (nv, nv), (nv, nv), (nc, nv), (nc, nv), (nc, nv))), what)
-    arrays[0][...] = A
-    arrays[1][...] = LAM
-    if single:
-        H, S, V, A, LAM = base_pose(x)[None], x.s[None], x.v[None], A[None], LAM[None]
-        blocks = tuple(b[None] for b in arrays[2:])
-    else:
-        H, S, V, blocks = base_poses(x), x.s, x.v, arrays[2:]
-    status, k = contact_derivatives_batch_kernel(model.packed, model.dof_tables, plan.tables, float(damping), H, S, V,
-                                                 np.ascontiguousarray(A), np.ascontiguousarray(LAM), plan.work, *blocks)
-    if status != OK:
-        _raise(status, model, None if single else k)
-    return ContactDynamicsDerivatives(*arrays) if out is None else out
+    contacts = contact_tuple(model, contacts, what)
+    damping = checked_real(damping, model, what, "damping")
+    if dynamics is None:
+        tau = checked_vector(tau, model.nv, None if type(x) is State else len(x), model, what, "tau")
+    elif not isinstance(dynamics, ContactDynamicsResult):
+        raise TypeError(f"{what}({model.name}): dynamics must be a ContactDynamicsResult (of contact_dynamics), got "
+                        f"{type(dynamics).__name__}")
+    return contact_derivatives(model, x, tau, contacts, damping, out, dynamics, workspace, what)

@@ -61,7 +61,7 @@ from typing import NamedTuple
 import numpy as np
 
 from lietraj._jit import helper, kernel
-from lietraj.dynamics._checks import base_poses, check_type
+from lietraj.dynamics._checks import base_poses, checked_real, checked_state, checked_vector, require_finite
 from lietraj.dynamics._spatial import act_inv_motion, add, cross, cross_motion, dot, load3, load9, mm, mtv, mv, scale, \
     sub
 from lietraj.dynamics.algorithms.aba_second_order import ForwardDynamicsHessian
@@ -77,10 +77,11 @@ from lietraj.dynamics.contacts.contact_dynamics import (
     CI_REFERENCE,
     CI_TARGET,
     Contact,
+    contact_tuple,
     pack_contacts,
 )
-from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
-from lietraj.dynamics.contacts.impulse_dynamics import _impact, _in_references, impulse_dynamics_derivatives, no_gravity
+from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_derivatives
+from lietraj.dynamics.contacts.impulse_dynamics import _impact, _in_references, impulse_derivatives, impulse_inputs, no_gravity
 from lietraj.dynamics.kinematics.kinematics import LOCAL_WORLD_ALIGNED, PLACEMENT, W_COLS, W_P, W_R, forward_kinematics_core, \
     world_motion_subspace
 from lietraj.dynamics.model.model import JOINT_FREE, ModelArrays, RobotModel
@@ -397,15 +398,6 @@ def _knots(x: State | Trajectory) -> Trajectory:
     return Trajectory.repeat(x, 1) if type(x) is State else x
 
 
-def _covector(model: RobotModel, x: State | Trajectory, mu, what: str) -> np.ndarray:
-    """``mu`` as a checked (N, nv) array."""
-    MU = np.asarray(mu, dtype=np.float64)
-    shape = (model.nv,) if type(x) is State else (len(x), model.nv)
-    if MU.shape != shape or not np.all(np.isfinite(MU)):
-        raise ValueError(f"{what}({model.name}): mu must be a finite array of shape {shape}, got {MU.shape}")
-    return MU.reshape(-1, model.nv)
-
-
 def _curvature(model: RobotModel, X: Trajectory, contacts: tuple[Contact, ...], drift: bool, A, PSI, LAM, PHI, DLQ,
                DLV, DLT, what: str, workspace: Workspace) -> tuple[np.ndarray, ...]:
     """Terms 2-3 of the module docstring at every knot: (XQQ, XQV, XVV, XQT, BPHI)."""
@@ -438,12 +430,22 @@ def contact_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, c
     ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
     what = "contact_hessian_contraction"
-    check_type(x, what)
+    x = checked_state(model, x, what)
     workspace = workspace_for(model, workspace, what)
-    contacts, single = tuple(contacts), type(x) is State
-    MU = _covector(model, x, mu, what)
+    contacts, single = contact_tuple(model, contacts, what), type(x) is State
+    N = None if single else len(x)
+    damping = checked_real(damping, model, what, "damping")
+    MU = checked_vector(mu, model.nv, N, model, what, "mu")
     if derivatives is None:
-        derivatives = contact_dynamics_derivatives(model, x, tau, contacts, damping, workspace=workspace)
+        tau = checked_vector(tau, model.nv, N, model, what, "tau")
+        require_finite(model, what, x, tau=tau, mu=MU)
+        derivatives = contact_derivatives(model, x, tau, contacts, damping, None, None, workspace, what)
+    elif not isinstance(derivatives, ContactDynamicsDerivatives):
+        raise TypeError(f"{what}({model.name}): derivatives must be a ContactDynamicsDerivatives (of "
+                        f"contact_dynamics_derivatives), got {type(derivatives).__name__}")
+    else:
+        require_finite(model, what, x, mu=MU)
+    MU = MU.reshape(-1, model.nv)
     d = derivatives
     X = _knots(x)
     nv = model.nv
@@ -470,16 +472,18 @@ def impulse_hessian_contraction(model: RobotModel, x: State | Trajectory, contac
     Raises ValueError as ``impulse_dynamics`` does, and for a bad ``mu``. ``workspace``: as for
     ``contact_hessian_contraction``."""
     what = "impulse_hessian_contraction"
-    check_type(x, what)
+    x, contacts, restitution, damping, ids = impulse_inputs(model, x, contacts, restitution, damping, what)
     workspace = workspace_for(model, workspace, what)
-    contacts, single = tuple(contacts), type(x) is State
-    MU = _covector(model, x, mu, what)
+    single = type(x) is State
+    MU = checked_vector(mu, model.nv, None if single else len(x), model, what, "mu")
+    require_finite(model, what, x, mu=MU)
+    MU = MU.reshape(-1, model.nv)
     X = _knots(x)
     N, nv = len(X), model.nv
-    d = impulse_dynamics_derivatives(model, X, contacts, restitution, damping, workspace)
+    d = impulse_derivatives(model, X, contacts, restitution, damping, workspace, what, ids)
     if not contacts:
         return _single(ImpulseDynamicsHessian(np.zeros((N, nv, nv)), np.zeros((N, nv, nv))), single)
-    s = _impact(model, X, contacts, restitution, damping, what, workspace)
+    s = _impact(model, X, contacts, restitution, damping, what, workspace, ids)
     phi = np.linalg.solve(s.S, np.swapaxes(s.MinvJt, -1, -2) @ MU[:, :, None])  # S⁻¹ Gᵀ μ, LOCAL
     PSI = (s.Minv @ MU[:, :, None] - s.MinvJt @ phi)[:, :, 0]
     PHI = _in_references(contacts, s.poses, phi)[:, :, 0]

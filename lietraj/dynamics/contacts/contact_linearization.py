@@ -40,11 +40,12 @@ from typing import Sequence
 
 import numpy as np
 
-from lietraj.dynamics.contacts.contact_dynamics import Contact
-from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_dynamics_derivatives
+from lietraj.dynamics._checks import checked_real, checked_state, checked_vector, require_finite
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_tuple
+from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_derivatives
 from lietraj.dynamics.algorithms.linearization import _NO_NU, _NO_NU_BATCH, _assemble, _assemble_batch, generalized_force
 from lietraj.dynamics.model.model import RobotModel
-from lietraj.dynamics.model.workspace import Workspace
+from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
@@ -73,13 +74,15 @@ def contact_linearization(model: RobotModel, x: State | Trajectory, u, contacts:
     (shapes, NaN, unknown frames, redundant contacts without damping). ``workspace``: a ``Workspace(model)`` whose
     work arrays are reused (without one, each call allocates its own).
     """
+    what = "contact_linearization"
+    x = checked_state(model, x, what)
+    workspace = workspace_for(model, workspace, what)
     single = type(x) is State
-    U = np.asarray(u, dtype=np.float64)
-    if U.ndim != (1 if single else 2):
-        raise ValueError(f"contact_linearization({model.name}): u must have shape ({model.n},), or (N, {model.n}) "
-                         "for a trajectory")
-    d = contact_dynamics_derivatives(model, x, generalized_force(model, U, "contact_linearization"), contacts, damping,
-                                     workspace=workspace)
+    U = checked_vector(u, model.n, None if single else len(x), model, what, "u")
+    contacts = contact_tuple(model, contacts, what)
+    damping = checked_real(damping, model, what, "damping")
+    require_finite(model, what, x, u=U)
+    d = contact_derivatives(model, x, generalized_force(model, U, what), contacts, damping, None, None, workspace, what)
     nv, n, lead = model.nv, model.n, U.shape[:-1]
     A, B = np.empty(lead + (2 * nv, 2 * nv)), np.empty(lead + (2 * nv, n))
     da_dq, da_dv, da_dtau = (np.ascontiguousarray(m) for m in (d.da_dq, d.da_dv, d.da_dtau))

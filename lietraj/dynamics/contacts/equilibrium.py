@@ -36,8 +36,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from lietraj.dynamics._checks import check_model, checked_real, checked_state, require_finite
 from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
-from lietraj.dynamics.contacts.contact_dynamics import Contact
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_tuple
 from lietraj.dynamics.kinematics.kinematics import frame_id, frame_jacobian, frame_placement
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.algorithms.rnea import generalized_gravity
@@ -104,6 +105,14 @@ def _contacts(model: RobotModel, contacts, sole) -> list[tuple[str, int, str, tu
     return out
 
 
+def _one_state(model: RobotModel, x, what: str) -> State:
+    """``x`` if it is a State (not checked further), else a TypeError."""
+    check_model(model, what)
+    if not isinstance(x, State):
+        raise TypeError(f"{what}({model.name}): x must be a State (one posture), got {type(x).__name__}")
+    return x
+
+
 def _solve(g, A, nb, contacts, friction, exact_cone, limits, weights):
     """Solve the conic program in normalized units; returns (status, w or None)."""
     import cvxpy as cp
@@ -155,19 +164,30 @@ def static_equilibrium(model: RobotModel, x: State, contacts: Sequence[str | int
     ``torque_limits``: bound ``|u|`` by ``model.effort_limit``. ``exact_cone``: second-order friction cone, else
     the inscribed linear pyramid. ``weights``: (torque, wrench) weights of the regularization.
     An infeasible posture gives ``feasible=False`` and a message, not an exception; malformed input raises
-    ValueError.
+    ValueError (TypeError for an argument of the wrong kind), naming it.
     """
-    if type(x) is not State:
-        raise ValueError(f"static_equilibrium({model.name}): x must be a State, got {type(x).__name__}")
-    g = generalized_gravity(model, x)  # checks the state (shapes, NaN, rotation)
-    if np.shape(x.v) != (model.nv,) or np.any(x.v != 0.0):
-        raise ValueError(f"static_equilibrium({model.name}): the state must be at rest (v = 0, shape (nv,)); pass "
+    what = "static_equilibrium"
+    x = _one_state(model, x, what)
+    if (x.H is None) == model.floating_base:
+        checked_state(model, x, what)  # the state of another robot: says so before speaking of its velocity
+    v = None if x.v is None or isinstance(x.v, (str, bytes)) else np.asarray(x.v)
+    if v is not None and v.dtype.kind in "biuf" and (v.shape != (model.nv,) or np.any(v != 0.0)):
+        raise ValueError(f"{what}({model.name}): the state must be at rest (v = 0, shape ({model.nv},)), got x.v of "
+                         f"shape {v.shape}" + ("" if v.shape != (model.nv,) else " and not zero") + "; pass "
                          "State(x.H, x.s, np.zeros(model.nv)) to ignore its velocity")
-    if not (np.isfinite(friction) and friction > 0):
-        raise ValueError(f"static_equilibrium({model.name}): friction must be positive, got {friction}")
-    wt = np.asarray(weights, dtype=float)
+    x = checked_state(model, x, what)
+    require_finite(model, what, x)
+    g = generalized_gravity(model, x)  # checks the base pose (a rigid transform)
+    friction = checked_real(friction, model, what, "friction")
+    if not friction > 0:
+        raise ValueError(f"{what}({model.name}): friction must be positive, got {friction}")
+    try:
+        wt = np.asarray(weights, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what}({model.name}): weights must be two numbers (torque >= 0, wrench > 0), got "
+                        f"{weights!r}") from None
     if wt.shape != (2,) or not np.all(np.isfinite(wt)) or np.any(wt < 0) or wt[1] <= 0:
-        raise ValueError(f"static_equilibrium({model.name}): weights must be (torque >= 0, wrench > 0), got {weights}")
+        raise ValueError(f"{what}({model.name}): weights must be (torque >= 0, wrench > 0), got {weights}")
     cs = _contacts(model, contacts, sole)
 
     cols = []
@@ -231,11 +251,16 @@ def quasi_static_torques(model: RobotModel, x: State, contacts: Sequence[Contact
     ``quasiStatic`` for contact dynamics. Cheap (one least-squares solve) and always defined, it is the usual
     initial guess of the controls; ``static_equilibrium`` is the physically admissible answer. The velocity of
     ``x`` is ignored."""
-    if type(x) is not State:
-        raise ValueError(f"quasi_static_torques({model.name}): x must be a State, got {type(x).__name__}")
+    what = "quasi_static_torques"
+    x = checked_state(model, _one_state(model, x, what), what)
     at_rest = State(x.H, x.s, np.zeros(model.nv))
+    require_finite(model, what, at_rest)
+    contacts = contact_tuple(model, contacts, what)
+    for c in contacts:
+        if not isinstance(c, Contact):
+            raise TypeError(f"{what}({model.name}): contacts must be Contact objects, got {type(c).__name__}")
     g = generalized_gravity(model, at_rest)
-    rows = [frame_jacobian(model, at_rest, frame_id(model, c.frame), "local")[:c.dim] for c in contacts]
+    rows = [frame_jacobian(model, at_rest, frame_id(model, c.frame, what), "local")[:c.dim] for c in contacts]
     S = np.zeros((model.nv, model.n))
     S[model.nv - model.n:] = np.eye(model.n)
     A = np.hstack([S] + [J.T for J in rows])

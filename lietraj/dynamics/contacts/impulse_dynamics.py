@@ -46,14 +46,13 @@ velocity derivatives) is one compiled call over all knots, the small dense solve
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from lietraj.dynamics._checks import check_type
-from lietraj.dynamics.contacts.contact_dynamics import RANK_TOLERANCE, Contact
+from lietraj.dynamics._checks import checked_real, checked_state, require_finite
+from lietraj.dynamics.contacts.contact_dynamics import RANK_TOLERANCE, Contact, contact_tuple
 from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix
 from lietraj.dynamics.kinematics.kinematics import frame_id, frame_jacobian, frame_placement
 from lietraj.dynamics.kinematics.kinematics_derivatives import frame_velocity_derivatives
@@ -107,12 +106,14 @@ class _Impact:
     v_plus: np.ndarray
 
 
-def _check_inputs(model: RobotModel, x, contacts, restitution, damping, name: str) -> list[int]:
-    check_type(x, name)
-    for value, what, upper in ((restitution, "restitution", 1.0), (damping, "damping", math.inf)):
-        if not (isinstance(value, (int, float, np.floating)) and 0.0 <= value <= upper and math.isfinite(value)):
-            bounds = "in [0, 1]" if upper == 1.0 else ">= 0"
-            raise ValueError(f"{name}({model.name}): {what} must be finite and {bounds}, got {value!r}")
+def impulse_inputs(model: RobotModel, x, contacts, restitution, damping, name: str):
+    """The checked arguments of an impact: ``(x, contacts, restitution, damping, frame ids)``; ``x`` finite (its
+    NaN would otherwise be reported by the inverse mass matrix)."""
+    x = checked_state(model, x, name)
+    contacts = contact_tuple(model, contacts, name)
+    restitution = checked_real(restitution, model, name, "restitution", 0.0, 1.0)
+    damping = checked_real(damping, model, name, "damping")
+    require_finite(model, name, x)
     ids = []
     for c in contacts:
         if not isinstance(c, Contact):
@@ -121,13 +122,13 @@ def _check_inputs(model: RobotModel, x, contacts, restitution, damping, name: st
             ids.append(frame_id(model, c.frame))
         except (KeyError, IndexError, TypeError) as e:
             raise ValueError(f"{name}({model.name}): unknown contact frame {c.frame!r} ({e})") from None
-    return ids
+    return x, contacts, restitution, damping, ids
 
 
 def _impact(model: RobotModel, x: State | Trajectory, contacts: tuple[Contact, ...], restitution: float,
-            damping: float, name: str, workspace: Workspace) -> _Impact:
-    ids = _check_inputs(model, x, contacts, restitution, damping, name)
-    Minv = inverse_mass_matrix(model, x, workspace)  # also checks the state (shapes, NaN, a valid base pose)
+            damping: float, name: str, workspace: Workspace, ids: list[int]) -> _Impact:
+    """The impact of checked inputs (``impulse_inputs``)."""
+    Minv = inverse_mass_matrix(model, x, workspace)  # also checks the base pose (a rigid transform)
     v = x.v
     if not contacts:
         J = np.zeros(v.shape[:-1] + (0, model.nv))
@@ -177,9 +178,10 @@ def impulse_dynamics(model: RobotModel, x: State | Trajectory, contacts: Sequenc
     ``x`` a Trajectory gives every result a leading axis N (one impact per knot). ``workspace``: a
     ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
-    contacts = tuple(contacts)
-    workspace = workspace_for(model, workspace, "impulse_dynamics")
-    s = _impact(model, x, contacts, restitution, damping, "impulse_dynamics", workspace)
+    what = "impulse_dynamics"
+    x, contacts, restitution, damping, ids = impulse_inputs(model, x, contacts, restitution, damping, what)
+    workspace = workspace_for(model, workspace, what)
+    s = _impact(model, x, contacts, restitution, damping, what, workspace, ids)
     lambda_c = _in_references(contacts, s.poses, s.lambda_c[..., None])[..., 0]
     impulses, o = [], 0
     for c in contacts:
@@ -232,9 +234,16 @@ def impulse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, conta
     ``x`` a Trajectory gives every result a leading axis N. Raises ValueError as ``impulse_dynamics`` does.
     ``workspace``: as for ``impulse_dynamics``.
     """
-    contacts = tuple(contacts)
-    workspace = workspace_for(model, workspace, "impulse_dynamics_derivatives")
-    s = _impact(model, x, contacts, restitution, damping, "impulse_dynamics_derivatives", workspace)
+    what = "impulse_dynamics_derivatives"
+    x, contacts, restitution, damping, ids = impulse_inputs(model, x, contacts, restitution, damping, what)
+    return impulse_derivatives(model, x, contacts, restitution, damping, workspace_for(model, workspace, what), what,
+                               ids)
+
+
+def impulse_derivatives(model: RobotModel, x: State | Trajectory, contacts: tuple[Contact, ...], restitution: float,
+                        damping: float, workspace: Workspace, what: str, ids: list[int]) -> ImpulseDynamicsDerivatives:
+    """``impulse_dynamics_derivatives`` of checked inputs (``impulse_inputs``), its errors reported as ``what``'s."""
+    s = _impact(model, x, contacts, restitution, damping, what, workspace, ids)
     nv, lead = model.nv, x.v.shape[:-1]
     eye = np.broadcast_to(np.eye(nv), lead + (nv, nv))
     if not contacts:

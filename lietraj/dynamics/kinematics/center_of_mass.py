@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from lietraj._jit import helper, kernel
-from lietraj.dynamics._checks import BAD_N, OK
+from lietraj.dynamics._checks import BAD_N, OK, checked_state
 from lietraj.dynamics._spatial import add, cross, load3, load9, mv, scale, store3
 from lietraj.dynamics.kinematics.kinematics import (
     PLACEMENT,
@@ -136,17 +136,20 @@ def center_of_mass(model: RobotModel, x: State | Trajectory, workspace: Workspac
     """World position (3,) of the centre of mass (Pinocchio's ``centerOfMass``); (N, 3) for a trajectory.
     ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own);
     the same for every function of this module."""
+    x = checked_state(model, x, "center_of_mass")
     check_mass(model, "center_of_mass")
     return run(model, x, "center_of_mass", _COM, (3,), PLACEMENT, workspace=workspace)
 
 
 def center_of_mass_velocity(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """World velocity (3,) of the centre of mass (Pinocchio's ``data.vcom[0]``); (N, 3) for a trajectory."""
+    x = checked_state(model, x, "center_of_mass_velocity")
     check_mass(model, "center_of_mass_velocity")
     return run(model, x, "center_of_mass_velocity", _COM, (3,), VELOCITY, workspace=workspace)
 
 
 def center_of_mass_jacobian(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """Jacobian (3, nv) with ``cdot = J v`` (Pinocchio's ``jacobianCenterOfMass``); (N, 3, nv) for a trajectory."""
+    x = checked_state(model, x, "center_of_mass_jacobian")
     check_mass(model, "center_of_mass_jacobian")
     return run(model, x, "center_of_mass_jacobian", _COM_JACOBIAN, (3, model.nv), workspace=workspace)

@@ -31,12 +31,12 @@ from lietraj.dynamics._checks import (
     BAD_A,
     BAD_N,
     OK,
-    as_vector,
     base_pose,
     base_poses,
     check_state,
-    check_type,
     check_vector,
+    checked_state,
+    checked_vector,
     raise_for_status,
 )
 from lietraj.dynamics._spatial import (
@@ -359,18 +359,38 @@ def model_tables(model: RobotModel) -> ModelTables:
     return model.derived("kinematics_tables", _build_tables)
 
 
-def frame_id(model: RobotModel, frame: int | str) -> int:
-    """Index in ``model.frames`` of a frame given by name or index (KeyError / IndexError / TypeError if invalid)."""
+class UnknownFrameError(KeyError, ValueError):
+    """A frame name the model does not have: a KeyError (a name looked up) and a ValueError (a wrong argument)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class FrameIndexError(IndexError, ValueError):
+    """A frame index out of range: an IndexError and a ValueError (a wrong argument)."""
+
+
+def frame_id(model: RobotModel, frame: int | str, what: str | None = None) -> int:
+    """Index in ``model.frames`` of a frame given by name or index: UnknownFrameError (a KeyError) for an unknown
+    name, FrameIndexError (an IndexError) for an index out of range, TypeError for anything else; both are also
+    ValueErrors. ``what``, the public function asking, prefixes the messages."""
     if isinstance(frame, str):
         k = model_tables(model).index.get(frame)
-        return model.frame_index(frame) if k is None else k  # frame_index raises the KeyError
+        if k is None:
+            raise UnknownFrameError(f"{_caller(model, what)}model {model.name!r} has no frame {frame!r}")
+        return k
     try:
         k = operator.index(frame)
     except TypeError:
-        raise TypeError(f"a frame is a name or an index, got {type(frame).__name__}") from None
+        raise TypeError(f"{_caller(model, what)}a frame is a name or an index, got {type(frame).__name__}") from None
     if not 0 <= k < len(model.frames):
-        raise IndexError(f"model {model.name!r} has {len(model.frames)} frames: frame index {k} is out of range")
+        raise FrameIndexError(f"{_caller(model, what)}model {model.name!r} has {len(model.frames)} frames: frame index "
+                              f"{k} is out of range")
     return k
+
+
+def _caller(model: RobotModel, what: str | None) -> str:
+    return "" if what is None else f"{what}({model.name}): frame: "
 
 
 def reference_code(reference: str, what: str) -> int:
@@ -382,21 +402,23 @@ def reference_code(reference: str, what: str) -> int:
 
 
 def run(model: RobotModel, x: State | Trajectory, what: str, kernels, shape: tuple[int, ...], *args,
-        workspace: Workspace | None = None) -> np.ndarray:
+        workspace: Workspace | None = None, a: np.ndarray | None = None) -> np.ndarray:
     """Call ``kernel(model.packed, H, s, v, *args, work, out)`` for a State, or its batch form for a Trajectory
     (output ``(N,) + shape``), with the kinematics work array of ``workspace`` (a fresh one if None), and raise the
-    ValueError of a failing status."""
+    ValueError of a failing status. ``x`` is checked by ``checked_state``; ``a``, the acceleration among ``args``
+    if any, is named in the message of a NaN."""
     work = workspace_for(model, workspace, what).work(kinematics_work)
     kernel, batch_kernel = kernels
     if type(x) is State:
         out = np.empty(shape)
         status = kernel(model.packed, base_pose(x), x.s, x.v, *args, work, out)
-        raise_for_status(status, model, what)
+        if status != OK:
+            raise_for_status(status, model, what, None, x, a=a)
         return out
-    check_type(x, what)
     out = np.empty((len(x),) + shape)
     status, t = batch_kernel(model.packed, base_poses(x), x.s, x.v, *args, work, out)
-    raise_for_status(status, model, what, t)
+    if status != OK:
+        raise_for_status(status, model, what, t, x, a=a)
     return out
 
 
@@ -409,7 +431,9 @@ _NO_A, _NO_A_BATCH = np.zeros(0), np.zeros((1, 0))
 def body_placements(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """World poses (nb, 4, 4) of all bodies (the joint frames: Pinocchio's ``data.oMi[1:]``); (N, nb, 4, 4)
     for a trajectory. ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call
-    allocates its own); the same for every function of this module."""
+    allocates its own); the same for every function of this module. Every function of this module raises TypeError
+    for an argument of the wrong kind and ValueError for a wrong shape or value, naming it."""
+    x = checked_state(model, x, "body_placements")
     fb, ff = model_tables(model).bodies
     return run(model, x, "body_placements", _PLACEMENTS, (model.nb, 4, 4), fb, ff, 0, workspace=workspace)
 
@@ -417,6 +441,7 @@ def body_placements(model: RobotModel, x: State | Trajectory, workspace: Workspa
 def frame_placements(model: RobotModel, x: State | Trajectory, workspace: Workspace | None = None) -> np.ndarray:
     """World poses (nframes, 4, 4) of all frames, in the order of ``model.frames`` (Pinocchio's ``data.oMf``);
     (N, nframes, 4, 4) for a trajectory."""
+    x = checked_state(model, x, "frame_placements")
     f = model_tables(model)
     return run(model, x, "frame_placements", _PLACEMENTS, (len(model.frames), 4, 4), f.body, f.pose, 0,
                workspace=workspace)
@@ -425,9 +450,10 @@ def frame_placements(model: RobotModel, x: State | Trajectory, workspace: Worksp
 def frame_placement(model: RobotModel, x: State | Trajectory, frame: int | str,
                     workspace: Workspace | None = None) -> np.ndarray:
     """World pose (4, 4) of one frame, given by name or index; (N, 4, 4) for a trajectory."""
+    x = checked_state(model, x, "frame_placement")
     f = model_tables(model)
-    out = run(model, x, "frame_placement", _PLACEMENTS, (1, 4, 4), f.body, f.pose, frame_id(model, frame),
-              workspace=workspace)
+    out = run(model, x, "frame_placement", _PLACEMENTS, (1, 4, 4), f.body, f.pose,
+              frame_id(model, frame, "frame_placement"), workspace=workspace)
     return out[..., 0, :, :]
 
 
@@ -435,10 +461,11 @@ def frame_velocity(model: RobotModel, x: State | Trajectory, frame: int | str, r
                    workspace: Workspace | None = None) -> np.ndarray:
     """Twist ``[v; w]`` (6,) of a frame in ``reference`` ("local", "local_world_aligned" or "world");
     (N, 6) for a trajectory. Pinocchio's ``getFrameVelocity``."""
+    x = checked_state(model, x, "frame_velocity")
     f, ref = model_tables(model), reference_code(reference, "frame_velocity")
     a = _NO_A if type(x) is State else _NO_A_BATCH
-    return run(model, x, "frame_velocity", _MOTION, (6,), a, VELOCITY, f.body, f.pose, frame_id(model, frame),
-               ref, False, workspace=workspace)
+    return run(model, x, "frame_velocity", _MOTION, (6,), a, VELOCITY, f.body, f.pose,
+               frame_id(model, frame, "frame_velocity"), ref, False, workspace=workspace)
 
 
 def frame_acceleration(model: RobotModel, x: State | Trajectory, a, frame: int | str, reference: str = "local",
@@ -447,19 +474,18 @@ def frame_acceleration(model: RobotModel, x: State | Trajectory, a, frame: int |
     (Pinocchio's ``getFrameAcceleration``); with ``classical=True``, that plus ``w x v`` in the same reference,
     which for "local" and "local_world_aligned" is the classical acceleration of the frame origin
     (``getFrameClassicalAcceleration``). For a trajectory ``a`` is (N, nv) and the result (N, 6)."""
+    x = checked_state(model, x, "frame_acceleration")
     f, ref = model_tables(model), reference_code(reference, "frame_acceleration")
-    A = as_vector(a) if type(x) is State else np.asarray(a, dtype=np.float64)
-    if A.ndim != (1 if type(x) is State else 2):
-        raise ValueError(f"frame_acceleration({model.name}): a must have shape ({model.nv},), or (N, {model.nv}) "
-                         "for a trajectory")
+    A = checked_vector(a, model.nv, None if type(x) is State else len(x), model, "frame_acceleration", "a")
     return run(model, x, "frame_acceleration", _MOTION, (6,), A, ACCELERATION, f.body, f.pose,
-               frame_id(model, frame), ref, bool(classical), workspace=workspace)
+               frame_id(model, frame, "frame_acceleration"), ref, bool(classical), workspace=workspace, a=A)
 
 
 def frame_jacobian(model: RobotModel, x: State | Trajectory, frame: int | str, reference: str = "local",
                    workspace: Workspace | None = None) -> np.ndarray:
     """Jacobian (6, nv) mapping ``v`` to the frame's twist in ``reference`` (Pinocchio's ``computeFrameJacobian``);
     (N, 6, nv) for a trajectory. Only the columns of the frame's ancestor joints are non-zero."""
+    x = checked_state(model, x, "frame_jacobian")
     f, ref = model_tables(model), reference_code(reference, "frame_jacobian")
-    return run(model, x, "frame_jacobian", _JACOBIAN, (6, model.nv), f.body, f.pose, frame_id(model, frame), ref,
-               workspace=workspace)
+    return run(model, x, "frame_jacobian", _JACOBIAN, (6, model.nv), f.body, f.pose,
+               frame_id(model, frame, "frame_jacobian"), ref, workspace=workspace)

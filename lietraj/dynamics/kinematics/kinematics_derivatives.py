@@ -54,9 +54,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from lietraj._jit import helper, kernel
-from lietraj.dynamics.lie import se3
 from lietraj.dynamics.lie.se3 import between, jlog6, log6
-from lietraj.dynamics._checks import BAD_N, OK, as_vector, check_type
+from lietraj.dynamics._checks import BAD_N, OK, checked_pose, checked_state, checked_vector
 from lietraj.dynamics._spatial import (
     add,
     base_placement,
@@ -355,9 +354,10 @@ def frame_velocity_derivatives(model: RobotModel, x: State | Trajectory, frame: 
     (for "local_world_aligned", see the module docstring). ``workspace``: a ``Workspace(model)`` whose work arrays
     are reused (without one, each call allocates its own); the same for every function of this module."""
     what = "frame_velocity_derivatives"
+    x = checked_state(model, x, what)
     f, ref = model_tables(model), reference_code(reference, what)
     a = _NO_A if type(x) is State else _NO_A_BATCH
-    out = run(model, x, what, _MOTION, (2, 6, model.nv), a, VELOCITY, f.body, f.pose, frame_id(model, frame), ref,
+    out = run(model, x, what, _MOTION, (2, 6, model.nv), a, VELOCITY, f.body, f.pose, frame_id(model, frame, what), ref,
               False, workspace=workspace)
     return out[..., 0, :, :], out[..., 1, :, :]
 
@@ -369,13 +369,11 @@ def frame_acceleration_derivatives(model: RobotModel, x: State | Trajectory, a, 
     v and a, and of the frame twist w.r.t. q (Pinocchio's ``getFrameAccelerationDerivatives`` for the spatial
     acceleration). For a trajectory ``a`` is (N, nv) and every output (N, 6, nv)."""
     what = "frame_acceleration_derivatives"
+    x = checked_state(model, x, what)
     f, ref = model_tables(model), reference_code(reference, what)
-    A = as_vector(a) if type(x) is State else np.asarray(a, dtype=np.float64)
-    if A.ndim != (1 if type(x) is State else 2):
-        raise ValueError(f"{what}({model.name}): a must have shape ({model.nv},), or (N, {model.nv}) for a "
-                         "trajectory")
-    out = run(model, x, what, _MOTION, (4, 6, model.nv), A, ACCELERATION, f.body, f.pose, frame_id(model, frame),
-              ref, bool(classical), workspace=workspace)
+    A = checked_vector(a, model.nv, None if type(x) is State else len(x), model, what, "a")
+    out = run(model, x, what, _MOTION, (4, 6, model.nv), A, ACCELERATION, f.body, f.pose, frame_id(model, frame, what),
+              ref, bool(classical), workspace=workspace, a=A)
     return FrameAccelerationDerivatives(out[..., 0, :, :], out[..., 1, :, :], out[..., 2, :, :], out[..., 3, :, :])
 
 
@@ -385,10 +383,9 @@ def frame_placement_error(model: RobotModel, x: State | Trajectory, frame: int |
     ``target`` (the same for every knot of a trajectory), and ``dr/dq = Jr(r)^-1 J_local`` (Pinocchio's
     ``log6`` and ``Jlog6 @ getFrameJacobian(LOCAL)``)."""
     what = "frame_placement_error"
-    T = se3.check_transform(target, "target")
-    f, k = model_tables(model), frame_id(model, frame)
-    if type(x) is not State:
-        check_type(x, what)
+    x = checked_state(model, x, what)
+    T = checked_pose(target, model, what)
+    f, k = model_tables(model), frame_id(model, frame, what)
     r = np.empty(6) if type(x) is State else np.empty((len(x), 6))
     J = run(model, x, what, _PLACEMENT_ERROR, (6, model.nv), f.body, f.pose, k, T, r, workspace=workspace)
     return FramePlacementError(r, J)
@@ -400,6 +397,7 @@ def center_of_mass_derivatives(model: RobotModel, x: State | Trajectory,
     ``center_of_mass_velocity``) w.r.t. q (tangent basis) and v; Pinocchio's ``jacobianCenterOfMass`` and
     ``getCenterOfMassVelocityDerivatives``."""
     what = "center_of_mass_derivatives"
+    x = checked_state(model, x, what)
     check_mass(model, what)
     out = run(model, x, what, _COM, (3, 3, model.nv), workspace=workspace)
     return CenterOfMassDerivatives(out[..., 0, :, :], out[..., 1, :, :], out[..., 2, :, :])
