@@ -11,11 +11,13 @@ The running costs are ``dt`` times the weighted costs, as Crocoddyl's integrated
 Both libraries start from the same guess (the controls that hold the initial posture against gravity, and their
 rollout) and stop on the same stationarity measure (Σ|Q_u|², Crocoddyl's
 ``stoppingCriteria``) below ``1e-9``. Crocoddyl's DDP drops the dynamics' second-order term (it is iLQR), so its
-column sits next to both. Times are wall-clock medians over repeated solves on this machine; compare ratios.
-Run with ``OMP_NUM_THREADS=1`` (set below) on a 2-core machine::
+column sits next to both. Times are wall-clock medians over repeated solves, the five solvers taking turns (one
+solve of each per round), on this machine; compare ratios. Each thread count runs in a fresh process with
+``OMP_NUM_THREADS`` set to it; the machine, its load average and whether the run was quiet
+(``benchmarks/machine.py``) are printed with the figures::
 
-    python benchmarks/bench_solvers.py            # both problems, 5 solves each
-    python benchmarks/bench_solvers.py --quick    # 1 solve each
+    python benchmarks/bench_solvers.py                        # both problems, 1 and 2 threads, 5 rounds
+    python benchmarks/bench_solvers.py --quick --threads 1    # 1 round
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -52,6 +55,7 @@ from lietraj.optimal_control import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from machine import Quietness, describe, settle  # noqa: E402
 from pin_oracle import pin_model  # noqa: E402
 
 T, DT, TOL = 100, 0.01, 1e-9
@@ -128,48 +132,76 @@ def initial_controls(model, x0) -> np.ndarray:
     return np.tile(generalized_gravity(model, x0)[model.nv - model.n:], (T, 1))
 
 
-def time_lietraj(solve, problem, us0, repeats):
-    times, result = [], None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        result = solve(problem, us0=us0, options=SolverOptions(tol=TOL, max_iter=500))
-        times.append(time.perf_counter() - t)
+def lietraj_solve(solve, problem, us0):
+    """One solve: (seconds, iterations, cost, median seconds per iteration, status)."""
+    t = time.perf_counter()
+    result = solve(problem, us0=us0, options=SolverOptions(tol=TOL, max_iter=500))
+    elapsed = time.perf_counter() - t
     per_iteration = np.median([h.time for h in result.history]) if result.history else float("nan")
-    return result.iterations, result.cost, np.median(times), per_iteration, result.status
+    return elapsed, result.iterations, result.cost, per_iteration, result.status
 
 
-def time_crocoddyl(cls, problem, us0, repeats):
-    times, solver = [], None
+def crocoddyl_solve(cls, problem, us0):
+    """One solve from the rollout of ``us0`` (the rollout timed with it): as ``lietraj_solve``."""
+    solver = cls(problem)
+    solver.th_stop = TOL
     us = list(us0)
-    for _ in range(repeats):
-        solver = cls(problem)
-        solver.th_stop = TOL
-        t = time.perf_counter()
-        converged = solver.solve(problem.rollout(us), us, 500, False)
-        times.append(time.perf_counter() - t)
-    total = np.median(times)
-    return solver.iter, solver.cost, total, total / max(solver.iter, 1), "converged" if converged else "not converged"
+    t = time.perf_counter()
+    converged = solver.solve(problem.rollout(us), us, 500, False)
+    elapsed = time.perf_counter() - t
+    return elapsed, solver.iter, solver.cost, elapsed / max(solver.iter, 1), "converged" if converged else "not converged"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one solve per solver")
-    args = parser.parse_args()
-    repeats = 1 if args.quick else 5
+def compare(repeats: int) -> None:
+    """The comparison in this process, with its ``OMP_NUM_THREADS``."""
+    threads = int(os.environ["OMP_NUM_THREADS"])
     print(f"lietraj {lietraj.__version__}, crocoddyl {crocoddyl.__version__}, pinocchio {pin.__version__}; "
-          f"T={T}, dt={DT}, tol={TOL}; median of {repeats} solve(s)")
+          f"T={T}, dt={DT}, tol={TOL}; median of {repeats} round(s); OMP_NUM_THREADS={threads}")
     print(f"{'problem':16s} {'solver':16s} {'iters':>6s} {'cost':>12s} {'total ms':>10s} {'ms/iter':>9s}  status")
     for name, model, x0, goal, tool, target in problems():
         ours = lietraj_problem(model, x0, goal, tool, target)
         theirs = crocoddyl_problem(model, x0, goal, tool, target)
         us0 = initial_controls(model, x0)
-        rows = [(f"lietraj {label}", time_lietraj(solve, ours, us0, repeats))
-                for label, solve in (("iLQR", solve_ilqr), ("DDP", solve_ddp), ("FDDP", solve_fddp))]
-        rows += [(f"crocoddyl {label}", time_crocoddyl(cls, theirs, us0, repeats))
-                 for label, cls in (("DDP", crocoddyl.SolverDDP), ("FDDP", crocoddyl.SolverFDDP))]
-        for label, (iters, cost, total, per_iteration, status) in rows:
-            print(f"{name:16s} {label:16s} {iters:6d} {cost:12.6g} {1e3 * total:10.1f} {1e3 * per_iteration:9.2f}  "
-                  f"{status}")
+        runs = {f"lietraj {label}": (lambda solve=solve: lietraj_solve(solve, ours, us0))
+                for label, solve in (("iLQR", solve_ilqr), ("DDP", solve_ddp), ("FDDP", solve_fddp))}
+        runs |= {f"crocoddyl {label}": (lambda cls=cls: crocoddyl_solve(cls, theirs, us0))
+                 for label, cls in (("DDP", crocoddyl.SolverDDP), ("FDDP", crocoddyl.SolverFDDP))}
+        for run in runs.values():  # compile, warm the caches
+            run()
+        quietness = Quietness(threads)
+        solves = {label: [] for label in runs}
+        for _ in range(repeats):
+            for label, run in runs.items():
+                solves[label].append(run())
+        total = {}
+        for label, results in solves.items():
+            _, iters, cost, per_iteration, status = results[-1]
+            total[label] = float(np.median([r[0] for r in results]))
+            print(f"{name:16s} {label:16s} {iters:6d} {cost:12.6g} {1e3 * total[label]:10.1f} "
+                  f"{1e3 * per_iteration:9.2f}  {status}")
+        print(f"{name:16s} wall time ratios: FDDP lietraj / crocoddyl = "
+              f"{total['lietraj FDDP'] / total['crocoddyl FDDP']:.2f}, DDP lietraj / FDDP crocoddyl = "
+              f"{total['lietraj DDP'] / total['crocoddyl FDDP']:.2f} [{quietness.verdict()}]")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one round")
+    parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
+    parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    repeats = 1 if args.quick else 5
+    if args.in_process:
+        compare(repeats)
+        return
+    print(describe())
+    for threads in args.threads.split(","):
+        print()
+        settle()
+        subprocess.run([sys.executable, __file__, "--in-process"] + (["--quick"] if args.quick else []), check=True,
+                       env=dict(os.environ, OMP_NUM_THREADS=threads.strip()))
+    print()
+    print(describe())
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from machine import describe
+
 CALL_SCRIPT = """
 import time
 t0 = time.perf_counter()
@@ -44,10 +46,6 @@ CALLS = {
 }
 
 TOUR = (["squat"], ["trot"], ["jump"], ["talos_reach", "--solver", "ddp"])
-
-
-def load() -> str:
-    return "load average " + " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def command(args: list[str], cache: str) -> tuple[float, float]:
@@ -79,14 +77,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only the main job")
     quick = parser.parse_args().quick
-    print(f"{os.cpu_count()} cores, {load()}")
+    print(describe())
     with tempfile.TemporaryDirectory() as cache:
         print(f"\n{'command (fresh process)':44s} {'cache':6s} {'first iteration s':>18s} {'total s':>8s}")
         for label in ("empty", "warm"):
             first, total = command(["solve", "talos_reach"], cache)
             print(f"{'lietraj solve talos_reach':44s} {label:6s} {first:18.1f} {total:8.1f}")
         if quick:
-            print(load())
+            print(describe())
             return
         print(f"\n{'first tour, one after the other':44s} {'cold s':>8s} {'warm s':>8s} {'compile s':>10s}")
         compiled = 0.0
@@ -102,7 +100,7 @@ def main() -> None:
             for label in ("empty", "warm"):
                 t_import, t_call = first_calls(names, cache)
                 print(f"{' + '.join(names):48s} {label:6s} {t_import:9.2f} {t_call:8.2f}")
-    print(load())
+    print(describe())
 
 
 if __name__ == "__main__":

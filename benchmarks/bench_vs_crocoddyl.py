@@ -5,10 +5,12 @@ with the left gripper, T = 60, dt = 0.05), built by Crocoddyl as the example bui
 and by ``lietraj.problems.talos_reach``; both start from the example's guess (constant states, quasi-static
 torques) with the example's solver settings (regularization 0.1, at most 500 iterations, stop at 1e-9). Printed:
 final costs and their relative difference, iterations, wall-clock medians over the repeats and their ratio.
-Crocoddyl runs without callbacks. Run with ``OMP_NUM_THREADS=1`` (set below)::
+Crocoddyl runs without callbacks. Each thread count runs in a fresh process with ``OMP_NUM_THREADS`` set to it
+(Crocoddyl's OpenMP threads and the BLAS of lietraj's Riccati sweep read it when they start); the machine, its load
+average before and after, and whether the run was quiet (``benchmarks/machine.py``) are printed with the figures::
 
-    python benchmarks/bench_vs_crocoddyl.py            # 5 solves each, interleaved
-    python benchmarks/bench_vs_crocoddyl.py --repeats 1
+    python benchmarks/bench_vs_crocoddyl.py                 # 1 and 2 threads, 5 solves each, interleaved
+    python benchmarks/bench_vs_crocoddyl.py --repeats 1 --threads 1
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -26,21 +29,21 @@ import crocoddyl  # noqa: E402
 import numpy as np  # noqa: E402
 
 from lietraj.problems import talos_reach  # noqa: E402
+from machine import Quietness, describe, settle  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from croc_oracle import talos_reach_problem  # noqa: E402
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-
+def compare(repeats: int) -> None:
+    """The comparison in this process, with its ``OMP_NUM_THREADS``."""
+    threads = int(os.environ["OMP_NUM_THREADS"])
     example = talos_reach()
     croc, xs, us = talos_reach_problem()
     example.solve()  # compile (numba caches make later runs start warm)
+    quietness = Quietness(threads)
     ours, theirs, result, solver = [], [], None, None
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         t = time.perf_counter()
         result = example.solve()
         ours.append(time.perf_counter() - t)
@@ -49,13 +52,32 @@ def main() -> None:
         solver.solve(xs, us, 500, False, 0.1)
         theirs.append(time.perf_counter() - t)
     t_ours, t_theirs = float(np.median(ours)), float(np.median(theirs))
-    print(f"talos_reach (T = {example.problem.T}, dt = {example.dt}), median of {args.repeats} solve(s), "
-          "OMP_NUM_THREADS=" + os.environ["OMP_NUM_THREADS"])
+    print(f"talos_reach (T = {example.problem.T}, dt = {example.dt}), median of {repeats} solve(s), "
+          f"OMP_NUM_THREADS={threads}")
     print(f"{'':10s} {'cost':>14s} {'iterations':>10s} {'wall [s]':>9s} {'ms/iteration':>12s}")
     print(f"{'lietraj':10s} {result.cost:14.9f} {result.iterations:10d} {t_ours:9.3f} {1e3 * t_ours / result.iterations:12.2f}")
     print(f"{'crocoddyl':10s} {solver.cost:14.9f} {solver.iter:10d} {t_theirs:9.3f} {1e3 * t_theirs / solver.iter:12.2f}")
     print(f"cost difference {abs(result.cost - solver.cost) / solver.cost:.2e} (relative); "
-          f"wall time ratio lietraj / crocoddyl = {t_ours / t_theirs:.2f}")
+          f"wall time ratio lietraj / crocoddyl = {t_ours / t_theirs:.2f} [{quietness.verdict()}]")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
+    parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.in_process:
+        compare(args.repeats)
+        return
+    print(describe())
+    for threads in args.threads.split(","):
+        print()
+        settle()
+        subprocess.run([sys.executable, __file__, "--repeats", str(args.repeats), "--in-process"], check=True,
+                       env=dict(os.environ, OMP_NUM_THREADS=threads.strip()))
+    print()
+    print(describe())
 
 
 if __name__ == "__main__":
