@@ -1,0 +1,143 @@
+"""Where a solver iteration's time goes, stage by stage, in lietraj and in Crocoddyl on the same problems.
+
+At each problem's solution (FDDP's, where both libraries' iterations are alike), every stage of an iteration is
+timed alone, the median of repeated calls:
+
+- derivatives: of the dynamics (``trajectory_derivatives`` of the problem's one dynamics group) and of the costs
+  (running and terminal ``derivatives``); Crocoddyl computes both in ``ShootingProblem.calcDiff``;
+- backward pass: the Riccati sweep (``riccati.backward_pass``; Crocoddyl's ``backwardPass``);
+- forward pass: the rollout of the policy at a full step (``forward_pass.rollout_policy``) and the cost of the trial
+  (``Problem.cost``); Crocoddyl's ``forwardPass(1)`` does both;
+- DDP's second-order term (``Problem.dynamics_contraction``; Crocoddyl has none).
+
+The iteration is the median of a solve's per-iteration times (Crocoddyl: its solve time over its iterations); what
+the stages do not account for is Python between them (and the line search's second trials, rare near the optimum).
+The problems are ``bench_solvers.py``'s two and ``bench_vs_crocoddyl.py``'s ``talos_reach``::
+
+    python benchmarks/bench_iteration.py
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import crocoddyl  # noqa: E402
+import numpy as np  # noqa: E402
+
+import bench_solvers  # noqa: E402
+from lietraj.optimal_control import SolverOptions, solve_fddp  # noqa: E402
+from lietraj.optimal_control.problem import ProblemDerivatives  # noqa: E402
+from lietraj.optimal_control.solvers.forward_pass import rollout_policy  # noqa: E402
+from lietraj.optimal_control.solvers.riccati import backward_pass  # noqa: E402
+from lietraj.problems import talos_reach  # noqa: E402
+from machine import Quietness, describe  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from croc_oracle import talos_reach_problem  # noqa: E402
+
+
+def median_time(call, repeats: int = 21) -> float:
+    """The median wall time of ``call()`` in seconds, after one call to warm it."""
+    call()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def cases():
+    """(name, lietraj problem, its guess (xs0 or None, us0), Crocoddyl problem, its guess (xs, us))."""
+    for name, model, x0, goal, tool, target in bench_solvers.problems():
+        us0 = bench_solvers.initial_controls(model, x0)
+        croc = bench_solvers.crocoddyl_problem(model, x0, goal, tool, target)
+        yield name, bench_solvers.lietraj_problem(model, x0, goal, tool, target), (None, us0), croc, \
+            (croc.rollout(list(us0)), list(us0))
+    example = talos_reach()
+    croc, xs, us = talos_reach_problem()
+    yield "talos_reach", example.problem, (example.xs0, example.us0), croc, (xs, us)
+
+
+def lietraj_stages(problem, guess) -> dict[str, float]:
+    result = solve_fddp(problem, *guess, SolverOptions(max_iter=500))
+    xs, us, T = result.xs, result.us, problem.T
+    running, terminal = problem.running[0], problem.terminal
+    D = problem.derivatives(xs, us, out=ProblemDerivatives.empty(T, problem.ndx, problem.nu))
+    bp = backward_pass(D, 1e-9)
+    field = getattr(running.dynamics, "field", None)
+
+    def dynamics_derivatives():
+        if hasattr(field, "_last"):  # a contact field keeps its last derivatives for the costs of the same knots
+            field._last = None
+        running.dynamics.trajectory_derivatives(xs[:T], us)
+
+    stages = {
+        "dynamics derivatives": median_time(dynamics_derivatives),
+        "cost derivatives": median_time(lambda: (running.cost.derivatives(xs[:T], us),
+                                                 terminal.derivatives(xs[T:T + 1], None))),
+        "backward pass": median_time(lambda: backward_pass(D, 1e-9)),
+        "forward pass: rollout": median_time(lambda: rollout_policy(problem.dynamics_sequence, problem.x0, xs, us,
+                                                                    bp.k, bp.K, 1.0)),
+        "forward pass: cost": median_time(lambda: problem.cost(xs, us)),
+    }
+    try:
+        stages["DDP's second-order term"] = median_time(lambda: problem.dynamics_contraction(xs, us, bp.lam[1:]),
+                                                        repeats=5)
+    except NotImplementedError:
+        pass
+    stages["iteration (FDDP)"] = float(np.median([h.time for h in result.history]))
+    return stages
+
+
+def crocoddyl_stages(problem, guess) -> dict[str, float]:
+    solver = crocoddyl.SolverFDDP(problem)
+    xs, us = guess
+    t = time.perf_counter()
+    solver.solve(xs, us, 500, False, 0.1)
+    iteration = (time.perf_counter() - t) / max(solver.iter, 1)
+    xs, us = list(solver.xs), list(solver.us)
+
+    def derivatives():
+        problem.calc(xs, us)
+        problem.calcDiff(xs, us)
+
+    calc = median_time(lambda: problem.calc(xs, us))
+    stages = {"derivatives (calc + calcDiff) - calc": median_time(derivatives) - calc}
+    solver.setCandidate(xs, us, True)
+    derivatives()
+    stages["backward pass"] = median_time(solver.backwardPass)
+    stages["forward pass (rollout and cost)"] = median_time(lambda: solver.forwardPass(1.0))
+    stages["iteration (FDDP)"] = iteration
+    return stages
+
+
+def main() -> None:
+    print(describe())
+    quietness = Quietness(1)
+    for name, problem, guess, croc, croc_guess in cases():
+        ours, theirs = lietraj_stages(problem, guess), crocoddyl_stages(croc, croc_guess)
+        print(f"\n{name} (T = {problem.T}), ms, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")
+        accounted = 0.0
+        for stage, seconds in ours.items():
+            if stage == "iteration (FDDP)":
+                print(f"  lietraj   {'Python and the rest':38s} {1e3 * (seconds - accounted):8.3f}")
+            elif not stage.startswith("DDP"):
+                accounted += seconds
+            print(f"  lietraj   {stage:38s} {1e3 * seconds:8.3f}")
+        for stage, seconds in theirs.items():
+            print(f"  crocoddyl {stage:38s} {1e3 * seconds:8.3f}")
+        print(f"  iteration ratio lietraj / crocoddyl = {ours['iteration (FDDP)'] / theirs['iteration (FDDP)']:.2f} "
+              f"[{quietness.verdict()}]")
+    print()
+    print(describe())
+
+
+if __name__ == "__main__":
+    main()
