@@ -155,6 +155,7 @@ def crocoddyl_solve(cls, problem, us0):
 def compare(repeats: int) -> None:
     """The comparison in this process, with its ``OMP_NUM_THREADS``."""
     threads = int(os.environ["OMP_NUM_THREADS"])
+    quietness = Quietness(threads)  # from the start: the problems before the last one load the machine as expected
     print(f"lietraj {lietraj.__version__}, crocoddyl {crocoddyl.__version__}, pinocchio {pin.__version__}; "
           f"T={T}, dt={DT}, tol={TOL}; median of {repeats} round(s); OMP_NUM_THREADS={threads}")
     print(f"{'problem':16s} {'solver':16s} {'iters':>6s} {'cost':>12s} {'total ms':>10s} {'ms/iter':>9s}  status")
@@ -168,7 +169,6 @@ def compare(repeats: int) -> None:
                  for label, cls in (("DDP", crocoddyl.SolverDDP), ("FDDP", crocoddyl.SolverFDDP))}
         for run in runs.values():  # compile, warm the caches
             run()
-        quietness = Quietness(threads)
         solves = {label: [] for label in runs}
         for _ in range(repeats):
             for label, run in runs.items():

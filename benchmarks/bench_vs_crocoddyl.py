@@ -38,10 +38,10 @@ from croc_oracle import talos_reach_problem  # noqa: E402
 def compare(repeats: int) -> None:
     """The comparison in this process, with its ``OMP_NUM_THREADS``."""
     threads = int(os.environ["OMP_NUM_THREADS"])
+    quietness = Quietness(threads)
     example = talos_reach()
     croc, xs, us = talos_reach_problem()
     example.solve()  # compile (numba caches make later runs start warm)
-    quietness = Quietness(threads)
     ours, theirs, result, solver = [], [], None, None
     for _ in range(repeats):
         t = time.perf_counter()
