@@ -159,10 +159,18 @@ def fd_derivatives_batch_kernel(model, dofs, H, S, V, TAU, fext, fext_local, fex
     if (V.shape[0] != N or TAU.shape[0] != N or A.shape[0] != N or (floating and H.shape[0] != N)
             or (has_fext and fext.shape[0] != N)):
         return BAD_N, 0
+    # the grouped arguments unpacked once: each array taken out of a tuple, or passed to a kernel, costs an atomic
+    # reference count pair, per knot inside the loop
+    m, w, dof_end = ModelArrays(*model), FdDerivativesWork(*work), DofTables(*dofs).subtree_end
+    joints, bodies, gravity, n = m.joints, m.bodies, m.gravity, m.n
     for k in range(N):
         fk, fl = (fext[k], fext_local[k]) if has_fext else (fext[0], fext_local[0])
-        status = fd_derivatives_kernel(model, dofs, H[k] if floating else H[0], S[k], V[k], TAU[k], fk, fl, fext_ref,
-                                       work, A[k], DA_DQ[k], DA_DV[k], MINV[k])
+        Hk = H[k] if floating else H[0]
+        status = check_dynamics_inputs(joints, floating, n, A.shape[1], Hk, S[k], V[k], TAU[k], BAD_TAU, fk)
+        if status == OK:
+            status = fd_derivatives_core(joints, bodies, gravity, dof_end, Hk, S[k], V[k], TAU[k], fk, fl, fext_ref,
+                                         w.aba, w.idsva_bodies, w.idsva_dofs, w.minv, w.T, w.tau_id, w.dtau_dq,
+                                         w.dtau_dv, w.M, A[k], DA_DQ[k], DA_DV[k], MINV[k])
         if status != OK:
             return status, k
     return OK, 0
