@@ -18,7 +18,7 @@ constant argument, so ``load3(W, i, 12)`` and ``load3(W, i, 18)`` were two compi
 with its own Python wrapper and machine code. Why not ``inline="always"``: it inlines at numba's IR level and
 re-types the callee at every call site. From an empty cache, ``lietraj solve talos_reach`` reached its first
 iteration after 187 s with inlined helpers and after 88 s with these two decorators, at the same speed per
-iteration (DESIGN.md "Compute engine": compile time is part of the speed a user sees).
+iteration (compile time is part of the speed a user sees).
 """
 
 from numba import njit

@@ -1,6 +1,6 @@
 """Rigid-body dynamics on Lie-group states: models from URDF, recursive algorithms, their derivatives.
 
-Conventions (DESIGN.md): spatial vectors linear first; floating-base state ``x = (H, s, nu, sdot)`` in
+Conventions (README): spatial vectors linear first; floating-base state ``x = (H, s, nu, sdot)`` in
 SE(3) x R^n x R^6 x R^n with ``nu`` the body twist; generalized velocity ``v = [nu; sdot]``. Every
 algorithm takes a ``State``, or a ``Trajectory`` to evaluate all its knots in one compiled call, and an optional
 ``workspace`` (a ``Workspace(model)``, Pinocchio's ``Data``) whose work arrays it reuses; the model itself is

@@ -1,7 +1,7 @@
 """Scalar spatial-algebra helpers for the compiled kernels (linear-first, Featherstone's operators).
 
 Every helper works on scalars and tuples, never on small arrays, so that LLVM keeps 3-vectors and 3x3 blocks in
-registers (``notes/numba-patterns.md`` rules 2-3). A spatial vector is a pair of 3-tuples ``(linear, angular)``;
+registers. A spatial vector is a pair of 3-tuples ``(linear, angular)``;
 3-vectors, 3x3 matrices and poses are the tuples of ``_tuples``, whose helpers the kernels import from here with
 the spatial ones (this module is the kernels' one import of scalar helpers; the Lie groups import ``_tuples``
 directly, below the model).

@@ -1,7 +1,7 @@
 """3-vectors, 3x3 matrices and poses as tuples, for the compiled kernels.
 
 A 3-vector is a 3-tuple, a 3x3 matrix a row-major 9-tuple, a pose the pair ``(R, p)``. Helpers on tuples, never on
-small arrays, let LLVM keep the values in registers (``notes/numba-patterns.md`` rules 2-3). This is the algebra
+small arrays, let LLVM keep the values in registers. This is the algebra
 under both the Lie groups (``lie/``) and the spatial operators (``_spatial``); it depends on nothing.
 """
 

@@ -4,7 +4,7 @@ A problem of horizon ``T`` has states ``x_0 .. x_T`` (a ``Trajectory`` of ``T + 
 (an array ``(T, nu)``), a running ``ActionModel`` per knot (dynamics ``x_{k+1} = f_k(x_k, u_k)`` and cost
 ``l_k(x_k, u_k)``) and a terminal cost ``l_T(x_T)``; it minimises ``Σ_k l_k(x_k, u_k) + l_T(x_T)`` from the initial
 state ``x0`` (Crocoddyl's ShootingProblem). Everything is in the tangent chart of the state, ``x = x̄ exp(z)``,
-order ``[z_H; z_s; z_ν; z_ṡ]`` (DESIGN.md).
+order ``[z_H; z_s; z_ν; z_ṡ]`` (README, Conventions).
 
 Knots are evaluated in groups: consecutive knots that share one dynamics object make one call of its batched
 methods, consecutive knots that share one cost object one call of the cost's, so a problem whose knots all share

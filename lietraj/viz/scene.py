@@ -16,7 +16,7 @@ The scene is a tree of meshcat nodes under ``/meshcat/<model name>``::
     targets/<name>          small spheres at world points
 
 so that showing a state sets ``nb`` transforms and an animation has one position and one quaternion track per
-body. Poses are 4x4 world matrices (DESIGN.md); three.js wants them column major and its quaternions as
+body. Poses are 4x4 world matrices (README, Conventions); three.js wants them column major and its quaternions as
 ``(x, y, z, w)``. Meshcat primitives follow three.js, whose cylinders lie along y: a URDF cylinder (along z)
 gets the rotation ``Rx(+90°)`` (y -> z) in its object matrix.
 

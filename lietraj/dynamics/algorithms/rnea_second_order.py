@@ -1,6 +1,6 @@
 """Second-order derivatives of inverse dynamics by IDSVA SO (seed 003 Algorithm 1), O(N d^2).
 
-Returns the tensors ``T[out, in1, in2]`` (DESIGN.md: differentiate with respect to ``in1`` first, then ``in2``)::
+Returns the tensors ``T[out, in1, in2]`` (README, Conventions: differentiate with respect to ``in1`` first, then ``in2``)::
 
     d2tau_dq2[i, j, k]  = d2 tau_i / dq_j dq_k       d2tau_dv2[i, j, k] = d2 tau_i / dv_j dv_k
     d2tau_dqdv[i, j, k] = d2 tau_i / dq_j dv_k       dM_dq[i, j, k]     = dM_ij / dq_k

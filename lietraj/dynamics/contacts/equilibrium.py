@@ -6,7 +6,7 @@ At rest (zero velocity and acceleration) the equations of motion reduce to
 
 with ``g`` the generalized gravity (``generalized_gravity``), ``S = [0 | I_n]`` the actuation matrix (the first
 six rows, those of a floating base, are unactuated), ``u`` the joint torques, and per contact ``c`` its wrench
-``w_c`` and Jacobian ``J_c``. Two contact kinds (DESIGN.md "Contacts"):
+``w_c`` and Jacobian ``J_c``. Two contact kinds:
 
 - ``"6d"``, a sole: ``w_c = [f; n]`` (linear first) in the sole frame, at its origin, which is taken as the centre
   of a ``2 half_length x 2 half_width`` rectangle (length along the frame's x axis) whose normal is the frame's

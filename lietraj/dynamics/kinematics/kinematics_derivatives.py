@@ -1,7 +1,7 @@
 """First-order derivatives of frame kinematics and of the centre of mass, for costs and contact constraints.
 
 Everything is differentiated with respect to the configuration in the tangent basis of the state group
-(DESIGN.md): the base columns are the body-twist chart ``H exp(z_H)``, then ``s``; this is what Pinocchio's
+(README, Conventions): the base columns are the body-twist chart ``H exp(z_H)``, then ``s``; this is what Pinocchio's
 derivative functions return and what ``numerical_jacobian(...)[:, :nv]`` measures. Spatial vectors are linear
 first; references "local", "local_world_aligned" and "world" are Pinocchio's LOCAL, LOCAL_WORLD_ALIGNED, WORLD
 (see ``kinematics.py``).

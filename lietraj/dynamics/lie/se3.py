@@ -1,7 +1,7 @@
 """SE(3): exponential and logarithm of rigid transforms, adjoints, and the right/left Jacobians of exp, in plain and
 compiled forms.
 
-Conventions (DESIGN.md): a transform is a 4x4 homogeneous numpy array ``H = [[R, p], [0, 1]]``;
+Conventions (README): a transform is a 4x4 homogeneous numpy array ``H = [[R, p], [0, 1]]``;
 twists are LINEAR FIRST, ``xi = [v; w]``, with ``hat(xi) = [[hat(w), v], [0, 0]]``. Then
 
     Ad_H  = [[R, hat(p) R], [0, R]]          ad_xi = [[hat(w), hat(v)], [0, hat(w)]]

@@ -1,6 +1,6 @@
 """SO(3): exponential and logarithm of rotations, and the right/left Jacobians of exp, in plain and compiled forms.
 
-Conventions (DESIGN.md): a rotation is a 3x3 numpy array ``R``; its tangent vector ``w`` is
+Conventions (README): a rotation is a 3x3 numpy array ``R``; its tangent vector ``w`` is
 the rotation vector, ``R = exp(w) = expm(hat(w))``. Perturbations are on the right,
 ``R = Rbar exp(z)``. The right Jacobian satisfies ``exp(w + d) ~= exp(w) exp(Jr(w) d)`` and the
 left Jacobian ``exp(w + d) ~= exp(Jl(w) d) exp(w)``; ``Jl(w) = Jr(-w) = Jr(w)^T = R Jr(w)``.

@@ -5,11 +5,11 @@ constant joint placements and body inertias. Bodies are numbered in topological 
 depth first, which is Pinocchio's order for the same URDF, so joint ``k`` of a lietraj model is joint ``k``
 of the Pinocchio model of the same name.
 
-Conventions (DESIGN.md): spatial vectors are linear first; a floating base is body 0 with a free joint whose
+Conventions (README): spatial vectors are linear first; a floating base is body 0 with a free joint whose
 velocity is the body twist ``nu`` (Pinocchio's free-flyer ``v``); the generalized velocity is
 ``v = [nu; sdot]`` (``nv = 6 + n``) or ``v = sdot`` (``nv = n``) for a fixed base.
 
-The kernels read the model through two C-contiguous arrays (``notes/numba-patterns.md`` rule 4):
+The kernels read the model through two C-contiguous arrays:
 
 - ``mi`` (nb, 4) int64: ``[parent, joint_type, idx_v, idx_s]`` (``idx_s = -1`` for the free joint);
 - ``mf`` (nb, 26) float64: ``[R (9, row major), p (3), axis (3), mass, h = mass*com (3),

@@ -2,7 +2,7 @@
 
 The acceleration is the contact-constrained forward dynamics of ``contact_field.ContactField`` (KKT system with
 Baumgarte stabilization) instead of ABA, with ``tau = [0; u]`` (the floating base is unactuated); it is integrated
-by the semi-implicit Euler step on the state group by default (DESIGN.md "time discretization"; Crocoddyl's
+by the semi-implicit Euler step on the state group by default (``euler.py``; Crocoddyl's
 IntegratedActionModelEuler over DifferentialActionModelContactFwdDynamics)::
 
     v⁺ = v + dt a,   H⁺ = H exp(dt ν⁺),   s⁺ = s + dt ṡ⁺

@@ -6,7 +6,7 @@ step of every knot of a trajectory, its first-order Jacobians in the tangent cha
 DDP's second-order term. ``IntegratedDynamics`` is one made of a continuous field (``field.Field``: the free robot,
 the robot under contacts, or a user's) and an integrator over any field (``euler.SemiImplicitEuler``,
 ``rk4.RK4``), as Crocoddyl's integrated action models wrap any differential model; ``RobotDynamics`` is the free
-field of a robot model integrated so (DESIGN.md "time discretization"). Neither step is the continuous ``A dt``
+field of a robot model integrated so (``euler.py``). Neither step is the continuous ``A dt``
 (``linearization.py``).
 
 ``rollout_policy`` is the solvers' forward pass (``solvers.forward_pass``): the closed-loop rollout of a policy,

@@ -1,7 +1,7 @@
 """The semi-implicit Euler step of any field on the state group, with its closed-form Jacobians.
 
-For the field ``a = field(x, u)`` (``field.Field``) and ``v = [ν; ṡ]`` (DESIGN.md "time discretization";
-Crocoddyl's IntegratedActionModelEuler)::
+For the field ``a = field(x, u)`` (``field.Field``) and ``v = [ν; ṡ]`` (Crocoddyl's
+IntegratedActionModelEuler)::
 
     v⁺ = v + dt a,   H⁺ = H exp(dt ν⁺),   s⁺ = s + dt ṡ⁺          (fixed base: only the s, ṡ parts)
 

@@ -21,7 +21,7 @@ second derivative, evaluated on the first-order sensitivities ``dη / dδ`` of i
   which sums ``DJr`` from the series of ``Jr``); the other rows are additive. The final ``⊖`` chart is the
   exponential coordinates of the last compose node, so it needs no node of its own.
 
-The Euler step of DESIGN.md (``ν' = ν + dt a_b``, ``ṡ' = ṡ + dt a_j``, ``H' = H exp(dt ν')``, ``s' = s + dt ṡ'``,
+The Euler step of ``euler.py`` (``ν' = ν + dt a_b``, ``ṡ' = ṡ + dt a_j``, ``H' = H exp(dt ν')``, ``s' = s + dt ṡ'``,
 ``a = FD(x, u)``) is ``x' = x exp(ξ)`` with ``ξ = dt [v + dt a; a]``: one field and one compose node. Its covector on
 ``a`` is ``μ = dt [λ_ν + dt Jr(c)ᵀ λ_H; λ_ṡ + dt λ_s]`` (``c = dt ν̄'``), and ``b = dt (δν + dt δa_b)``.
 

@@ -43,7 +43,7 @@ class FieldDerivatives:
 @dataclass(eq=False)
 class FieldHessian:
     """The contraction ``μᵀ ∂²a`` at every knot for covectors ``μ`` (N, nv): ``qq``, ``qv``, ``vv`` (N, nv, nv) and
-    ``qu`` (N, nv, nu), derivatives taken one direction after the other (DESIGN.md); ``uu`` and ``vu`` are zero
+    ``qu`` (N, nv, nu), derivatives taken one direction after the other (README, Conventions); ``uu`` and ``vu`` are zero
     (the built-in fields are affine in ``u``, and a user field must be so to use DDP's term)."""
 
     qq: np.ndarray

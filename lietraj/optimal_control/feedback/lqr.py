@@ -1,7 +1,7 @@
 """LQR about an equilibrium and time-varying LQR along a trajectory, on the error in the Lie algebra, and the
 closed-loop simulation of any feedback policy on the full nonlinear dynamics.
 
-Both controllers act on the tangent error ``z = x ⊖ x̄ = log(x̄⁻¹ x)`` (DESIGN.md: right perturbation, order
+Both controllers act on the tangent error ``z = x ⊖ x̄ = log(x̄⁻¹ x)`` (README, Conventions: right perturbation, order
 ``[z_H; z_s; z_ν; z_ṡ]``), in which the discrete dynamics are locally ``z⁺ = F_x z + F_u δu`` with ``F_x, F_u`` from
 ``DiscreteDynamics.derivatives``: ``f(x̄ exp z, ū + δu) ≈ f(x̄, ū) exp(F_x z + F_u δu)``. The policy is::
 

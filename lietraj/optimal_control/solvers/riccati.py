@@ -340,7 +340,7 @@ class SweepWork(NamedTuple):
 # riccati_step has one call site, riccati_sweep's loop, where numba inlines it at its own IR level: the step costs
 # no compilation of its own. As a helper (lietraj/_jit.py) it was one more separately optimized LLVM module, which
 # the sweep's module optimizes again with everything it calls: a first sweep from an empty cache took 11-15 s
-# instead of 7-9 s. This is the one case of inline="always" a measurement justifies (DESIGN.md, compute engine);
+# instead of 7-9 s. This is the one case of inline="always" a measurement justifies (compile time is part of the speed a user sees);
 # the other options are the kernels', so that the helpers it calls compile once (lietraj/_jit.py).
 _inlined = njit(inline="always", cache=True, nogil=True, no_cfunc_wrapper=True)
 
