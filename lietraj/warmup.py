@@ -6,18 +6,25 @@ iteration fall into independent stages, each of which can be run on any trajecto
 guess will do) without the others:
 
 - ``evaluate``: the rollout of the controls, the cost and the gaps (the dynamics' step, the costs' values);
-- ``derivatives``: the Jacobians of the dynamics and the gradients and Hessians of the costs;
+- ``contact_derivatives``: the derivatives of the contact dynamics alone, given zero accelerations and forces as
+  their solution (``contact_dynamics_derivatives(..., dynamics=)``), so that they compile without the contact
+  dynamics' own kernel, which ``evaluate`` compiles;
+- ``cost_derivatives``: the gradients and Hessians of the costs;
+- ``derivatives``: the Jacobians of the dynamics and the costs' derivatives, as the solver asks for them;
 - ``second_order``: DDP's second-order dynamics term (``ddp`` only);
 - ``backward``: the Riccati backward pass (the same kernel for every problem);
 - ``forward``: the solvers' forward pass, the closed-loop rollout of a policy.
 
 ``warm_up`` compiles stages of problems in worker processes, one per core, which write the kernels to numba's
-disk cache; ``ColdStart`` does it for the first solve of a problem in ``lietraj solve``: a worker started with
-the command builds the same problem and compiles the derivatives (and DDP's term), the longest stage, while the
-command builds it and compiles the other stages; then the solve loads everything from the cache. Both processes
-compile the small helpers they share (numba keeps those per process); the algorithms' cores are kernels, cached
-on disk, which the slower process loads from the faster one's cache. A stamp in the cache directory records which
-(problem, robot, solver) have been compiled for the installed sources, so that later runs skip all this.
+disk cache; ``ColdStart`` does it for the first solve of a problem in ``lietraj solve``. A worker started with the
+command compiles the Riccati sweep, which needs no problem, while the command builds the problem; it then builds
+the problem too, loading the kinematics the command compiled, and compiles the derivatives (and DDP's term), the
+longest stage, starting with those of the contact dynamics, while the command compiles the contact dynamics
+(``evaluate``), the costs' derivatives and the forward pass, which the worker then loads. The solve loads
+everything from the cache. Both processes compile the small helpers they share (numba keeps those per process); the
+algorithms' cores are kernels, cached on disk, which the slower process loads from the faster one's cache. A stamp
+in the cache directory records which (problem, robot, solver) have been compiled for the installed sources, so
+that later runs skip all this.
 """
 
 from __future__ import annotations
@@ -35,8 +42,9 @@ from typing import TextIO
 import numpy as np
 import numba.core.event
 
-STAGES = ("evaluate", "derivatives", "second_order", "backward", "forward")
-_WORKER_STAGES = ("derivatives", "second_order")
+STAGES = ("evaluate", "contact_derivatives", "cost_derivatives", "derivatives", "second_order", "backward", "forward")
+# The worker's stages; the command runs the others, in STAGES' order.
+_WORKER_STAGES = ("backward", "contact_derivatives", "derivatives", "second_order")
 
 
 @dataclass(frozen=True)
@@ -146,6 +154,9 @@ def run_stages(problem, xs0, us0, solver: str, stages) -> None:
     xs, us = _guess(problem, xs0, us0)
     steps = {
         "evaluate": lambda: (problem.cost(xs, us), problem.rollout(us)),
+        "contact_derivatives": lambda: _contact_derivatives(problem, xs, us),
+        "cost_derivatives": lambda: [model.cost.derivatives(xs[t:t + 1], us[t:t + 1]) for t, model in
+                                     _firsts(problem.running)] + [problem.terminal.derivatives(xs[-1:], None)],
         "derivatives": lambda: problem.derivatives(xs, us, out=ProblemDerivatives.empty(problem.T, problem.ndx,
                                                                                          problem.nu)),
         "second_order": lambda: problem.dynamics_contraction(xs, us, np.zeros((problem.T, problem.ndx))),
@@ -158,6 +169,31 @@ def run_stages(problem, xs0, us0, solver: str, stages) -> None:
                 steps[stage]()
             except (ValueError, ArithmeticError):
                 pass
+
+
+def _firsts(objects) -> list[tuple[int, object]]:
+    """``(index, object)`` of the first occurrence of each distinct object of a sequence."""
+    seen: set[int] = set()
+    return [(i, o) for i, o in enumerate(objects) if id(o) not in seen and not seen.add(id(o))]
+
+
+def _contact_derivatives(problem, xs, us) -> None:
+    """The contact-dynamics derivatives of each contact field of ``problem``, at one knot of each, with zero
+    accelerations and forces given as the contact dynamics' solution: their kernel compiles, not the solution's
+    (the kernels' types do not depend on the values)."""
+    from lietraj.dynamics.contacts.contact_dynamics import ContactDynamicsResult
+    from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_dynamics_derivatives
+    from lietraj.optimal_control.dynamics.contact_field import ContactField
+
+    for t, dynamics in _firsts(problem.dynamics_sequence):
+        field = getattr(dynamics, "field", None)
+        if type(field) is not ContactField:
+            continue
+        X, nv, nc = xs[t:t + 1], field.model.nv, field.nc
+        solution = ContactDynamicsResult(np.zeros((1, nv)), (), np.zeros((1, nc)), np.zeros((1, nc, nv)),
+                                         np.zeros((1, nc)))
+        contact_dynamics_derivatives(field.model, X, field.torques(X, us[t:t + 1]), field.contacts, field.damping,
+                                     dynamics=solution, workspace=field.workspace)
 
 
 def _backward(bounded: bool) -> None:
@@ -198,6 +234,10 @@ def _worker_spec(spec: Spec, stages, parameters: dict | None = None) -> float:
     from lietraj.problems import make_problem
 
     t = time.perf_counter()
+    if "backward" in stages:
+        # the sweep needs no problem: compiled while the command builds its problem, whose kernels (kinematics,
+        # RNEA) the worker then loads from the cache instead of compiling them too
+        _backward(False)
     example = make_problem(spec.problem, spec.robot, **(parameters or {}))
     run_stages(example.problem, example.xs0, example.us0, spec.solver, stages)
     return time.perf_counter() - t
