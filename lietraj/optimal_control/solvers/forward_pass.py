@@ -49,20 +49,24 @@ _FAILURES = {NOT_FINITE: "a non-finite state or control", SINGULAR: "a singular 
 class PolicyRollout:
     """The closed-loop rollout of ``rollout_policy``: states ``X`` (N + 1 knots), controls ``U`` (N, nu) and chart
     deviations ``DX`` (N + 1, ndx), ``DX[t] = X[t] ⊖ X_ref[t]``. ``failed_at`` is -1, or the first knot whose control
-    is non-finite or whose state is non-finite, invalid or could not be computed (the step to it failed); ``reason``
-    says what (``what``: the failure alone, without who and where), and the arrays are filled only up to that
-    knot."""
+    is non-finite or whose state is non-finite, invalid or could not be computed (the step to it failed); ``what``
+    says what failed there and ``who`` the dynamics (``reason``: both and the knot), and the arrays are filled only
+    up to that knot."""
 
     X: Trajectory
     U: np.ndarray
     DX: np.ndarray
     failed_at: int = -1
-    reason: str = ""
     what: str = ""
+    who: str = ""
 
     @property
     def ok(self) -> bool:
         return self.failed_at < 0
+
+    @property
+    def reason(self) -> str:
+        return "" if self.ok else f"{self.who}.rollout_policy: {self.what} at knot {self.failed_at}"
 
     def error(self, who: str, first_knot: int = 0, dt: float | None = None) -> ValueError:
         """The ValueError of a failed rollout for ``who``: the knot (``first_knot`` + ``failed_at``), what failed
@@ -70,7 +74,7 @@ class PolicyRollout:
         to look at rather than the failure it ended in (a robot folding over itself makes its contacts rank
         deficient). ``dt``: the time step of the dynamics, quoted in the advice."""
         knot = first_knot + self.failed_at
-        message = f"{who}: {self.what or self.reason} at knot {knot}"
+        message = f"{who}: {self.what} at knot {knot}"
         speeds = np.max(np.abs(self.X.v[:self.failed_at]), axis=1, initial=0.0) if self.failed_at >= 2 else None
         if speeds is not None and np.isfinite(speeds).all() and speeds[-1] > 10.0 * max(speeds[0], 1.0):
             message += (f", after the rollout diverged: the largest velocity grew from {speeds[0]:.3g} at knot "
@@ -352,8 +356,7 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
                 try:
                     X[t + 1] = dyn.step(X[t], U[t])
                 except (ValueError, ArithmeticError) as e:
-                    return PolicyRollout(X, U, DX, t + 1, f"the step from knot {t} failed: {e}",
-                                         f"the step from knot {t} failed ({e})")
+                    return PolicyRollout(X, U, DX, t + 1, f"a step that failed ({e})", _name(dyn))
             if status != OK:
                 break
             if stop == N:
@@ -361,7 +364,7 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
     if status == OK:
         return PolicyRollout(X, U, DX)
     what = _FAILURES.get(status, "an invalid base pose")
-    return PolicyRollout(X, U, DX, int(t), f"{_name(who)}.rollout_policy: {what} at knot {t}", what)
+    return PolicyRollout(X, U, DX, int(t), what, _name(who))
 
 
 def _name(dynamics) -> str:
