@@ -25,7 +25,7 @@ import numpy as np
 
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, tangent_difference, tangent_integrate
 from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel
-from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, open_loop
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 
 
@@ -218,11 +218,8 @@ class Problem:
         U = self.check_controls(U)
         X = self.state_space.trajectory(self.T + 1)
         X[0] = self.x0 if x0 is None else x0
-        nu, ndx = self.nu, self.ndx
         for a, b, dyn in self._dynamics_runs:
-            # the zero feedback ignores the deviations from the reference, which any states of the group will do
-            trial = dyn.rollout_policy(X[a], Trajectory.repeat(X[a], b - a + 1), U[a:b], np.zeros((b - a, nu)),
-                                       np.zeros((b - a, nu, ndx)), 1.0)
+            trial = open_loop(dyn, X[a], U[a:b])
             if not trial.ok:
                 raise trial.error("Problem.rollout", a, getattr(dyn, "dt", None))
             X[a + 1:b + 1] = trial.X[1:]

@@ -123,15 +123,23 @@ class DiscreteDynamics(ABC):
         return None
 
     def rollout(self, x0: State, U) -> Trajectory:
-        """States ``x_0 .. x_N`` from ``x_0`` under the controls ``U`` (N, nu), one step after the other."""
+        """States ``x_0 .. x_N`` from ``x_0`` under the controls ``U`` (N, nu) (``open_loop``); a rollout that fails
+        raises ValueError naming the knot, what failed and whether it diverged on the way there."""
         U = np.asarray(U, dtype=np.float64)
         if U.ndim != 2 or U.shape[1] != self.nu:
             raise ValueError(f"rollout: U must have shape (N, {self.nu}), got {U.shape}")
-        X = self.state_space.trajectory(U.shape[0] + 1)
-        X[0] = x0
-        for k in range(U.shape[0]):
-            X[k + 1] = self.step(X[k], U[k])
-        return X
+        trial = open_loop(self, x0, U)
+        if not trial.ok:
+            raise trial.error(f"{type(self).__name__}.rollout", 0, getattr(self, "dt", None))
+        return trial.X
+
+
+def open_loop(dynamics: DiscreteDynamics, x0: State, U: np.ndarray) -> PolicyRollout:
+    """The states from ``x0`` under the controls ``U`` (N, nu): ``dynamics.rollout_policy`` without feedback (one
+    compiled call for a dynamics with a compiled step), with its status where it fails. The zero gains ignore the
+    deviations from the reference, which any states will do."""
+    N, nu, ndx = U.shape[0], dynamics.nu, dynamics.state_space.ndx
+    return dynamics.rollout_policy(x0, Trajectory.repeat(x0, N + 1), U, np.zeros((N, nu)), np.zeros((N, nu, ndx)), 1.0)
 
 
 class IntegratedDynamics(DiscreteDynamics):
