@@ -436,9 +436,7 @@ class Solver:
         return step
 
     def line_search(self, state: SolverState, direction: BackwardPass, terms: tuple[float, float]) -> Step:
-        """Backtracking on the step length (``alphas``): the first trial whose decrease is ``acceptable`` (for iLQR
-        and DDP from an infeasible guess, the first that rolls out: module docstring, step 4)."""
-        rollout_wanted = not (self.fddp or state.feasible)
+        """Backtracking on the step length (``alphas``): the first trial whose decrease is ``acceptable``."""
         for alpha in self.options.alphas:
             trial = self.forward_pass(state, direction, alpha)
             if trial is None:
@@ -446,7 +444,7 @@ class Solver:
             xs, us, DX, cost = trial
             improvement = state.cost - cost
             expected = direction.expected_improvement(alpha, DX, terms)
-            if rollout_wanted or self.acceptable(terms[0], improvement, expected):
+            if self.acceptable(state, terms[0], improvement, expected):
                 return Step(direction, alpha, xs, us, cost, improvement, expected)
         return Step(direction)
 
@@ -455,12 +453,13 @@ class Solver:
         part ``1 - alpha`` of the gaps, iLQR and DDP close them all."""
         return _forward_pass(self.problem, state.xs, state.us, direction, alpha, state.gaps if self.fddp else None)
 
-    def acceptable(self, g1: float, improvement: float, expected: float) -> bool:
-        """The acceptance rule: any step when the first-order decrease ``g1`` is below ``min_expected``; a decrease
-        of at least ``accept_ratio`` of the expected one; for FDDP also a rise under ``accept_ascent_ratio`` times
-        a negative expected decrease."""
+    def acceptable(self, state: SolverState, g1: float, improvement: float, expected: float) -> bool:
+        """The acceptance rule for a trial from ``state`` that rolled out: for iLQR and DDP from an infeasible guess,
+        any (module docstring, step 4); else any step when the first-order decrease ``g1`` is below
+        ``min_expected``; a decrease of at least ``accept_ratio`` of the expected one; for FDDP also a rise under
+        ``accept_ascent_ratio`` times a negative expected decrease."""
         opts = self.options
-        if abs(g1) < opts.min_expected:
+        if not (self.fddp or state.feasible) or abs(g1) < opts.min_expected:
             return True
         if expected >= 0:
             return improvement > opts.accept_ratio * expected
