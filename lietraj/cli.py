@@ -165,9 +165,8 @@ def _check_value(setting: Setting, parameter: inspect.Parameter) -> None:
 
 
 def _check_range(setting: Setting) -> None:
-    """The parameters every problem shares, checked here on the user's value: a builder may check it only after
-    deriving another value from it (the friction cones' barrier is placed inside the cone, at 0.8 mu), and then its
-    message quotes a number the user never typed."""
+    """The parameters every problem shares, checked here on the user's value before anything is built (a robot
+    loaded, a compiling worker started), which the builders would check only then."""
     key, value = setting.key, setting.value
     if not isinstance(value, Real):  # a parameter of another kind: the builder checks it
         return
