@@ -75,13 +75,13 @@ def so3_compiled(index: int, w=np.zeros(3), R=np.eye(3)) -> np.ndarray:
 
 
 @kernel
-def _pose_exp_kernel(H, xi, out):
-    se3.pose_exp(H, xi, out, np.empty((4, 4)))
+def _pose_exp_kernel(H, xi, out, work):
+    se3.pose_exp(H, xi, out, work)
 
 
 def se3_integrate_compiled(H, xi) -> np.ndarray:
     out = np.empty((4, 4))
-    _pose_exp_kernel(np.asarray(H, dtype=float), np.asarray(xi, dtype=float), out)
+    _pose_exp_kernel(np.asarray(H, dtype=float), np.asarray(xi, dtype=float), out, np.empty((4, 4)))
     return out
 
 

@@ -134,7 +134,7 @@ def _row_nonzeros(A, I, C):
 
 
 @kernel
-def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP):
+def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, counts):
     """``PHQ[k] += weight P[k]ᵀ H[k] Q[k]`` and, when ``gP`` has N rows, ``gP[k] += weight P[k]ᵀ g[k]``, for
     P (N, nr, m), Q (N, nr, p) and a Hessian H (N, nr, nr), or, when H is empty, ``diag(D[k])`` with D (N, nr);
     a D or H of one knot serves every knot. ``symmetric``: Q is P (and H symmetric), so each product is computed
@@ -143,11 +143,10 @@ def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP):
     Residual Jacobians are mostly zeros (a frame's non-ancestor joints, the velocity columns, the identity blocks
     of a state error), so each row's non-zero columns are gathered first and only their products summed:
     Σ_r nnz_P(r) nnz_Q(r) multiplications for a diagonal H instead of nr m p. No BLAS (whose threads stall when
-    the cores are busy)."""
+    the cores are busy). ``nonzeros`` (2, nr, max(m, p)) and ``counts`` (2, nr) are integer work arrays."""
     N, nr, m = P.shape
     diagonal = H.shape[0] == 0
-    IP, IQ = np.empty((nr, m), np.int64), np.empty((nr, Q.shape[2]), np.int64)
-    CP, CQ = np.empty(nr, np.int64), np.empty(nr, np.int64)
+    IP, IQ, CP, CQ = nonzeros[0], nonzeros[1], counts[0], counts[1]
     for k in range(N):
         Pk, Qk, out = P[k], Q[k], PHQ[k]
         _row_nonzeros(Pk, IP, CP)
@@ -263,12 +262,14 @@ class ResidualCost(CostModel):
         g = np.ascontiguousarray(a.gradient, dtype=np.float64)
         R_x = np.ascontiguousarray(d.R_x, dtype=np.float64) if res.uses_x else None
         R_u = np.ascontiguousarray(d.R_u, dtype=np.float64) if res.uses_u else None
+        nonzeros = np.empty((2, nr, max(ndx, nu)), np.int64)
+        counts = np.empty((2, nr), np.int64)
         if res.uses_x:
-            _add_weighted_products(R_x, R_x, True, g, D, H, weight, out.l_xx, out.l_x)
+            _add_weighted_products(R_x, R_x, True, g, D, H, weight, out.l_xx, out.l_x, nonzeros, counts)
         if res.uses_u:
-            _add_weighted_products(R_u, R_u, True, g, D, H, weight, out.l_uu, out.l_u)
+            _add_weighted_products(R_u, R_u, True, g, D, H, weight, out.l_uu, out.l_u, nonzeros, counts)
         if res.uses_x and res.uses_u:
-            _add_weighted_products(R_x, R_u, False, g, D, H, weight, out.l_xu, _NO_GRADIENT)
+            _add_weighted_products(R_x, R_u, False, g, D, H, weight, out.l_xu, _NO_GRADIENT, nonzeros, counts)
 
 
 # ---------------------------------------------------------------- sums

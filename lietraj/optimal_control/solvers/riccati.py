@@ -53,7 +53,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from lietraj._jit import helper, kernel
+from lietraj._jit import blas_kernel, helper, kernel
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 from lietraj.optimal_control.problem import ProblemDerivatives
 
@@ -341,7 +341,8 @@ class SweepWork(NamedTuple):
 # no compilation of its own. As a helper (lietraj/_jit.py) it was one more separately optimized LLVM module, which
 # the sweep's module optimizes again with everything it calls: a first sweep from an empty cache took 11-15 s
 # instead of 7-9 s. This is the one case of inline="always" a measurement justifies (compile time is part of the speed a user sees);
-# the other options are the kernels', so that the helpers it calls compile once (lietraj/_jit.py).
+# the other options are the kernels' (its runtime flag it takes from the sweep), so that the helpers it calls
+# compile once (lietraj/_jit.py).
 _inlined = njit(inline="always", cache=True, nogil=True, no_cfunc_wrapper=True)
 
 # why a knot's step failed (``riccati_step``'s return value), and what the solvers' statuses say about it
@@ -470,7 +471,7 @@ def riccati_step(model, value, t, settings, q, gains, work):
     return STEP_OK
 
 
-@kernel
+@blas_kernel
 def riccati_sweep(model, settings, q, gains, value, work):
     """The recursion from knot T-1 down to 0, given ``value`` at knot T: ``riccati_step`` at every knot. Returns
     ``(-1, STEP_OK)``, or the knot that failed and why."""
