@@ -32,7 +32,6 @@ import numpy as np  # noqa: E402
 
 import bench_solvers  # noqa: E402
 from lietraj.optimal_control import SolverOptions, solve_fddp  # noqa: E402
-from lietraj.optimal_control.problem import ProblemDerivatives  # noqa: E402
 from lietraj.optimal_control.solvers.forward_pass import rollout_policy  # noqa: E402
 from lietraj.optimal_control.solvers.riccati import backward_pass  # noqa: E402
 from lietraj.problems import talos_reach  # noqa: E402
@@ -69,7 +68,7 @@ def lietraj_stages(problem, guess) -> dict[str, float]:
     result = solve_fddp(problem, *guess, SolverOptions(max_iter=500))
     xs, us, T = result.xs, result.us, problem.T
     running, terminal = problem.running[0], problem.terminal
-    D = problem.derivatives(xs, us, out=ProblemDerivatives.empty(T, problem.ndx, problem.nu))
+    D = problem.derivatives(xs, us, out=problem.empty_derivatives())
     bp = backward_pass(D, 1e-9)
     field = getattr(running.dynamics, "field", None)
 

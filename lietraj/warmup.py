@@ -149,7 +149,6 @@ def run_stages(problem, xs0, us0, solver: str, stages) -> None:
     """Run ``stages`` (names of ``STAGES``) of ``solver`` once on ``problem`` at its guess ``(xs0, us0)``:
     every kernel they call is compiled and cached. A stage that fails numerically at the guess (a rollout that
     diverges) has compiled its kernels all the same, and the next stage runs."""
-    from lietraj.optimal_control.problem import ProblemDerivatives
 
     xs, us = _guess(problem, xs0, us0)
     steps = {
@@ -157,8 +156,7 @@ def run_stages(problem, xs0, us0, solver: str, stages) -> None:
         "contact_derivatives": lambda: _contact_derivatives(problem, xs, us),
         "cost_derivatives": lambda: [model.cost.derivatives(xs[t:t + 1], us[t:t + 1]) for t, model in
                                      _firsts(problem.running)] + [problem.terminal.derivatives(xs[-1:], None)],
-        "derivatives": lambda: problem.derivatives(xs, us, out=ProblemDerivatives.empty(problem.T, problem.ndx,
-                                                                                         problem.nu)),
+        "derivatives": lambda: problem.derivatives(xs, us, out=problem.empty_derivatives()),
         "second_order": lambda: problem.dynamics_contraction(xs, us, np.zeros((problem.T, problem.ndx))),
         "backward": lambda: _backward(problem.has_control_limits),
         "forward": lambda: _rollout(problem, xs, us, problem.gaps(xs, us) if solver == "fddp" else None),

@@ -23,6 +23,7 @@ from lietraj.optimal_control.dynamics.discrete_dynamics import (
     DiscreteDynamics,
     RobotDynamics,
 )
+from lietraj.optimal_control.dynamics.euler import EulerStructure
 from pin_oracle import pin_model, pin_model_from
 from test_rnea_derivatives import pitched
 
@@ -204,6 +205,28 @@ def test_batched_equals_per_state(name, integrator, rng):
     single = DiscreteDerivatives(np.zeros_like(d.F_x[0]), np.zeros_like(d.F_u[0]))
     assert dyn.derivatives(X[1], U[1], out=single) is single
     np.testing.assert_array_equal(single.F_u, d.F_u[1])
+
+
+@pytest.mark.parametrize("name", ["solo12", "ur5"])
+def test_euler_structure_rebuilds_the_jacobians(name, rng):
+    """What the Euler step records for the Riccati sweep (``EulerStructure``) rebuilds its F_x, F_u from their
+    velocity rows; RK4's Jacobians are marked as not so built."""
+    model = lietraj.load_robot(name)
+    nv, nh, N = model.nv, 6 if model.floating_base else 0, 4
+    X = model.state_space.random_trajectory(N, rng, scale=0.5)
+    U = rng.normal(size=(N, model.n))
+    out = DiscreteDerivatives(np.empty((N, 2 * nv, 2 * nv)), np.empty((N, 2 * nv, model.n)), EulerStructure.empty(N, nh))
+    d = RobotDynamics(model, DT, "euler").derivatives(X, U, out=out)
+    S = d.structure
+    assert np.all(S.dt == DT)
+    Phi, J = np.tile(np.eye(nv), (N, 1, 1)), np.tile(np.eye(nv), (N, 1, 1))
+    Phi[:, :nh, :nh], J[:, :nh, :nh] = S.Phi, S.Jr
+    G, B = d.F_x[:, nv:], d.F_u[:, nv:]
+    top = DT * J @ G
+    top[:, :, :nv] += Phi
+    assert relative_error(d.F_x[:, :nv], top) < 1e-14 and relative_error(d.F_u[:, :nv], DT * J @ B) < 1e-14
+    RobotDynamics(model, DT, "rk4").derivatives(X, U, out=out)
+    assert np.all(np.isnan(out.structure.dt))
 
 
 def test_rollout_chains_steps(rng):

@@ -8,6 +8,7 @@ import pytest
 from conftest import relative_error
 from lietraj.optimal_control.costs.costs import CostDerivatives
 from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives
+from lietraj.optimal_control.dynamics.euler import EulerStructure
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 from lietraj.optimal_control.problem import ProblemDerivatives
 from lietraj.optimal_control.solvers.riccati import (
@@ -110,6 +111,47 @@ def test_the_compiled_sweep_is_the_knot_step_at_every_knot(terms, rng):
                          (Q_uu, bp.Q_uu), (c, bp.c)):
         assert relative_error(ours, theirs) < 1e-12
     np.testing.assert_array_equal(free, bp.free)
+
+
+def euler_derivatives(rng, nv: int, nh: int, nu: int, dense_knots=()) -> DiscreteDerivatives:
+    """Jacobians built as a semi-implicit Euler step's (riccati's module docstring) from random velocity rows ``G``,
+    ``B`` and base blocks ``Phi``, ``Jr``, with their ``EulerStructure``; ``dense_knots`` are marked as not so built."""
+    dt, ndx = 0.05, 2 * nv
+    G, B = rng.normal(size=(T, nv, ndx)), rng.normal(size=(T, nv, nu))
+    S = EulerStructure(np.full(T, dt), np.eye(nh) + 0.1 * rng.normal(size=(T, nh, nh)),
+                       np.eye(nh) + 0.1 * rng.normal(size=(T, nh, nh)))
+    Phi, J = np.tile(np.eye(nv), (T, 1, 1)), np.tile(np.eye(nv), (T, 1, 1))
+    Phi[:, :nh, :nh], J[:, :nh, :nh] = S.Phi, S.Jr
+    F_x, F_u = np.concatenate([dt * J @ G, G], axis=1), np.concatenate([dt * J @ B, B], axis=1)
+    F_x[:, :nv, :nv] += Phi
+    S.dt[list(dense_knots)] = np.nan
+    return DiscreteDerivatives(F_x, F_u, S)
+
+
+@pytest.mark.parametrize("nh", [6, 0], ids=["floating base", "fixed base"])
+@pytest.mark.parametrize("terms", ["gauss-newton", "second order, gaps and bounds"])
+def test_euler_structured_products_equal_the_dense_ones(nh, terms, rng):
+    """At the knots of an Euler step the sweep multiplies through the velocity rows; its results equal the dense
+    products' (the same Jacobians without their structure), at every knot, mixed with knots without it."""
+    nv, nu = 8, 3
+    F = euler_derivatives(rng, nv, nh, nu, dense_knots=(1, 4))
+    d, _, gaps = local_model(rng)
+    ndx = 2 * nv
+    running = CostDerivatives(np.zeros(T), rng.normal(size=(T, ndx)), d.running.l_u,
+                              np.stack([spd(rng, ndx) for _ in range(T)]), 0.1 * rng.normal(size=(T, ndx, nu)),
+                              d.running.l_uu)
+    terminal = CostDerivatives(np.zeros(1), rng.normal(size=(1, ndx)), np.zeros((1, 0)), spd(rng, ndx)[None],
+                               np.zeros((1, ndx, 0)), np.zeros((1, 0, 0)))
+    H = np.stack([0.01 * spd(rng, ndx + nu) for _ in range(T)])
+    kwargs = {} if terms == "gauss-newton" else dict(
+        hessian=StepHessian(H[:, :ndx, :ndx].copy(), H[:, :ndx, ndx:].copy(), H[:, ndx:, ndx:].copy()),
+        gaps=0.1 * rng.normal(size=(T + 1, ndx)), du_lb=np.full((T, nu), -0.05), du_ub=np.full((T, nu), 0.05))
+    structured = backward_pass(ProblemDerivatives(F, running, terminal), 1e-6, **kwargs)
+    dense = backward_pass(ProblemDerivatives(DiscreteDerivatives(F.F_x, F.F_u), running, terminal), 1e-6, **kwargs)
+    assert structured.ok and dense.ok
+    for name in ("k", "K", "V_x", "V_xx", "lam", "Q_u", "Q_uu", "c"):
+        assert relative_error(getattr(structured, name), getattr(dense, name)) < 1e-11, name
+    np.testing.assert_array_equal(structured.free, dense.free)
 
 
 def test_a_failing_knot_says_why(rng):

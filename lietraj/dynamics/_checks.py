@@ -397,14 +397,14 @@ def non_finite_entry(knot: int | None, x=None, **inputs) -> str:
 
 
 def result_arrays(out, cls, shapes: tuple[tuple[int, ...], ...], what: str) -> tuple[np.ndarray, ...]:
-    """The output arrays of a result dataclass ``cls`` with fields of the given shapes: new ones if ``out`` is None,
-    else the fields of ``out`` (checked), to be overwritten. Reusing ``out`` over a trajectory saves the first
+    """The output arrays of a result dataclass ``cls`` whose first fields have the given shapes: new ones if ``out``
+    is None, else those fields of ``out`` (checked), to be overwritten. Reusing ``out`` over a trajectory saves the first
     touch of fresh memory, which costs more than some kernels."""
     if out is None:
         return tuple(np.empty(shape) for shape in shapes)
     if not isinstance(out, cls):
         raise TypeError(f"{what}: out must be a {cls.__name__}, got {type(out).__name__}")
-    arrays = tuple(getattr(out, f.name) for f in fields(cls))
+    arrays = tuple(getattr(out, f.name) for f in fields(cls)[:len(shapes)])
     for f, x, shape in zip(fields(cls), arrays, shapes):
         if not (isinstance(x, np.ndarray) and x.shape == shape and x.dtype == np.float64 and x.flags.c_contiguous
                 and x.flags.writeable):

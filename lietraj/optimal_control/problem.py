@@ -26,6 +26,7 @@ import numpy as np
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, tangent_difference, tangent_integrate
 from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel
 from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, open_loop
+from lietraj.optimal_control.dynamics.euler import EulerStructure
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 
 
@@ -89,10 +90,13 @@ class ProblemDerivatives:
     terminal: CostDerivatives
 
     @classmethod
-    def empty(cls, T: int, ndx: int, nu: int) -> ProblemDerivatives:
+    def empty(cls, T: int, ndx: int, nu: int, nh: int | None = None) -> ProblemDerivatives:
+        """Arrays for ``T`` running knots; with ``nh`` (the size of the base block: 6 for a floating base, 0 for a
+        fixed one), room for the dynamics' ``EulerStructure`` too."""
         running = CostDerivatives(np.empty(T), np.empty((T, ndx)), np.empty((T, nu)), np.empty((T, ndx, ndx)),
                                   np.empty((T, ndx, nu)), np.empty((T, nu, nu)))
-        return cls(DiscreteDerivatives(np.empty((T, ndx, ndx)), np.empty((T, ndx, nu))), running,
+        structure = None if nh is None else EulerStructure.empty(T, nh)
+        return cls(DiscreteDerivatives(np.empty((T, ndx, ndx)), np.empty((T, ndx, nu)), structure), running,
                    CostDerivatives.zeros(1, ndx, 0))
 
 
@@ -256,16 +260,22 @@ class Problem:
         tangent_difference(X[1:], self.step(X, U), out[1:])
         return out
 
+    def empty_derivatives(self) -> ProblemDerivatives:
+        """The arrays ``derivatives`` fills, to reuse from one call to the next."""
+        return ProblemDerivatives.empty(self.T, self.ndx, self.nu, 6 if self.state_space.floating_base else 0)
+
     def derivatives(self, X: Trajectory, U, out: ProblemDerivatives | None = None) -> ProblemDerivatives:
         """``F_x, F_u`` and the running cost derivatives at every running knot, the terminal cost derivatives at
         ``X[T]``: one ``trajectory_derivatives`` call per dynamics group and one ``derivatives`` call per cost group.
-        ``out`` (from ``ProblemDerivatives.empty``) is overwritten when given."""
+        ``out`` (from ``empty_derivatives``) is overwritten when given."""
         U = np.asarray(U, dtype=np.float64)
         if out is None:
-            out = ProblemDerivatives.empty(self.T, self.ndx, self.nu)
-        F = out.dynamics
+            out = self.empty_derivatives()
+        F, S = out.dynamics, out.dynamics.structure
+        if S is not None:
+            S.dt[:] = np.nan  # what a dynamics does not fill has no known structure
         for a, b, dyn in self._dynamics_runs:
-            view = DiscreteDerivatives(F.F_x[a:b], F.F_u[a:b])
+            view = DiscreteDerivatives(F.F_x[a:b], F.F_u[a:b], None if S is None else EulerStructure(*(s[a:b] for s in S)))
             _copy_into(view, dyn.trajectory_derivatives(X[a:b], U[a:b], out=view), ("F_x", "F_u"))
         names = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
         r = out.running

@@ -24,7 +24,7 @@ import numpy as np
 from lietraj.dynamics._checks import result_arrays
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 from lietraj.dynamics.model.model import RobotModel
-from lietraj.optimal_control.dynamics.euler import SemiImplicitEuler
+from lietraj.optimal_control.dynamics.euler import EulerStructure, SemiImplicitEuler
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 from lietraj.optimal_control.dynamics.field import Field
 from lietraj.optimal_control.dynamics.free_field import FreeField
@@ -43,10 +43,13 @@ INTEGRATORS = {"euler": SemiImplicitEuler, "rk4": RK4}
 @dataclass(eq=False)
 class DiscreteDerivatives:
     """``F_x`` (ndx, ndx) and ``F_u`` (ndx, nu) of ``x⁺ = f(x, u)`` in the tangent chart, with a leading ``N`` for
-    a trajectory: ``f(x exp(dx), u + du) ≈ f(x, u) exp(F_x dx + F_u du)``. Unpacks as ``F_x, F_u = ...``."""
+    a trajectory: ``f(x exp(dx), u + du) ≈ f(x, u) exp(F_x dx + F_u du)``. Unpacks as ``F_x, F_u = ...``.
+    ``structure``: how a semi-implicit Euler step built them (``euler.EulerStructure``), filled by the dynamics that
+    know it when given; the Riccati sweep uses it to multiply by them faster."""
 
     F_x: np.ndarray
     F_u: np.ndarray
+    structure: EulerStructure | None = None
 
     def __iter__(self):
         return iter((self.F_x, self.F_u))
@@ -192,7 +195,7 @@ class IntegratedDynamics(DiscreteDynamics):
     def trajectory_derivatives(self, X: Trajectory, U, out: DiscreteDerivatives | None = None) -> DiscreteDerivatives:
         N, ndx = len(X), self.state_space.ndx
         F_x, F_u = result_arrays(out, DiscreteDerivatives, ((N, ndx, ndx), (N, ndx, self.nu)), "derivatives")
-        self.scheme.derivatives(self.field, self.dt, X, U, F_x, F_u)
+        self.scheme.derivatives(self.field, self.dt, X, U, F_x, F_u, None if out is None else out.structure)
         self._finite((F_x, F_u), "derivatives")
         return DiscreteDerivatives(F_x, F_u) if out is None else out
 

@@ -12,12 +12,17 @@ order ``[z_H; z_s; z_ν; z_ṡ]``. With ``A_q, A_v, B = da/dq, da/dv, da/du`` of
     G = [dt A_q, I + dt A_v]   (dv⁺/dx)
     F_x = [[Φ, 0] + dt J G;  G],   F_u = [dt² J B;  dt B],   Φ = diag(Ad_{exp(-dt ν⁺)}, I),  J = diag(Jr(dt ν⁺), I)
 
-DDP's second-order term of the step is ``euler_second_order``'s. ``euler_update`` is the step of one state for the
+So the configuration rows of F_x and F_u are the velocity rows ``G``, ``dt B`` mixed by ``dt J``, plus ``[Φ, 0]``:
+``EulerStructure`` keeps ``dt``, ``Φ`` and ``J``'s base blocks per knot for the Riccati sweep, which multiplies by
+``F_x`` and ``F_u`` through ``G`` and ``dt B`` at half the cost of the dense products. DDP's second-order term of
+the step is ``euler_second_order``'s. ``euler_update`` is the step of one state for the
 solvers' compiled forward pass, with the same floating-point operations as ``euler_step``'s but numpy's 4x4
 products.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,11 +33,28 @@ from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, eul
 from lietraj.optimal_control.dynamics.field import Field
 
 
+class EulerStructure(NamedTuple):
+    """How the Jacobians of semi-implicit Euler steps are built (module docstring), at every knot: the time step
+    ``dt`` (N,) and the base blocks ``Phi = Ad_{exp(-dt ν⁺)}``, ``Jr = Jr(dt ν⁺)`` (N, 6, 6; (N, 0, 0) for a fixed
+    base) of ``Φ = diag(Phi, I)`` and ``J = diag(Jr, I)``. A knot whose Jacobians are not so built (another
+    integrator, an impulse) has ``dt`` NaN."""
+
+    dt: np.ndarray
+    Phi: np.ndarray
+    Jr: np.ndarray
+
+    @classmethod
+    def empty(cls, N: int, nh: int) -> EulerStructure:
+        """Arrays for N knots of a state with a base block of size ``nh`` (6, or 0 for a fixed base), every knot
+        marked as not built so."""
+        return cls(np.full(N, np.nan), np.empty((N, nh, nh)), np.empty((N, nh, nh)))
+
+
 @kernel
 def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, JR, FX, FU):
     """Closed-form F_x, F_u of the semi-implicit Euler step at every knot (module docstring); XI = dt nu+ has
-    zero columns for a fixed base. E (4, 4), PHI and JR (6, 6) are work arrays for one knot's exp(XI),
-    Ad_{exp(-XI)} and Jr(XI)."""
+    zero columns for a fixed base. E (4, 4) is a work array for one knot's exp(XI); PHI and JR (N, 6, 6) receive
+    every knot's Ad_{exp(-XI)} and Jr(XI)."""
     N, nv, nu = FX.shape[0], DA_DQ.shape[1], FU.shape[2]
     nh = 6 if XI.shape[1] == 6 else 0
     for k in range(N):
@@ -52,17 +74,18 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, JR, FX, FU):
                 Fu[r, c] = dt * Fu[nv + r, c]
         if nh == 0:
             continue
-        exp_into(XI[k], E, PHI, JR, True)
+        Phi, Jr = PHI[k], JR[k]
+        exp_into(XI[k], E, Phi, Jr, True)
         for r in range(6):  # H+ = H exp(dt nu+): Ad_{exp(-dt nu+)} z_H + Jr(dt nu+) dt dnu+
             for c in range(2 * nv):
                 acc = 0.0
                 for j in range(6):
-                    acc += JR[r, j] * Fx[nv + j, c]
-                Fx[r, c] = dt * acc + (PHI[r, c] if c < 6 else 0.0)
+                    acc += Jr[r, j] * Fx[nv + j, c]
+                Fx[r, c] = dt * acc + (Phi[r, c] if c < 6 else 0.0)
             for c in range(nu):
                 acc = 0.0
                 for j in range(6):
-                    acc += JR[r, j] * Fu[nv + j, c]
+                    acc += Jr[r, j] * Fu[nv + j, c]
                 Fu[r, c] = dt * acc
 
 
@@ -101,12 +124,18 @@ class SemiImplicitEuler:
     def step(self, field: Field, dt: float, X: Trajectory, U) -> Trajectory:
         return euler_step(X, field.acceleration(X, U), dt)
 
-    def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray) -> None:
-        """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place."""
+    def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray,
+                    structure: EulerStructure | None = None) -> None:
+        """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place, and how they are built into
+        ``structure`` when given."""
         d = field.derivatives(X, U)
         DA = (np.ascontiguousarray(a) for a in (d.da_dq, d.da_dv, d.da_du))
-        _euler_jacobians_batch(step_twists(dt, X, d), dt, *DA, np.empty((4, 4)), np.empty((6, 6)), np.empty((6, 6)),
-                               F_x, F_u)
+        N, nh = len(X), 0 if X.H is None else 6
+        keep = structure is not None and structure.Phi.shape[1:] == (nh, nh)
+        Phi, Jr = (structure.Phi, structure.Jr) if keep else (np.empty((N, nh, nh)), np.empty((N, nh, nh)))
+        _euler_jacobians_batch(step_twists(dt, X, d), dt, *DA, np.empty((4, 4)), Phi, Jr, F_x, F_u)
+        if structure is not None:
+            structure.dt[:] = dt if keep else np.nan
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray) -> StepHessian:
         """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``."""

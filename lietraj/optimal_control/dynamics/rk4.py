@@ -25,6 +25,7 @@ import numpy as np
 from lietraj._jit import helper
 from lietraj.dynamics.lie.se3 import exp_blocks
 from lietraj.dynamics.lie.state import Trajectory, chart_integrate
+from lietraj.optimal_control.dynamics.euler import EulerStructure
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives
 from lietraj.optimal_control.dynamics.rk4_second_order import Rk4Sensitivities, Rk4Stages, rk4_step_hessian
@@ -162,9 +163,12 @@ class RK4:
         dZ = compose(dX, (3.0 * dF1 + 2.0 * dF2 + 2.0 * dF3 - dF4) / 12.0, p5, k5)
         return Rk4Sensitivities((dX, dY2, dY3, dY4), (dF1, dF2, dF3, dF4), dZ)
 
-    def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray) -> None:
+    def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray,
+                    structure: EulerStructure | None = None) -> None:
         """``F_x, F_u`` of the step at every knot, in place: the sensitivity of x⁺ = Z exp(ξ₆), a few knots at a
-        time."""
+        time. They are dense: ``structure``, when given, marks every knot as not built as an Euler step's."""
+        if structure is not None:
+            structure.dt[:] = np.nan
         st = self.stages(field, dt, X, U)
         ndx, nu = F_u.shape[1], F_u.shape[2]
         for sl, m in self.chunks(len(X), ndx, nu):

@@ -18,6 +18,9 @@ Newton gain of the free controls, zero for the clamped ones. For any such policy
     V_x  = Q_x + Kᵀ Q_u + c,   c = (Q_xu + Kᵀ Q_uu) k            (c = 0 without clamped controls)
     V_xx = Q_xx + Kᵀ Q_uu K + Q_xu K + Kᵀ Q_ux  (+ ρ I when the state regularization is on, as Crocoddyl)
 
+and, since the free rows of ``K`` solve ``Q_uu K = -Q_ux`` on the free controls (with ``Q_uu`` regularized, as
+factorized) and the clamped rows are zero, ``Kᵀ Q_uu K = -Kᵀ Q_ux``: ``V_xx = Q_xx + Q_xu K``, one product.
+
 The expected improvement of a step of length α (Crocoddyl's FDDP model, here with the terms of clamped
 controls, so that it is exact on LQ problems for every α; see ``BackwardPass.expected_improvement``)::
 
@@ -36,7 +39,17 @@ How it is computed (numba, one compiled call per sweep):
   knot, allocates the outputs and returns them as a ``BackwardPass``.
 
 The ``ndx``-sized products go to BLAS through ``np.dot`` into the preallocated ``SweepWork``; the ``nu``-sized
-Cholesky factorizations, solves and box QPs are loops. Where extensions hook in: a penalty or augmented-Lagrangian
+Cholesky factorizations, solves and box QPs are loops. At the knots of a semi-implicit Euler step (the
+``step_*`` fields of ``LocalModel``; ``euler.EulerStructure``) the configuration rows of ``F_x`` and ``F_u`` are
+the velocity rows ``G``, ``B`` mixed by ``E = [dt J; I]`` (ndx, nv) plus ``[Φ, 0]``: ``F_x = [Φ, 0; 0, 0] + E G``,
+``F_u = E B``, with ``Φ`` and ``J`` identities but for their 6x6 base blocks. Then, with ``Y = V'_xx F_x``::
+
+    Y = [V'_xx[:, :nv] Φ, 0] + (V'_xx E) G      F_xᵀ V'_xx F_x = [Φᵀ Y[:nv]; 0] + Gᵀ (Eᵀ Y)
+    F_xᵀ V'_xx F_u = (Eᵀ Y)ᵀ B                  F_uᵀ V'_xx F_u = Bᵀ (Eᵀ V'_xx E) B
+
+where products with ``E`` and ``Φ`` are sums of two rows or columns (six for the base): two products of
+``ndx² nv`` instead of two of ``ndx³``, and ``nv``- instead of ``ndx``-sized ones for ``Q_xu`` and ``Q_uu``, less
+than half the work of the dense products on a humanoid. Where extensions hook in: a penalty or augmented-Lagrangian
 method adds its terms to the cost derivatives of the ``LocalModel`` before the sweep; other constraints on ``δu``
 than a box (a KKT system) replace the gains part of the step; a sweep over part of the horizon calls
 ``riccati_step`` on its knots.
@@ -73,6 +86,50 @@ def _cholesky(A, idx, m, L):
             else:
                 L[i, j] = acc / L[j, j]
     return True
+
+
+@helper
+def _cholesky_solve_rows(L, m, idx, X):
+    """X[idx[:m]] <- (L Lᵀ)⁻¹ X[idx[:m]]: the rows of X solved together, each step a row operation (SIMD over the
+    columns, where one column at a time is a chain of dependent scalars)."""
+    n = X.shape[1]
+    for i in range(m):
+        r = idx[i]
+        for p in range(i):
+            a, rp = L[i, p], idx[p]
+            for j in range(n):
+                X[r, j] -= a * X[rp, j]
+        d = 1.0 / L[i, i]
+        for j in range(n):
+            X[r, j] *= d
+    for i in range(m - 1, -1, -1):
+        r = idx[i]
+        for p in range(i + 1, m):
+            a, rp = L[p, i], idx[p]
+            for j in range(n):
+                X[r, j] -= a * X[rp, j]
+        d = 1.0 / L[i, i]
+        for j in range(n):
+            X[r, j] *= d
+
+
+@helper
+def _add_into(A, B):
+    """A += B for 2-d arrays of one shape."""
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1]):
+            A[i, j] += B[i, j]
+
+
+@helper
+def _finite(A):
+    """Whether a 2-d array has no NaN or infinity (``x - x`` is 0 only for finite x; an and-reduction, which SIMD
+    can do, where a test that returns early is one branch per entry)."""
+    ok = True
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1]):
+            ok &= A[i, j] - A[i, j] == 0.0
+    return ok
 
 
 @helper
@@ -250,7 +307,8 @@ class LocalModel(NamedTuple):
     ``l_xx``, ``l_xu``, ``l_uu``, and three optional terms, each absent when its block is empty (zero width, the knot
     axis kept): DDP's second-order term ``H_xx``, ``H_xu``, ``H_uu`` (Gauss–Newton without it), the gap ``f̄`` into
     the knot (``gaps``: T+1 rows; none on a rollout), and the bounds ``du_lb``, ``du_ub`` on ``δu`` (free controls
-    without them)."""
+    without them). ``step_dt``, ``step_phi``, ``step_jr``: how ``F_x, F_u`` are built at the knots of a semi-implicit
+    Euler step (module docstring; ``euler.EulerStructure``), dt NaN at the other knots."""
 
     F_x: np.ndarray
     F_u: np.ndarray
@@ -265,6 +323,9 @@ class LocalModel(NamedTuple):
     gaps: np.ndarray
     du_lb: np.ndarray
     du_ub: np.ndarray
+    step_dt: np.ndarray
+    step_phi: np.ndarray
+    step_jr: np.ndarray
 
     @classmethod
     def along(cls, d: ProblemDerivatives, hessian: StepHessian | None = None, gaps: np.ndarray | None = None,
@@ -273,9 +334,10 @@ class LocalModel(NamedTuple):
         T = d.dynamics.F_u.shape[0]
         r, none = d.running, np.empty((T, 0, 0))
         H_xx, H_xu, H_uu = (none, none, none) if hessian is None else (hessian.xx, hessian.xu, hessian.uu)
+        S = d.dynamics.structure
         return cls(d.dynamics.F_x, d.dynamics.F_u, r.l_x, r.l_u, r.l_xx, r.l_xu, r.l_uu, H_xx, H_xu, H_uu,
                    np.empty((T + 1, 0)) if gaps is None else gaps, np.empty((T, 0)) if du_lb is None else du_lb,
-                   np.empty((T, 0)) if du_ub is None else du_ub)
+                   np.empty((T, 0)) if du_ub is None else du_ub, *((np.full(T, np.nan), none, none) if S is None else S))
 
 
 class SweepSettings(NamedTuple):
@@ -316,34 +378,95 @@ class ActionValue(NamedTuple):
 
 
 class SweepWork(NamedTuple):
-    """Work arrays of one knot's step, reused by every knot of a sweep."""
+    """Work arrays of one knot's step, reused by every knot of a sweep; ``PE``, ``EY``, ``EPE``, ``EPEB`` are the
+    products with ``E`` of an Euler step's knots (module docstring), ``V'_xx E``, ``Eᵀ Y``, ``Eᵀ V'_xx E`` and
+    ``Eᵀ V'_xx E B``."""
 
     W_xx: np.ndarray
     W_ux: np.ndarray
     Q_xx: np.ndarray
     Q_xu: np.ndarray
-    M: np.ndarray
     Q_x: np.ndarray
     L: np.ndarray
     idx: np.ndarray
     vec: np.ndarray
-    K_col: np.ndarray
+    PE: np.ndarray
+    EY: np.ndarray
+    EPE: np.ndarray
+    EPEB: np.ndarray
 
     @classmethod
     def empty(cls, ndx: int, nu: int) -> SweepWork:
         """Work arrays for a state tangent of size ``ndx`` and ``nu`` controls."""
+        nv = ndx // 2
         return cls(np.empty((ndx, ndx)), np.empty((nu, ndx)), np.empty((ndx, ndx)), np.empty((ndx, nu)),
-                   np.empty((nu, ndx)), np.empty(ndx), np.empty((nu, nu)), np.empty(nu, dtype=np.int64),
-                   np.empty((4, nu)), np.empty(nu))
+                   np.empty(ndx), np.empty((nu, nu)), np.empty(nu, dtype=np.int64), np.empty((4, nu)),
+                   np.empty((ndx, nv)), np.empty((nv, ndx)), np.empty((nv, nv)), np.empty((nv, nu)))
 
 
-# riccati_step has one call site, riccati_sweep's loop, where numba inlines it at its own IR level: the step costs
-# no compilation of its own. As a helper (lietraj/_jit.py) it was one more separately optimized LLVM module, which
-# the sweep's module optimizes again with everything it calls: a first sweep from an empty cache took 11-15 s
-# instead of 7-9 s. This is the one case of inline="always" a measurement justifies (compile time is part of the speed a user sees);
-# the other options are the kernels' (its runtime flag it takes from the sweep), so that the helpers it calls
-# compile once (lietraj/_jit.py).
+# riccati_step has one call site, riccati_sweep's loop, and _euler_products one, the step: numba inlines them at
+# its own IR level and they cost no compilation of their own. As a helper (lietraj/_jit.py) the step was one more
+# separately optimized LLVM module, which the sweep's module optimizes again with everything it calls: a first sweep
+# from an empty cache took 11-15 s instead of 7-9 s. They are the one case of inline="always" a measurement
+# justifies (compile time is part of the speed a user sees); the other options are the kernels' (the runtime flag
+# they take from the sweep, for np.dot), so that the helpers they call compile once (lietraj/_jit.py).
 _inlined = njit(inline="always", cache=True, nogil=True, no_cfunc_wrapper=True)
+
+
+@_inlined
+def _euler_products(model, t, P, work, Q_uu):
+    """``work.Q_xx = F_xᵀ P F_x``, ``work.Q_xu = F_xᵀ P F_u`` and ``Q_uu = F_uᵀ P F_u`` at knot ``t`` of a semi-implicit
+    Euler step, through ``G`` and ``B`` (module docstring); ``work.W_xx`` holds ``Y = P F_x``."""
+    ndx = P.shape[0]
+    nv, nh, dt = ndx // 2, model.step_phi.shape[1], model.step_dt[t]
+    Phi, Jr, G, B = model.step_phi[t], model.step_jr[t], model.F_x[t, nv:], model.F_u[t, nv:]
+    Y, PE, EY, EPE, EPEB = work.W_xx, work.PE, work.EY, work.EPE, work.EPEB
+    for i in range(ndx):  # P E = dt P[:, :nv] J + P[:, nv:]
+        for c in range(nv):
+            acc = P[i, c]
+            if c < nh:
+                acc = 0.0
+                for j in range(nh):
+                    acc += P[i, j] * Jr[j, c]
+            PE[i, c] = dt * acc + P[i, nv + c]
+    np.dot(PE, G, Y)
+    for i in range(ndx):  # Y += [P[:, :nv] Φ, 0]
+        for c in range(nh):
+            acc = 0.0
+            for j in range(nh):
+                acc += P[i, j] * Phi[j, c]
+            Y[i, c] += acc
+        for c in range(nh, nv):
+            Y[i, c] += P[i, c]
+    for r in range(nv):  # Eᵀ Y = dt Jᵀ Y[:nv] + Y[nv:], Eᵀ P E likewise from P E
+        for c in range(ndx):
+            acc = Y[r, c]
+            if r < nh:
+                acc = 0.0
+                for j in range(nh):
+                    acc += Jr[j, r] * Y[j, c]
+            EY[r, c] = dt * acc + Y[nv + r, c]
+        for c in range(nv):
+            acc = PE[r, c]
+            if r < nh:
+                acc = 0.0
+                for j in range(nh):
+                    acc += Jr[j, r] * PE[j, c]
+            EPE[r, c] = dt * acc + PE[nv + r, c]
+    np.dot(G.T, EY, work.Q_xx)
+    Q_xx = work.Q_xx
+    for r in range(nv):  # Q_xx += [Φᵀ Y[:nv]; 0]
+        for c in range(ndx):
+            acc = Y[r, c]
+            if r < nh:
+                acc = 0.0
+                for j in range(nh):
+                    acc += Phi[j, r] * Y[j, c]
+            Q_xx[r, c] += acc
+    np.dot(EY.T, B, work.Q_xu)
+    np.dot(EPE, B, EPEB)
+    np.dot(B.T, EPEB, Q_uu)
+
 
 # why a knot's step failed (``riccati_step``'s return value), and what the solvers' statuses say about it
 STEP_OK, NON_FINITE_Q, NOT_POSITIVE_DEFINITE, NON_FINITE_V = 0, 1, 2, 3
@@ -367,39 +490,39 @@ def riccati_step(model, value, t, settings, q, gains, work):
     l_x, l_u, l_xx, l_xu, l_uu, H_xx, H_xu, H_uu, gaps = (model.l_x, model.l_u, model.l_xx, model.l_xu, model.l_uu,
                                                           model.H_xx, model.H_xu, model.H_uu, model.gaps)
     Q_u, c, k, V_x, lam = q.Q_u, q.c, gains.k, value.V_x, value.lam
-    Q_xx, Q_xu, Q_x, W_xx, W_ux, M = work.Q_xx, work.Q_xu, work.Q_x, work.W_xx, work.W_ux, work.M
-    idx, L, vec, K_col = work.idx, work.L, work.vec, work.K_col
+    Q_xx, Q_xu, Q_x, W_xx = work.Q_xx, work.Q_xu, work.Q_x, work.W_xx
+    idx, L, vec = work.idx, work.L, work.vec
     reg, second_order = settings.reg, H_xx.shape[1] != 0
     # the blocks of Q from the next knot's value: Q_xx, Q_xu, Q_x into work, Q_u, Q_uu + ρ I into q
-    np.dot(F_x.T, P, W_xx)
-    np.dot(W_xx, F_x, Q_xx)
-    np.dot(W_xx, F_u, Q_xu)
-    np.dot(F_u.T, P, W_ux)
-    np.dot(W_ux, F_u, Q_uu)
-    for i in range(ndx):
-        acc = l_x[t, i]
-        for j in range(ndx):
-            acc += F_x[j, i] * lam[t + 1, j]
-            Q_xx[i, j] += l_xx[t, i, j] + (H_xx[t, i, j] if second_order else 0.0)
-        Q_x[i] = acc
-        for j in range(nu):
-            Q_xu[i, j] += l_xu[t, i, j] + (H_xu[t, i, j] if second_order else 0.0)
+    if not math.isnan(model.step_dt[t]):
+        _euler_products(model, t, P, work, Q_uu)
+    else:
+        np.dot(F_x.T, P, W_xx)
+        np.dot(W_xx, F_x, Q_xx)
+        np.dot(W_xx, F_u, Q_xu)
+        np.dot(F_u.T, P, work.W_ux)
+        np.dot(work.W_ux, F_u, Q_uu)
+    _add_into(Q_xx, l_xx[t])
+    _add_into(Q_xu, l_xu[t])
+    _add_into(Q_uu, l_uu[t])
+    if second_order:
+        _add_into(Q_xx, H_xx[t])
+        _add_into(Q_xu, H_xu[t])
+        _add_into(Q_uu, H_uu[t])
     for i in range(nu):
-        acc = l_u[t, i]
-        for j in range(ndx):
-            acc += F_u[j, i] * lam[t + 1, j]
-        Q_u[t, i] = acc
-        for j in range(nu):
-            Q_uu[i, j] += l_uu[t, i, j] + (H_uu[t, i, j] if second_order else 0.0)
         Q_uu[i, i] += reg
-    finite = True
+    Q_u_t = Q_u[t:t + 1]
+    for i in range(ndx):
+        Q_x[i] = l_x[t, i]
     for i in range(nu):
-        finite = finite and math.isfinite(Q_u[t, i])
-        for j in range(nu):
-            finite = finite and math.isfinite(Q_uu[i, j])
-        for j in range(ndx):
-            finite = finite and math.isfinite(Q_xu[j, i])
-    if not finite:
+        Q_u_t[0, i] = l_u[t, i]
+    for j in range(ndx):  # Fᵀ λ' row by row of F (contiguous)
+        lam_j = lam[t + 1, j]
+        for i in range(ndx):
+            Q_x[i] += F_x[j, i] * lam_j
+        for i in range(nu):
+            Q_u_t[0, i] += F_u[j, i] * lam_j
+    if not (_finite(Q_u_t) and _finite(Q_uu) and _finite(Q_xu)):
         return NON_FINITE_Q
     # k on the box (or free), K = -Q_uu⁻¹ Q_ux on the free controls, zero rows for the clamped ones
     if model.du_lb.shape[1] != 0:
@@ -421,13 +544,11 @@ def riccati_step(model, value, t, settings, q, gains, work):
     for i in range(nu):
         for j in range(ndx):
             K[i, j] = 0.0
-    for j in range(ndx):
-        for i in range(m):
-            K_col[i] = Q_xu[j, idx[i]]
-        _cholesky_solve(L, m, K_col)
-        for i in range(m):
-            K[idx[i], j] = -K_col[i]
-    # V_x = Q_x + Kᵀ Q_u + c with c = Q_xu k + Kᵀ Q_uu k, V_xx = Q_xx + Kᵀ (Q_uu K + Q_ux) + Q_xu K, λ = V_x + V_xx f̄
+    for i in range(m):
+        for j in range(ndx):
+            K[idx[i], j] = -Q_xu[j, idx[i]]
+    _cholesky_solve_rows(L, m, idx, K)
+    # V_x = Q_x + Kᵀ Q_u + c with c = Q_xu k + Kᵀ Q_uu k, V_xx = Q_xx + Q_xu K (module docstring), λ = V_x + V_xx f̄
     for i in range(nu):
         acc = 0.0
         for j in range(nu):
@@ -436,37 +557,31 @@ def riccati_step(model, value, t, settings, q, gains, work):
     for i in range(ndx):
         acc = 0.0
         for j in range(nu):
-            acc += Q_xu[i, j] * k[t, j] + K[j, i] * vec[1, j]
+            acc += Q_xu[i, j] * k[t, j]
         c[t, i] = acc
-        acc2 = Q_x[i] + acc
-        for j in range(nu):
-            acc2 += K[j, i] * Q_u[t, j]
-        V_x[t, i] = acc2
-    np.dot(Q_uu, K, M)
-    for i in range(nu):
-        for j in range(ndx):
-            M[i, j] += Q_xu[j, i]
-    np.dot(K.T, M, V_xx)
+        V_x[t, i] = Q_x[i]
+    for j in range(nu):  # Kᵀ (Q_uu k) and Kᵀ Q_u row by row of K
+        a, b = vec[1, j], Q_u[t, j]
+        for i in range(ndx):
+            c[t, i] += K[j, i] * a
+            V_x[t, i] += K[j, i] * b
+    for i in range(ndx):
+        V_x[t, i] += c[t, i]
     np.dot(Q_xu, K, W_xx)
     for i in range(ndx):
         for j in range(i + 1):
-            v = 0.5 * (V_xx[i, j] + V_xx[j, i] + W_xx[i, j] + W_xx[j, i] + Q_xx[i, j] + Q_xx[j, i])
+            v = 0.5 * (W_xx[i, j] + W_xx[j, i] + Q_xx[i, j] + Q_xx[j, i])
             V_xx[i, j] = v
             V_xx[j, i] = v
         if settings.regularize_vxx:
             V_xx[i, i] += reg
-    with_gap = gaps.shape[1] != 0
-    finite = True
     for i in range(ndx):
-        acc = V_x[t, i]
-        if with_gap:
-            for j in range(ndx):
-                acc += V_xx[i, j] * gaps[t, j]
-        lam[t, i] = acc
-        finite = finite and math.isfinite(acc)
-        for j in range(ndx):
-            finite = finite and math.isfinite(V_xx[i, j])
-    if not finite:
+        lam[t, i] = V_x[t, i]
+    for j in range(gaps.shape[1]):  # + V_xx f̄ column by column (V_xx is symmetric: its rows, contiguous)
+        g = gaps[t, j]
+        for i in range(ndx):
+            lam[t, i] += V_xx[j, i] * g
+    if not (_finite(lam[t:t + 1]) and _finite(V_xx)):
         return NON_FINITE_V
     return STEP_OK
 

@@ -295,7 +295,7 @@ class Solver:
         ValueError; a guess that cannot be evaluated gives a state whose status says so."""
         started = time.perf_counter()
         problem = self.problem
-        T, nu, ndx = problem.T, problem.nu, problem.ndx
+        T, nu = problem.T, problem.nu
         us = np.zeros((T, nu)) if us0 is None else problem.check_controls(us0).copy()
         if problem.has_control_limits:
             np.clip(us, problem.u_lb, problem.u_ub, out=us)
@@ -311,7 +311,7 @@ class Solver:
                 what = "the initial rollout of the controls fails" if feasible else "the initial guess cannot be evaluated"
                 status = _failed(f"{what} ({e})")
         return SolverState(problem.constant_trajectory() if xs is None else xs, us, cost, feasible,
-                           max(self.options.reg_init, self.options.reg_min), ProblemDerivatives.empty(T, ndx, nu),
+                           max(self.options.reg_init, self.options.reg_min), problem.empty_derivatives(),
                            started, status=status)
 
     # ---- one iteration -----------------------------------------------------------------------------------------
