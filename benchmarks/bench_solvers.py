@@ -135,7 +135,8 @@ def initial_controls(model, x0) -> np.ndarray:
 def lietraj_solve(solve, problem, us0):
     """One solve: (seconds, iterations, cost, median seconds per iteration, status)."""
     t = time.perf_counter()
-    result = solve(problem, us0=us0, options=SolverOptions(tol=TOL, max_iter=500))
+    result = solve(problem, us0=us0, options=SolverOptions(tol=TOL, max_iter=500,
+                                                           threads=int(os.environ["OMP_NUM_THREADS"])))
     elapsed = time.perf_counter() - t
     per_iteration = np.median([h.time for h in result.history]) if result.history else float("nan")
     return elapsed, result.iterations, result.cost, per_iteration, result.status

@@ -6,7 +6,8 @@ and by ``lietraj.problems.talos_reach``; both start from the example's guess (co
 torques) with the example's solver settings (regularization 0.1, at most 500 iterations, stop at 1e-9). Printed:
 final costs and their relative difference, iterations, wall-clock medians over the repeats and their ratio.
 Crocoddyl runs without callbacks. Each thread count runs in a fresh process with ``OMP_NUM_THREADS`` set to it
-(Crocoddyl's OpenMP threads and the BLAS of lietraj's Riccati sweep read it when they start); the machine, its load
+(Crocoddyl's OpenMP threads and the BLAS of lietraj's Riccati sweep read it when they start) and lietraj's
+``SolverOptions.threads`` equal to it; the machine, its load
 average before and after, and whether the run was quiet (``benchmarks/machine.py``) are printed with the figures::
 
     python benchmarks/bench_vs_crocoddyl.py                 # 1 and 2 threads, 5 solves each, interleaved
@@ -20,6 +21,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -41,11 +43,12 @@ def compare(repeats: int) -> None:
     quietness = Quietness(threads)
     example = talos_reach()
     croc, xs, us = talos_reach_problem()
-    example.solve()  # compile (numba caches make later runs start warm)
+    options = dataclasses.replace(example.options, threads=threads)  # lietraj uses as many threads as Crocoddyl
+    example.solve(options=options)  # compile (numba caches make later runs start warm)
     ours, theirs, result, solver = [], [], None, None
     for _ in range(repeats):
         t = time.perf_counter()
-        result = example.solve()
+        result = example.solve(options=options)
         ours.append(time.perf_counter() - t)
         solver = crocoddyl.SolverFDDP(croc)
         t = time.perf_counter()

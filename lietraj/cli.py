@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--horizon", metavar="KNOTS", help=f"number of knots (at least {MIN_HORIZON})")
     solve.add_argument("--dt", metavar="SECONDS", help="time step in seconds (positive)")
     solve.add_argument("--max-iter", type=int, help="iteration limit (default: the problem's)")
+    solve.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
+                       help="1, or 2 to compute the dynamics' derivatives beside the costs' (default: 2 where the "
+                            "machine has two cores)")
     solve.add_argument("--set", type=_parameter, action="append", default=[], metavar="KEY=VALUE",
                        help="another parameter of the problem's builder, e.g. depth=0.08 or lift=FL_FOOT")
     solve.add_argument("--save", metavar="FILE", help="write the solution (.npz, lossless; load_solution reads it)")
@@ -268,6 +271,8 @@ def _solve(args: argparse.Namespace) -> int:
         raise ValueError(f"--robot {args.robot}: problem {args.problem!r} takes the robots {', '.join(entry.robots)}")
     if args.max_iter is not None and args.max_iter < 0:
         raise ValueError(f"--max-iter {args.max_iter}: the iteration limit must be 0 or more")
+    if args.threads < 1:
+        raise ValueError(f"--threads {args.threads}: at least 1")
     settings = _settings(args, entry)
     _check_output(args.save, (".npz",), "--save")
     _check_output(args.plot, (".png", ".pdf"), "--plot")
@@ -288,7 +293,8 @@ def _solve(args: argparse.Namespace) -> int:
     finally:
         if cold is not None:
             cold.close()
-    options = example.options if args.max_iter is None else replace(example.options, max_iter=args.max_iter)
+    options = replace(example.options, threads=args.threads,
+                      **({} if args.max_iter is None else {"max_iter": args.max_iter}))
     print(f"{example.name}: {example.description}")
     print(f"  {example.problem}, dt = {example.dt:g} s")
     viewer, callbacks = None, [] if args.quiet else [LogTable()]

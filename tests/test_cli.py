@@ -187,9 +187,9 @@ def test_failed_solve_with_a_non_finite_trajectory_writes_no_file(capsys, tmp_pa
 
 # ---- item 9: one line, never a traceback ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv", [["--dt", "0"], ["--horizon", "0"], ["--max-iter", "-1"], ["--set", "depth=abc"],
-                                  ["--set", "nope=1"], ["--set", "friction=-1"], ["--save", "/no/such/folder/x.npz"],
-                                  ["--plot", "x.svg"], ["--html", "x.txt"]])
+@pytest.mark.parametrize("argv", [["--dt", "0"], ["--horizon", "0"], ["--max-iter", "-1"], ["--threads", "0"],
+                                  ["--set", "depth=abc"], ["--set", "nope=1"], ["--set", "friction=-1"],
+                                  ["--save", "/no/such/folder/x.npz"], ["--plot", "x.svg"], ["--html", "x.txt"]])
 def test_every_user_error_is_one_line_with_exit_code_2(capsys, nothing_built, argv):
     err = user_error(capsys, *SQUAT, *argv)
     assert err.startswith(f"lietraj: error: {argv[0]} ")

@@ -1,16 +1,20 @@
 """Two threads solving two problems built on the same cached robot: bit-identical to solving them one after the
 other (the model is read-only, every work array belongs to a workspace of one problem), and faster, the kernels
 releasing the GIL. The speed-up is printed (``pytest -s``), not asserted: it depends on the machine's load; so is
-the CPU time of the threaded solves over their wall time, above 1 when they overlapped."""
+the CPU time of the threaded solves over their wall time, above 1 when they overlapped. One solve in two threads
+(``SolverOptions.threads``) is bit-identical to the solve in one."""
 
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
 import lietraj
 from lietraj.dynamics import Workspace, aba, rnea
-from lietraj.problems import talos_reach
+from lietraj.optimal_control import SolverOptions
+from lietraj.problems import make_problem, talos_reach
 
 
 def _problems():
@@ -94,3 +98,19 @@ def test_the_model_is_read_only():
         if isinstance(a, np.ndarray):
             assert not a.flags.writeable
     assert not hasattr(model, "scratch")
+
+
+@pytest.mark.parametrize("name, robot, solver", [("talos_reach", None, "fddp"), ("trot", "solo12", "fddp"),
+                                                 ("jump", "anymal", "ddp")])
+def test_one_solve_in_two_threads_equals_the_solve_in_one(name, robot, solver):
+    """With ``threads=2`` the dynamics' derivatives run beside the costs' (the trot's and the jump's friction-cone
+    costs read the contact dynamics the dynamics compute: one waits for the other's result)."""
+    example = make_problem(name, robot, **({"horizon": 30} if name == "talos_reach" else {}))
+    one = example.solve(solver, options=dataclasses.replace(example.options, threads=1, max_iter=20))
+    two = example.solve(solver, options=dataclasses.replace(example.options, threads=2, max_iter=20))
+    assert one.iterations > 1 and _same(one, two)
+
+
+def test_threads_must_be_a_positive_integer():
+    with pytest.raises(ValueError, match="threads=0"):
+        SolverOptions(threads=0)

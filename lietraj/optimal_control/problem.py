@@ -18,6 +18,7 @@ The gaps of a (possibly infeasible) guess are ``f̄_0 = x0 ⊖ X[0]`` and ``f̄_
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 
@@ -264,26 +265,37 @@ class Problem:
         """The arrays ``derivatives`` fills, to reuse from one call to the next."""
         return ProblemDerivatives.empty(self.T, self.ndx, self.nu, 6 if self.state_space.floating_base else 0)
 
-    def derivatives(self, X: Trajectory, U, out: ProblemDerivatives | None = None) -> ProblemDerivatives:
+    def derivatives(self, X: Trajectory, U, out: ProblemDerivatives | None = None,
+                    executor: Executor | None = None) -> ProblemDerivatives:
         """``F_x, F_u`` and the running cost derivatives at every running knot, the terminal cost derivatives at
         ``X[T]``: one ``trajectory_derivatives`` call per dynamics group and one ``derivatives`` call per cost group.
         ``out`` (from ``empty_derivatives``) is overwritten when given."""
         U = np.asarray(U, dtype=np.float64)
         if out is None:
             out = self.empty_derivatives()
-        F, S = out.dynamics, out.dynamics.structure
-        if S is not None:
-            S.dt[:] = np.nan  # what a dynamics does not fill has no known structure
-        for a, b, dyn in self._dynamics_runs:
-            view = DiscreteDerivatives(F.F_x[a:b], F.F_u[a:b], None if S is None else EulerStructure(*(s[a:b] for s in S)))
-            _copy_into(view, dyn.trajectory_derivatives(X[a:b], U[a:b], out=view), ("F_x", "F_u"))
+        dynamics = None
+        if executor is None:
+            self._dynamics_derivatives(X, U, out.dynamics)
+        else:
+            dynamics = executor.submit(self._dynamics_derivatives, X, U, out.dynamics)
         names = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
         r = out.running
         for a, b, cost in self._cost_runs:
             view = CostDerivatives(*(getattr(r, name)[a:b] for name in names))
             _copy_into(view, cost.derivatives(X[a:b], U[a:b], out=view), names)
         _copy_into(out.terminal, self.terminal.derivatives(X[self.T:self.T + 1], None, out=out.terminal), names)
+        if dynamics is not None:
+            dynamics.result()
         return out
+
+    def _dynamics_derivatives(self, X: Trajectory, U: np.ndarray, F: DiscreteDerivatives) -> None:
+        """``F_x, F_u`` (and their structure) at every running knot, into ``F``."""
+        S = F.structure
+        if S is not None:
+            S.dt[:] = np.nan  # what a dynamics does not fill has no known structure
+        for a, b, dyn in self._dynamics_runs:
+            view = DiscreteDerivatives(F.F_x[a:b], F.F_u[a:b], None if S is None else EulerStructure(*(s[a:b] for s in S)))
+            _copy_into(view, dyn.trajectory_derivatives(X[a:b], U[a:b], out=view), ("F_x", "F_u"))
 
     def dynamics_contraction(self, X: Trajectory, U, LAM) -> StepHessian:
         """The second-order dynamics term of DDP at every running knot: the symmetric Hessian in ``(dx, du)`` of

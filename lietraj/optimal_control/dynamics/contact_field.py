@@ -16,6 +16,7 @@ another field, and so another dynamics object, for the knots of each phase.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -44,6 +45,17 @@ class ContactField(RobotField):
         if type(self) is ContactField:  # a subclass may change the field: it is evaluated in Python
             self.tables = FieldTables(None, (self.packed.CI, self.packed.CF, self.damping))
         self._last: tuple | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        state["_last"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ContactField({self.model.name!r}, contacts=[{', '.join(f'{c.frame}:{c.kind}' for c in self.contacts)}])"
@@ -67,15 +79,17 @@ class ContactField(RobotField):
         The last evaluation is kept with a copy of its inputs and returned again for equal ``(X, U)``: the
         Jacobians, DDP's second-order term and the contact costs (``WrenchConeResidual(..., dynamics=...)``)
         evaluate the same knots in one iteration and share one computation. The arrays are shared: read them, do
-        not write them."""
-        tau = self.torques(X, U)
-        if self._last is not None:
-            inputs, d = self._last
-            if all(np.array_equal(a, b) for a, b in zip(inputs, (X.H, X.s, X.v, tau)) if b is not None):
-                return d
-        d = contact_dynamics_derivatives(self.model, X, tau, self.contacts, self.damping, workspace=self.workspace)
-        self._last = (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v, tau)), d)
-        return d
+        not write them. The costs may ask while the dynamics compute in another thread (``SolverOptions.threads``):
+        one computes, the other waits for its result."""
+        with self._lock:
+            tau = self.torques(X, U)
+            if self._last is not None:
+                inputs, d = self._last
+                if all(np.array_equal(a, b) for a, b in zip(inputs, (X.H, X.s, X.v, tau)) if b is not None):
+                    return d
+            d = contact_dynamics_derivatives(self.model, X, tau, self.contacts, self.damping, workspace=self.workspace)
+            self._last = (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v, tau)), d)
+            return d
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
         d = self.contact_derivatives(X, U)

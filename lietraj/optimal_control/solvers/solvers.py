@@ -55,7 +55,9 @@ from __future__ import annotations
 import math
 import sys
 import time
+import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -91,6 +93,7 @@ class SolverOptions:
     step_inc: float = 0.01  # th_stepinc
     box_tol: float = 1e-12
     box_max_iter: int = 100
+    threads: int = 1  # 2: the dynamics' derivatives in a second thread while the costs' are computed in this one
 
     def __post_init__(self):
         checks = {
@@ -103,6 +106,7 @@ class SolverOptions:
             "accept_ratio": 0 <= self.accept_ratio < 1, "accept_ascent_ratio": self.accept_ascent_ratio >= 1,
             "step_dec": 0 <= self.step_dec <= 1, "step_inc": 0 <= self.step_inc <= 1,
             "box_tol": self.box_tol > 0, "box_max_iter": self.box_max_iter >= 1,
+            "threads": isinstance(self.threads, (int, np.integer)) and self.threads >= 1,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
@@ -273,6 +277,17 @@ class Solver:
             self.callbacks.append(LogTable())
         self.problem, self.options, self.verbose = problem, options, verbose
         self.name, self.second_order, self.fddp = name, second_order, fddp
+        self._executor: ThreadPoolExecutor | None = None
+
+    def executor(self) -> ThreadPoolExecutor | None:
+        """The second thread of ``options.threads > 1`` (today one task runs beside the calling thread: the
+        dynamics' derivatives), started on first use and stopped when the solver is collected; None for one."""
+        if self.options.threads == 1:
+            return None
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"lietraj-{self.name}")
+            weakref.finalize(self, self._executor.shutdown, wait=False)
+        return self._executor
 
     def solve(self, xs0: Trajectory | None = None, us0=None) -> SolverResult:
         """Iterate from the guess until a status ends the solve (module docstring): from ``xs0, us0``, or from the
@@ -340,7 +355,7 @@ class Solver:
         """Step 1: the derivatives and, for an infeasible guess, the gaps at the guess; a guess whose gaps are all
         below ``gap_tol`` counts as feasible from here on."""
         try:
-            self.problem.derivatives(state.xs, state.us, out=state.derivatives)
+            self.problem.derivatives(state.xs, state.us, out=state.derivatives, executor=self.executor())
             state.gaps = None if state.feasible else self.problem.gaps(state.xs, state.us)
         except _NUMERICAL_ERRORS as e:
             raise SolveFailed(f"the derivatives cannot be evaluated ({e})") from e
