@@ -612,9 +612,10 @@ def backward_pass(d: ProblemDerivatives, reg: float = 0.0, gaps: np.ndarray | No
     T, ndx, nu = d.dynamics.F_u.shape
     boxed = du_lb is not None
     k = np.zeros((T, nu)) if k_guess is None or not boxed else np.array(k_guess, dtype=np.float64)
-    K = np.zeros((T, nu, ndx))
-    V_x, V_xx, lam = np.zeros((T + 1, ndx)), np.zeros((T + 1, ndx, ndx)), np.zeros((T + 1, ndx))
-    Q_u, Q_uu, c = np.zeros((T, nu)), np.zeros((T, nu, nu)), np.zeros((T, ndx))
+    # the sweep writes every knot it reaches (K's rows of clamped controls included): no first touch of zeros
+    K = np.empty((T, nu, ndx))
+    V_x, V_xx, lam = np.empty((T + 1, ndx)), np.empty((T + 1, ndx, ndx)), np.empty((T + 1, ndx))
+    Q_u, Q_uu, c = np.empty((T, nu)), np.empty((T, nu, nu)), np.empty((T, ndx))
     free = np.ones((T, nu), dtype=np.bool_)
     out = BackwardPass(k, K, V_x, V_xx, lam, Q_u, Q_uu, c, free, gaps, float(reg))
     V_x[T] = d.terminal.l_x[0]
