@@ -404,6 +404,35 @@ class SweepWork(NamedTuple):
                    np.empty((ndx, nv)), np.empty((nv, ndx)), np.empty((nv, nv)), np.empty((nv, nu)))
 
 
+@helper
+def _add_times_block(X, W, n, alpha, out):
+    """``out[:, :n] += alpha X[:, :n] diag(W, I)``: the first columns mixed by the square block ``W``, the others
+    copied."""
+    nh = W.shape[0]
+    for i in range(X.shape[0]):
+        for c in range(nh):
+            acc = 0.0
+            for j in range(nh):
+                acc += X[i, j] * W[j, c]
+            out[i, c] += alpha * acc
+        for c in range(nh, n):
+            out[i, c] += alpha * X[i, c]
+
+
+@helper
+def _add_block_times(W, X, n, alpha, out):
+    """``out[:n] += alpha diag(W, I)ᵀ X[:n]``: row operations (contiguous)."""
+    nh = W.shape[0]
+    for r in range(nh):
+        for j in range(nh):
+            a = alpha * W[j, r]
+            for c in range(X.shape[1]):
+                out[r, c] += a * X[j, c]
+    for r in range(nh, n):
+        for c in range(X.shape[1]):
+            out[r, c] += alpha * X[r, c]
+
+
 # riccati_step has one call site, riccati_sweep's loop, and _euler_products one, the step: numba inlines them at
 # its own IR level and they cost no compilation of their own. As a helper (lietraj/_jit.py) the step was one more
 # separately optimized LLVM module, which the sweep's module optimizes again with everything it calls: a first sweep
@@ -418,51 +447,24 @@ def _euler_products(model, t, P, work, Q_uu):
     """``work.Q_xx = F_xᵀ P F_x``, ``work.Q_xu = F_xᵀ P F_u`` and ``Q_uu = F_uᵀ P F_u`` at knot ``t`` of a semi-implicit
     Euler step, through ``G`` and ``B`` (module docstring); ``work.W_xx`` holds ``Y = P F_x``."""
     ndx = P.shape[0]
-    nv, nh, dt = ndx // 2, model.step_phi.shape[1], model.step_dt[t]
+    nv, dt = ndx // 2, model.step_dt[t]
     Phi, Jr, G, B = model.step_phi[t], model.step_jr[t], model.F_x[t, nv:], model.F_u[t, nv:]
     Y, PE, EY, EPE, EPEB = work.W_xx, work.PE, work.EY, work.EPE, work.EPEB
-    for i in range(ndx):  # P E = dt P[:, :nv] J + P[:, nv:]
+    for i in range(ndx):  # P E = P[:, nv:] + dt P[:, :nv] J
         for c in range(nv):
-            acc = P[i, c]
-            if c < nh:
-                acc = 0.0
-                for j in range(nh):
-                    acc += P[i, j] * Jr[j, c]
-            PE[i, c] = dt * acc + P[i, nv + c]
+            PE[i, c] = P[i, nv + c]
+    _add_times_block(P, Jr, nv, dt, PE)
     np.dot(PE, G, Y)
-    for i in range(ndx):  # Y += [P[:, :nv] Φ, 0]
-        for c in range(nh):
-            acc = 0.0
-            for j in range(nh):
-                acc += P[i, j] * Phi[j, c]
-            Y[i, c] += acc
-        for c in range(nh, nv):
-            Y[i, c] += P[i, c]
-    for r in range(nv):  # Eᵀ Y = dt Jᵀ Y[:nv] + Y[nv:], Eᵀ P E likewise from P E
+    _add_times_block(P, Phi, nv, 1.0, Y)  # Y = P E G + [P[:, :nv] Φ, 0]
+    for r in range(nv):  # Eᵀ Y = Y[nv:] + dt Jᵀ Y[:nv], Eᵀ P E = (P E)[nv:] + dt Jᵀ (P E)[:nv]
         for c in range(ndx):
-            acc = Y[r, c]
-            if r < nh:
-                acc = 0.0
-                for j in range(nh):
-                    acc += Jr[j, r] * Y[j, c]
-            EY[r, c] = dt * acc + Y[nv + r, c]
+            EY[r, c] = Y[nv + r, c]
         for c in range(nv):
-            acc = PE[r, c]
-            if r < nh:
-                acc = 0.0
-                for j in range(nh):
-                    acc += Jr[j, r] * PE[j, c]
-            EPE[r, c] = dt * acc + PE[nv + r, c]
+            EPE[r, c] = PE[nv + r, c]
+    _add_block_times(Jr, Y, nv, dt, EY)
+    _add_block_times(Jr, PE, nv, dt, EPE)
     np.dot(G.T, EY, work.Q_xx)
-    Q_xx = work.Q_xx
-    for r in range(nv):  # Q_xx += [Φᵀ Y[:nv]; 0]
-        for c in range(ndx):
-            acc = Y[r, c]
-            if r < nh:
-                acc = 0.0
-                for j in range(nh):
-                    acc += Phi[j, r] * Y[j, c]
-            Q_xx[r, c] += acc
+    _add_block_times(Phi, Y, nv, 1.0, work.Q_xx)  # Q_xx = Gᵀ Eᵀ Y + [Φᵀ Y[:nv]; 0]
     np.dot(EY.T, B, work.Q_xu)
     np.dot(EPE, B, EPEB)
     np.dot(B.T, EPEB, Q_uu)
