@@ -42,7 +42,8 @@ from typing import TextIO
 import numpy as np
 import numba.core.event
 
-STAGES = ("evaluate", "contact_derivatives", "cost_derivatives", "derivatives", "second_order", "backward", "forward")
+STAGES = ("evaluate", "contact_derivatives", "cost_derivatives", "step_jacobians", "derivatives", "second_order",
+          "backward", "forward")
 # The worker's stages; the command runs the others, in STAGES' order.
 _WORKER_STAGES = ("backward", "contact_derivatives", "derivatives", "second_order")
 
@@ -156,6 +157,7 @@ def run_stages(problem, xs0, us0, solver: str, stages) -> None:
         "contact_derivatives": lambda: _contact_derivatives(problem, xs, us),
         "cost_derivatives": lambda: [model.cost.derivatives(xs[t:t + 1], us[t:t + 1]) for t, model in
                                      _firsts(problem.running)] + [problem.terminal.derivatives(xs[-1:], None)],
+        "step_jacobians": lambda: _step_jacobians(problem, xs),
         "derivatives": lambda: problem.derivatives(xs, us, out=problem.empty_derivatives()),
         "second_order": lambda: problem.dynamics_contraction(xs, us, np.zeros((problem.T, problem.ndx))),
         "backward": lambda: _backward(problem.has_control_limits),
@@ -167,6 +169,19 @@ def run_stages(problem, xs0, us0, solver: str, stages) -> None:
                 steps[stage]()
             except (ValueError, ArithmeticError):
                 pass
+
+
+def _step_jacobians(problem, xs) -> None:
+    """The Euler step's Jacobian kernel on zero field derivatives: it needs no field, so the command compiles it
+    while the worker compiles the contact derivatives that the step's field needs (the worker's ``derivatives``
+    stage then loads it)."""
+    from lietraj.optimal_control.dynamics.euler import EulerStructure, euler_jacobians
+    from lietraj.optimal_control.dynamics.field import FieldDerivatives
+
+    nv, nu, ndx = xs.v.shape[1], problem.nu, problem.ndx
+    d = FieldDerivatives(np.zeros((1, nv)), np.zeros((1, nv, nv)), np.zeros((1, nv, nv)), np.zeros((1, nv, nu)))
+    euler_jacobians(0.01, xs[:1], d, np.empty((1, ndx, ndx)), np.empty((1, ndx, nu)),
+                    EulerStructure.empty(1, 0 if xs.H is None else 6))
 
 
 def _firsts(objects) -> list[tuple[int, object]]:

@@ -30,7 +30,7 @@ from lietraj._jit import helper, kernel
 from lietraj.dynamics.lie.se3 import exp_blocks, exp_into, pose_exp
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_step_hessian, step_twists
-from lietraj.optimal_control.dynamics.field import Field
+from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives
 
 
 class EulerStructure(NamedTuple):
@@ -89,6 +89,19 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, JR, FX, FU):
                 Fu[r, c] = dt * acc
 
 
+def euler_jacobians(dt: float, X: Trajectory, d: FieldDerivatives, F_x: np.ndarray, F_u: np.ndarray,
+                    structure: EulerStructure | None = None) -> None:
+    """``F_x, F_u`` of the step at every knot of ``X`` from the field's derivatives ``d`` there, in place, and how
+    they are built into ``structure`` when given (module docstring)."""
+    DA = (np.ascontiguousarray(a) for a in (d.da_dq, d.da_dv, d.da_du))
+    N, nh = len(X), 0 if X.H is None else 6
+    keep = structure is not None and structure.Phi.shape[1:] == (nh, nh)
+    Phi, Jr = (structure.Phi, structure.Jr) if keep else (np.empty((N, nh, nh)), np.empty((N, nh, nh)))
+    _euler_jacobians_batch(step_twists(dt, X, d), dt, *DA, np.empty((4, 4)), Phi, Jr, F_x, F_u)
+    if structure is not None:
+        structure.dt[:] = dt if keep else np.nan
+
+
 @helper
 def euler_update(floating, dt, acc, H, s, v, H_out, s_out, v_out, z, E):
     """The step of one state (H, s, v) given its acceleration, into (H_out, s_out, v_out): v+ = v + dt a,
@@ -128,14 +141,7 @@ class SemiImplicitEuler:
                     structure: EulerStructure | None = None) -> None:
         """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place, and how they are built into
         ``structure`` when given."""
-        d = field.derivatives(X, U)
-        DA = (np.ascontiguousarray(a) for a in (d.da_dq, d.da_dv, d.da_du))
-        N, nh = len(X), 0 if X.H is None else 6
-        keep = structure is not None and structure.Phi.shape[1:] == (nh, nh)
-        Phi, Jr = (structure.Phi, structure.Jr) if keep else (np.empty((N, nh, nh)), np.empty((N, nh, nh)))
-        _euler_jacobians_batch(step_twists(dt, X, d), dt, *DA, np.empty((4, 4)), Phi, Jr, F_x, F_u)
-        if structure is not None:
-            structure.dt[:] = dt if keep else np.nan
+        euler_jacobians(dt, X, field.derivatives(X, U), F_x, F_u, structure)
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray) -> StepHessian:
         """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``."""
