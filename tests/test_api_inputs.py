@@ -539,3 +539,14 @@ def test_the_issue_example_rnea_with_a_row_or_none():
         rnea(model, x, None)
     assert str(none.value) == ("rnea(solo12): a must be an array of numbers of shape (18,), got None (the acceleration: "
                                "nv = 18 entries, one per generalized velocity)")
+
+
+@pytest.mark.parametrize("vector, finite", [([1.0, -2.0], True), ([1e200, -1e300], True), ([], True),
+                                            ([1.0, np.nan], False), ([np.inf, 0.0], False), ([1e300, -np.inf], False)])
+@pytest.mark.filterwarnings("ignore:overflow encountered")
+def test_the_finiteness_test_of_inputs_is_exact(vector, finite):
+    """The fast test on a vector's squared norm overflows on huge finite entries: those must still pass."""
+    from lietraj.dynamics._checks import _finite
+
+    assert _finite(np.array(vector, dtype=float)) is finite
+    assert _finite(np.array([vector, vector], dtype=float).reshape(2, -1)) is finite

@@ -16,6 +16,7 @@ functions check the values of their own arguments first (``require_finite``), so
 function called and its argument.
 """
 
+import functools
 import math
 from dataclasses import fields
 
@@ -365,12 +366,21 @@ def _named(x, inputs: dict) -> list[tuple[str, np.ndarray, bool]]:
     return arrays + [(name, array, batch) for name, array in inputs.items()]
 
 
+def _finite(a: np.ndarray) -> bool:
+    """Whether ``a`` holds no NaN and no infinity. For a float vector its squared norm is tested first, finite
+    exactly when the entries are unless it overflows (entries above 1e154: numpy warns of the overflow, and the
+    exact test clears them): half the time of ``np.isfinite(a).all()`` on the few entries of one state."""
+    if a.ndim == 1 and a.dtype == F64 and math.isfinite(a @ a):
+        return True
+    return bool(np.isfinite(a).all())
+
+
 def require_finite(model: RobotModel, what: str, x=None, **inputs) -> None:
     """A ValueError naming the first argument (state field or input) holding a NaN or an infinity, and its knot.
     For the functions that call other public functions: their kernels would name themselves, and their own
     arguments, in the message. Inputs of a trajectory have one row per knot, as ``x``'s arrays."""
     arrays = _named(x, inputs)
-    if all(a is None or np.isfinite(a).all() for _, a, _ in arrays):
+    if all(a is None or _finite(a) for _, a, _ in arrays):
         return
     knot, text = _first_non_finite(arrays, None)
     raise ValueError(f"{_prefix(model, what, knot)}: the state or an input contains NaN or inf: {text}")
@@ -404,12 +414,18 @@ def result_arrays(out, cls, shapes: tuple[tuple[int, ...], ...], what: str) -> t
         return tuple(np.empty(shape) for shape in shapes)
     if not isinstance(out, cls):
         raise TypeError(f"{what}: out must be a {cls.__name__}, got {type(out).__name__}")
-    arrays = tuple(getattr(out, f.name) for f in fields(cls)[:len(shapes)])
-    for f, x, shape in zip(fields(cls), arrays, shapes):
-        if not (isinstance(x, np.ndarray) and x.shape == shape and x.dtype == np.float64 and x.flags.c_contiguous
-                and x.flags.writeable):
-            raise ValueError(f"{what}: out.{f.name} must be a writeable C-contiguous float64 array of shape {shape}")
+    names = _field_names(cls)[:len(shapes)]
+    arrays = tuple(getattr(out, name) for name in names)
+    for name, x, shape in zip(names, arrays, shapes):
+        if not (isinstance(x, _ND) and x.shape == shape and x.dtype == F64 and x.flags.c_contiguous and x.flags.writeable):
+            raise ValueError(f"{what}: out.{name} must be a writeable C-contiguous float64 array of shape {shape}")
     return arrays
+
+
+@functools.cache
+def _field_names(cls) -> tuple[str, ...]:
+    """The field names of a result dataclass (``dataclasses.fields`` builds them anew on every call)."""
+    return tuple(f.name for f in fields(cls))
 
 
 def base_pose(x: State) -> np.ndarray:
