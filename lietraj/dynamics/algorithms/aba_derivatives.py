@@ -210,11 +210,23 @@ def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None, fe
     x = checked_state(model, x, what)
     ref = fext_reference_code(fext_reference, what)
     workspace = workspace_for(model, workspace, what)
+    N = None if type(x) is State else len(x)
+    tau = checked_vector(tau, model.nv, N, model, what, "tau")
+    return aba_derivatives_of_checked(model, x, tau, checked_wrenches(fext, N, model, what), ref, out, workspace)
+
+
+def aba_derivatives_of_checked(model: RobotModel, x: State | Trajectory, tau: np.ndarray, fext: np.ndarray | None,
+                               ref: int, out: ForwardDynamicsDerivatives | None,
+                               workspace: Workspace) -> ForwardDynamicsDerivatives:
+    """``aba_derivatives`` from inputs its caller has checked (``checked_state``, ``checked_vector``,
+    ``checked_wrenches``, ``fext_reference_code``, ``workspace_for``): for the functions built on it, which check
+    their own arguments and should not pay for the checks twice. Non-finite values are still reported, by the
+    kernel's status, under the name ``aba_derivatives``."""
+    what = "aba_derivatives"
     nv, work = model.nv, workspace.work(fd_derivatives_work)
     single = type(x) is State
     N = None if single else len(x)
-    tau = checked_vector(tau, nv, N, model, what, "tau")
-    fe = kernel_wrenches(checked_wrenches(fext, N, model, what), not single)
+    fe = kernel_wrenches(fext, not single)
     fl = body_frame_wrenches(model, x, fe, workspace) if ref != LOCAL_WRENCH and fe.size else fe
     if single:
         a, da_dq, da_dv, Minv = result_arrays(out, ForwardDynamicsDerivatives, ((nv,), (nv, nv), (nv, nv), (nv, nv)),

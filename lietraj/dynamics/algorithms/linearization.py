@@ -25,7 +25,7 @@ import numpy as np
 
 from lietraj._jit import kernel
 from lietraj.dynamics._checks import checked_state, checked_vector, checked_wrenches, require_finite, result_arrays
-from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
+from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives_of_checked
 from lietraj.dynamics.algorithms.rnea_derivatives import fext_reference_code
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.se3 import ad_into
@@ -106,12 +106,12 @@ def linearize(model: RobotModel, x: State | Trajectory, u, fext=None, fext_refer
     N = None if single else len(x)
     U = checked_vector(u, model.n, N, model, what, "u")
     fext = checked_wrenches(fext, N, model, what)
-    fext_reference_code(fext_reference, what)
+    ref = fext_reference_code(fext_reference, what)
     require_finite(model, what, x, u=U, fext=fext)
     nv, lead = model.nv, U.shape[:-1]
     workspace = workspace_for(model, workspace, "linearize")
-    d = aba_derivatives(model, x, generalized_force(model, U, "linearize"), fext, fext_reference,
-                        out=_derivatives_scratch(workspace, lead), workspace=workspace)
+    d = aba_derivatives_of_checked(model, x, generalized_force(model, U, "linearize"), fext, ref,
+                                   _derivatives_scratch(workspace, lead), workspace)
     A, B, a = result_arrays(out, Linearization, (lead + (2 * nv, 2 * nv), lead + (2 * nv, model.n), lead + (nv,)),
                             "linearize")
     if single:
