@@ -350,3 +350,34 @@ def test_plugin_dynamics_derivatives_match_finite_differences(dynamics, rng):
     h = dyn.trajectory_hessian_contraction(X1, U1, lam[None])
     H = np.block([[h.xx[0], h.xu[0]], [h.xu[0].T, h.uu[0]]])
     assert relative_error(H, H_num) < 1e-6
+
+
+def test_derivatives_in_two_threads_end_together_even_when_a_cost_fails():
+    """With an executor the dynamics' derivatives run beside the costs'; a failing cost's error reaches the caller
+    only once the dynamics' computation is over (none outlives the call on the dynamics' work arrays)."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    problem = pendulum_problem(T=10)
+    X, U = problem.rollout(np.zeros((10, 1))), np.zeros((10, 1))
+    serial = problem.derivatives(X, U)
+    with ThreadPoolExecutor(1) as pool:
+        threaded = problem.derivatives(X, U, executor=pool)
+        for a, b in ((serial.dynamics.F_x, threaded.dynamics.F_x), (serial.running.l_xx, threaded.running.l_xx)):
+            np.testing.assert_array_equal(a, b)
+        done = threading.Event()
+        slow = CountingDynamics(problem.running[0].dynamics)
+
+        def slow_derivatives(X, U, out=None):
+            time.sleep(0.2)
+            done.set()
+            return slow.inner.trajectory_derivatives(X, U, out)
+
+        slow.trajectory_derivatives = slow_derivatives
+        failing = CountingCost(problem.running[0].cost)
+        failing.derivatives = lambda X, U, out=None: (_ for _ in ()).throw(ValueError("a cost failed"))
+        broken = Problem(problem.x0, ActionModel(slow, failing), problem.terminal, horizon=10)
+        with pytest.raises(ValueError, match="a cost failed"):
+            broken.derivatives(X, U, executor=pool)
+        assert done.is_set()

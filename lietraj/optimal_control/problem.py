@@ -18,7 +18,7 @@ The gaps of a (possibly infeasible) guess are ``f̄_0 = x0 ⊖ X[0]`` and ``f̄_
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, wait
 from dataclasses import dataclass
 
 
@@ -269,24 +269,33 @@ class Problem:
                     executor: Executor | None = None) -> ProblemDerivatives:
         """``F_x, F_u`` and the running cost derivatives at every running knot, the terminal cost derivatives at
         ``X[T]``: one ``trajectory_derivatives`` call per dynamics group and one ``derivatives`` call per cost group.
-        ``out`` (from ``empty_derivatives``) is overwritten when given."""
+        ``out`` (from ``empty_derivatives``) is overwritten when given. With an ``executor`` the dynamics' run in it
+        while the costs' run here (``SolverOptions.threads``); the call returns, or raises, once both are done, so
+        that no computation outlives it on the dynamics' work arrays."""
         U = np.asarray(U, dtype=np.float64)
         if out is None:
             out = self.empty_derivatives()
-        dynamics = None
         if executor is None:
             self._dynamics_derivatives(X, U, out.dynamics)
-        else:
-            dynamics = executor.submit(self._dynamics_derivatives, X, U, out.dynamics)
+            self._cost_derivatives(X, U, out)
+            return out
+        dynamics = executor.submit(self._dynamics_derivatives, X, U, out.dynamics)
+        try:
+            self._cost_derivatives(X, U, out)
+        except BaseException:
+            wait([dynamics])
+            raise
+        dynamics.result()
+        return out
+
+    def _cost_derivatives(self, X: Trajectory, U: np.ndarray, out: ProblemDerivatives) -> None:
+        """The running and terminal cost derivatives, into ``out``."""
         names = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
         r = out.running
         for a, b, cost in self._cost_runs:
             view = CostDerivatives(*(getattr(r, name)[a:b] for name in names))
             _copy_into(view, cost.derivatives(X[a:b], U[a:b], out=view), names)
         _copy_into(out.terminal, self.terminal.derivatives(X[self.T:self.T + 1], None, out=out.terminal), names)
-        if dynamics is not None:
-            dynamics.result()
-        return out
 
     def _dynamics_derivatives(self, X: Trajectory, U: np.ndarray, F: DiscreteDerivatives) -> None:
         """``F_x, F_u`` (and their structure) at every running knot, into ``F``."""
