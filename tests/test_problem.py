@@ -375,8 +375,11 @@ def test_derivatives_in_two_threads_end_together_even_when_a_cost_fails():
             return slow.inner.trajectory_derivatives(X, U, out)
 
         slow.trajectory_derivatives = slow_derivatives
+        def failing_derivatives(X, U, out=None):
+            raise ValueError("a cost failed")
+
         failing = CountingCost(problem.running[0].cost)
-        failing.derivatives = lambda X, U, out=None: (_ for _ in ()).throw(ValueError("a cost failed"))
+        failing.derivatives = failing_derivatives
         broken = Problem(problem.x0, ActionModel(slow, failing), problem.terminal, horizon=10)
         with pytest.raises(ValueError, match="a cost failed"):
             broken.derivatives(X, U, executor=pool)
