@@ -107,11 +107,14 @@ def linearize(model: RobotModel, x: State | Trajectory, u, fext=None, fext_refer
     U = checked_vector(u, model.n, N, model, what, "u")
     fext = checked_wrenches(fext, N, model, what)
     ref = fext_reference_code(fext_reference, what)
-    require_finite(model, what, x, u=U, fext=fext)
     nv, lead = model.nv, U.shape[:-1]
     workspace = workspace_for(model, workspace, "linearize")
-    d = aba_derivatives_of_checked(model, x, generalized_force(model, U, "linearize"), fext, ref,
-                                   _derivatives_scratch(workspace, lead), workspace)
+    try:
+        d = aba_derivatives_of_checked(model, x, generalized_force(model, U, "linearize"), fext, ref,
+                                       _derivatives_scratch(workspace, lead), workspace)
+    except ValueError:  # the kernel checks its inputs: a NaN or an infinity among ours is named as ours
+        require_finite(model, what, x, u=U, fext=fext)
+        raise
     A, B, a = result_arrays(out, Linearization, (lead + (2 * nv, 2 * nv), lead + (2 * nv, model.n), lead + (nv,)),
                             "linearize")
     if single:
