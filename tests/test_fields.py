@@ -182,3 +182,30 @@ def test_a_gait_rolls_out_in_compiled_runs_as_knot_by_knot(monkeypatch):
     impulses = sum(type(d).__name__ == "ImpulseRobotDynamics" for d in problem.dynamics_sequence)
     runs = sum(1 for t in range(T) if t == 0 or problem.dynamics_sequence[t] is not problem.dynamics_sequence[t - 1])
     assert impulses > 0 and len(calls) == runs - impulses < T // 4  # a compiled call per phase, impulses in Python
+
+
+def test_a_robot_field_keeps_its_last_derivatives_for_equal_inputs(monkeypatch, rng):
+    """The Jacobians and DDP's term of one iteration ask for the first-order derivatives at the same knots: the free
+    field computes them once (and again for other knots), and its contraction with them kept equals the one that
+    computes them."""
+    from lietraj.dynamics.algorithms.aba_second_order import aba_hessian_contraction
+    from lietraj.optimal_control.dynamics import free_field
+
+    model = lietraj.load_robot("solo12")
+    field = FreeField(model)
+    X = model.state_space.random_trajectory(5, rng, scale=0.3)
+    U, MU = rng.normal(size=(5, model.n)), rng.normal(size=(5, model.nv))
+    calls = []
+    computed = free_field.aba_derivatives
+    monkeypatch.setattr(free_field, "aba_derivatives", lambda *a, **k: calls.append(1) or computed(*a, **k))
+    first = field.derivatives(X, U)
+    again = field.derivatives(X.copy(), U.copy())
+    assert len(calls) == 1 and again.da_dq is first.da_dq
+    H = field.hessian_contraction(X, U, MU)
+    assert len(calls) == 1
+    fresh = aba_hessian_contraction(model, X, np.hstack([np.zeros((5, 6)), U]), MU)
+    for a, b in ((H.qq, fresh.qq), (H.qv, fresh.qv), (H.vv, fresh.vv), (H.qu, fresh.qtau[..., 6:])):
+        assert relative_error(a, b) < 1e-13
+    U[0, 0] += 1e-3
+    field.derivatives(X, U)
+    assert len(calls) == 2

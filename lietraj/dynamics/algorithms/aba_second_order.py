@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lietraj.dynamics._checks import checked_state, checked_vector, require_finite
-from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives
+from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea_second_order import rnea_second_order_contraction, rnea_second_order_derivatives
@@ -82,13 +82,16 @@ def aba_second_order_derivatives(model: RobotModel, x: State, tau,
 
 
 def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam,
-                            workspace: Workspace | None = None) -> ForwardDynamicsHessian:
+                            workspace: Workspace | None = None,
+                            derivatives: ForwardDynamicsDerivatives | None = None) -> ForwardDynamicsHessian:
     """``sum_i lam_i d2FD_i / d(q, v, tau)^2`` at ``(x, tau)`` by one product with ``M^-1`` and the contraction of
     the inverse-dynamics second-order terms with ``mu = M^-1 lam``, accumulated during the IDSVA SO pass
     (``rnea_second_order_contraction``): no third-order tensor is formed (seed 003 digest §3).
 
     ``x`` a Trajectory takes ``tau`` and ``lam`` as (N, nv) arrays and returns blocks with a leading N; the
     first- and second-order passes then run once over all knots. ``workspace``: as for ``aba_derivatives``.
+    ``derivatives``: ``aba_derivatives`` at the same ``(x, tau)`` when the caller has them (a solver's iteration
+    has just computed them for the Jacobians), instead of computing them again.
     """
     what = "aba_hessian_contraction"
     x = checked_state(model, x, what)
@@ -97,7 +100,7 @@ def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam,
     lam = checked_vector(lam, model.nv, N, model, what, "lam")
     require_finite(model, what, x, tau=tau, lam=lam)
     workspace = workspace_for(model, workspace, what)
-    first = aba_derivatives(model, x, tau, workspace=workspace)
+    first = aba_derivatives(model, x, tau, workspace=workspace) if derivatives is None else derivatives
     Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
     mu = (Minv @ lam[..., None])[..., 0]
     h = rnea_second_order_contraction(model, x, first.a, mu, workspace=workspace)

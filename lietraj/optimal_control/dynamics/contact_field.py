@@ -44,13 +44,11 @@ class ContactField(RobotField):
         self.nc = self.packed.nc
         if type(self) is ContactField:  # a subclass may change the field: it is evaluated in Python
             self.tables = FieldTables(None, (self.packed.CI, self.packed.CF, self.damping))
-        self._last: tuple | None = None
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         del state["_lock"]
-        state["_last"] = None
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -76,19 +74,18 @@ class ContactField(RobotField):
     def contact_derivatives(self, X: Trajectory, U) -> ContactDynamicsDerivatives:
         """``contact_dynamics_derivatives`` at every knot: accelerations, contact forces and their derivatives.
 
-        The last evaluation is kept with a copy of its inputs and returned again for equal ``(X, U)``: the
+        The last evaluation is kept (``RobotField.recall``) and returned again for equal ``(X, U)``: the
         Jacobians, DDP's second-order term and the contact costs (``WrenchConeResidual(..., dynamics=...)``)
         evaluate the same knots in one iteration and share one computation. The arrays are shared: read them, do
         not write them. The costs may ask while the dynamics compute in another thread (``SolverOptions.threads``):
         one computes, the other waits for its result."""
         with self._lock:
             tau = self.torques(X, U)
-            if self._last is not None:
-                inputs, d = self._last
-                if all(np.array_equal(a, b) for a, b in zip(inputs, (X.H, X.s, X.v, tau)) if b is not None):
-                    return d
-            d = contact_dynamics_derivatives(self.model, X, tau, self.contacts, self.damping, workspace=self.workspace)
-            self._last = (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v, tau)), d)
+            inputs = (X.H, X.s, X.v, tau)
+            d = self.recall("contact", inputs)
+            if d is None:
+                d = self.keep("contact", inputs, contact_dynamics_derivatives(self.model, X, tau, self.contacts,
+                                                                              self.damping, workspace=self.workspace))
             return d
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:

@@ -25,7 +25,11 @@ from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives, Fiel
 class RobotField(Field):
     """A field of a ``RobotModel`` driven by its joint torques: its workspace (the work arrays of the algorithms,
     and output buffers per purpose and knot count, reused call after call) and the generalized forces ``[0; u]``.
-    The workspace makes an object serve one thread at a time."""
+    The workspace makes an object serve one thread at a time.
+
+    The last derivatives are kept with a copy of their inputs (``recall``, ``keep``) and returned again for equal
+    inputs: a solver's iteration asks for them at the same knots for the Jacobians, for DDP's second-order term
+    (whose contraction needs the first-order pass too) and, on a contact field, for the contact costs."""
 
     nc = 0  # contact rows
 
@@ -36,6 +40,25 @@ class RobotField(Field):
         self.state_space = model.state_space
         self.nu = model.n
         self.workspace = Workspace(model)
+        self._kept: dict = {}
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_kept"] = {}  # copies of arrays of this process's last call
+        return state
+
+    def recall(self, key, inputs: tuple):
+        """What ``keep`` kept under ``key`` if it was computed from inputs equal to ``inputs`` (arrays, or None for
+        an absent one), else None. The value's arrays are shared: read them, do not write them."""
+        kept = self._kept.get(key)
+        if kept is not None and all(np.array_equal(a, b) for a, b in zip(kept[0], inputs) if b is not None):
+            return kept[1]
+        return None
+
+    def keep(self, key, inputs: tuple, value):
+        """Keep ``value`` under ``key`` with a copy of the ``inputs`` it was computed from; returns it."""
+        self._kept[key] = (tuple(None if a is None else a.copy() for a in inputs), value)
+        return value
 
     def buffer(self, key: str, N: int, build):
         return self.workspace.cached((type(self).__name__, key, N), build)
@@ -77,12 +100,21 @@ class FreeField(RobotField):
         return aba(self.model, X, self.torques(X, U), self._fext(len(X)), workspace=self.workspace)
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
+        d = self.forward_dynamics_derivatives(X, U, stage)
+        return FieldDerivatives(d.a, d.da_dq, d.da_dv, self.joint_columns(d.da_dtau))
+
+    def forward_dynamics_derivatives(self, X: Trajectory, U, stage: int = 0) -> ForwardDynamicsDerivatives:
+        """``aba_derivatives`` at every knot (kept: ``RobotField``); ``stage`` keeps RK4's stages apart."""
         tau = self.torques(X, U)
+        inputs = (X.H, X.s, X.v, tau)
+        d = self.recall(("fd", stage), inputs)
+        if d is not None:
+            return d
         N, nv = len(X), self.model.nv
         out = self.buffer(f"fd{stage}", N, lambda: ForwardDynamicsDerivatives(
             np.empty((N, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv))))
         d = aba_derivatives(self.model, X, tau, self._fext(N), out=out, workspace=self.workspace)
-        return FieldDerivatives(d.a, d.da_dq, d.da_dv, self.joint_columns(d.da_dtau))
+        return self.keep(("fd", stage), inputs, d)
 
     def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
         """``aba_second_order``'s contraction; not available with external wrenches."""
@@ -91,5 +123,6 @@ class FreeField(RobotField):
             # inverse-dynamics tensors, which rnea_second_order does not compute.
             raise NotImplementedError(f"FreeField({self.model.name}).hessian_contraction: not available with external "
                                       "wrenches (fext); use iLQR, which needs only the Jacobians")
-        C = aba_hessian_contraction(self.model, X, self.torques(X, U), MU)
+        first = self.recall(("fd", 0), (X.H, X.s, X.v, self.torques(X, U)))
+        C = aba_hessian_contraction(self.model, X, self.torques(X, U), MU, derivatives=first, workspace=self.workspace)
         return FieldHessian(C.qq, C.qv, C.vv, self.joint_columns(C.qtau))
