@@ -806,3 +806,46 @@ def test_kernels_without_jit(tmp_path):
     ref = np.load(out)
     for f in ("l", "l_x", "l_xx"):
         assert relative_error(ref[f], getattr(d, f)) <= 1e-13, f
+
+
+class _Searched(Residual):
+    """A residual as another, without the pattern of its ``R_x``: the costs then search ``R_x`` for it."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.state_space, self.nr, self.nu = inner.state_space, inner.nr, inner.nu
+        self.linear, self.uses_x, self.uses_u = inner.linear, inner.uses_x, inner.uses_u
+
+    def value(self, X, U):
+        return self.inner.value(X, U)
+
+    def derivatives(self, X, U):
+        d = self.inner.derivatives(X, U)
+        return ResidualDerivatives(d.r, d.R_x, d.R_u)
+
+
+@pytest.mark.parametrize("name", ["talos", "ur5"])
+def test_a_residuals_known_pattern_gives_the_searched_products(name, rng):
+    """The state residual gives its R_x's pattern (identity and base block); the cost's derivatives with it equal
+    those that search R_x, and a pattern out of range is an error, not a read outside the array."""
+    model = load_robot(name)
+    X = model.state_space.random_trajectory(7, rng, scale=0.5)
+    U = rng.normal(size=(7, model.n))
+    state = StateResidual(model.state_space, model.state_space.random(rng, scale=0.5), model.n)
+    assert state.derivatives(X, U).x_columns is not None
+    weights = rng.uniform(0.5, 2.0, size=state.nr)
+    known = ResidualCost(state, WeightedQuadratic(weights)).derivatives(X, U)
+    searched = ResidualCost(_Searched(state), WeightedQuadratic(weights)).derivatives(X, U)
+    for field in ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu"):
+        assert relative_error(getattr(known, field), getattr(searched, field)) < 1e-15, field
+    with pytest.raises(ValueError, match="x_columns"):
+        ResidualCost(_OutOfRange(state), WeightedQuadratic(weights)).derivatives(X, U)
+
+
+class _OutOfRange(_Searched):
+    """A residual whose pattern names a column past the end of ``R_x``."""
+
+    def derivatives(self, X, U):
+        d = self.inner.derivatives(X, U)
+        columns, counts = d.x_columns
+        return ResidualDerivatives(d.r, d.R_x, d.R_u, (columns + 1, counts))

@@ -134,7 +134,7 @@ def _row_nonzeros(A, I, C):
 
 
 @kernel
-def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, counts):
+def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, counts, p_known):
     """``PHQ[k] += weight P[k]ᵀ H[k] Q[k]`` and, when ``gP`` has N rows, ``gP[k] += weight P[k]ᵀ g[k]``, for
     P (N, nr, m), Q (N, nr, p) and a Hessian H (N, nr, nr), or, when H is empty, ``diag(D[k])`` with D (N, nr);
     a D or H of one knot serves every knot. ``symmetric``: Q is P (and H symmetric), so each product is computed
@@ -143,13 +143,16 @@ def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, 
     Residual Jacobians are mostly zeros (a frame's non-ancestor joints, the velocity columns, the identity blocks
     of a state error), so each row's non-zero columns are gathered first and only their products summed:
     Σ_r nnz_P(r) nnz_Q(r) multiplications for a diagonal H instead of nr m p. No BLAS (whose threads stall when
-    the cores are busy). ``nonzeros`` (2, nr, max(m, p)) and ``counts`` (2, nr) are integer work arrays."""
+    the cores are busy). ``nonzeros`` (2, nr, max(m, p)) and ``counts`` (2, nr) are integer work arrays; with
+    ``p_known`` their first halves hold P's pattern already (``ResidualDerivatives.x_columns``), the same at every
+    knot, and P is not searched."""
     N, nr, m = P.shape
     diagonal = H.shape[0] == 0
     IP, IQ, CP, CQ = nonzeros[0], nonzeros[1], counts[0], counts[1]
     for k in range(N):
         Pk, Qk, out = P[k], Q[k], PHQ[k]
-        _row_nonzeros(Pk, IP, CP)
+        if not p_known:
+            _row_nonzeros(Pk, IP, CP)
         if symmetric:
             IQ, CQ = IP, CP
         else:
@@ -185,6 +188,24 @@ def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, 
 
 
 _NO_GRADIENT, _NO_DIAGONAL, _NO_MATRIX = np.empty((0, 0)), np.empty((0, 0)), np.empty((0, 0, 0))
+
+
+def _x_pattern(d, nr: int, ndx: int, nonzeros: np.ndarray, counts: np.ndarray) -> bool:
+    """Copy the residual's pattern of ``R_x`` (``ResidualDerivatives.x_columns``) into the first halves of the
+    work arrays; False when it gives none (or one of the wrong shape), for the kernel to search ``R_x``."""
+    pattern = getattr(d, "x_columns", None)
+    if pattern is None:
+        return False
+    columns, count = pattern
+    # the kernel indexes without bounds checks: a pattern out of range would read outside R_x
+    if (columns.shape[0] != nr or count.shape != (nr,) or columns.shape[1] > ndx or columns.dtype != np.int64
+            or count.dtype != np.int64 or count.min(initial=0) < 0 or count.max(initial=0) > columns.shape[1]
+            or columns.min(initial=0) < 0 or columns.max(initial=0) >= ndx):
+        raise ValueError(f"x_columns of the residual's derivatives: expected int64 arrays ({nr}, <= {ndx}) and ({nr},) "
+                         f"with columns in [0, {ndx}) and counts within the width, got {columns.shape}, {count.shape}")
+    nonzeros[0, :, :columns.shape[1]] = columns
+    counts[0] = count
+    return True
 
 
 def _hessian_data(a) -> tuple[np.ndarray, np.ndarray]:
@@ -264,12 +285,14 @@ class ResidualCost(CostModel):
         R_u = np.ascontiguousarray(d.R_u, dtype=np.float64) if res.uses_u else None
         nonzeros = np.empty((2, nr, max(ndx, nu)), np.int64)
         counts = np.empty((2, nr), np.int64)
+        known = _x_pattern(d, nr, ndx, nonzeros, counts) if res.uses_x else False
         if res.uses_x:
-            _add_weighted_products(R_x, R_x, True, g, D, H, weight, out.l_xx, out.l_x, nonzeros, counts)
+            _add_weighted_products(R_x, R_x, True, g, D, H, weight, out.l_xx, out.l_x, nonzeros, counts, known)
         if res.uses_u:
-            _add_weighted_products(R_u, R_u, True, g, D, H, weight, out.l_uu, out.l_u, nonzeros, counts)
+            _add_weighted_products(R_u, R_u, True, g, D, H, weight, out.l_uu, out.l_u, nonzeros, counts, False)
         if res.uses_x and res.uses_u:
-            _add_weighted_products(R_x, R_u, False, g, D, H, weight, out.l_xu, _NO_GRADIENT, nonzeros, counts)
+            _add_weighted_products(R_x, R_u, False, g, D, H, weight, out.l_xu, _NO_GRADIENT, nonzeros, counts,
+                                   _x_pattern(d, nr, ndx, nonzeros, counts))
 
 
 # ---------------------------------------------------------------- sums

@@ -126,11 +126,14 @@ def _zeros(shape: tuple[int, ...]) -> np.ndarray:
 @dataclass(eq=False)
 class ResidualDerivatives:
     """``r`` (N, nr), ``R_x`` (N, nr, ndx) and ``R_u`` (N, nr, nu) at N knots; the block of a variable the
-    residual does not depend on is a read-only view of zeros."""
+    residual does not depend on is a read-only view of zeros. ``x_columns``, when the residual knows it, is the
+    pattern of ``R_x`` at every knot: ``(columns (nr, width) int64, counts (nr,) int64)``, row ``i``'s possibly
+    non-zero columns in increasing order in ``columns[i, :counts[i]]``; costs then skip searching ``R_x`` for them."""
 
     r: np.ndarray
     R_x: np.ndarray
     R_u: np.ndarray
+    x_columns: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class Residual(ABC):
@@ -221,7 +224,18 @@ class StateResidual(Residual):
         R_x.reshape(N, ndx * ndx)[:, ::ndx + 1] = 1.0
         if self.state_space.floating_base:
             R_x[:, :6, :6] = J
-        return ResidualDerivatives(r, R_x, _zeros((N, ndx, self.nu)))
+        return ResidualDerivatives(r, R_x, _zeros((N, ndx, self.nu)), self._x_columns())
+
+    def _x_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """R_x's pattern: the identity, and the base block ``Jlog6`` of a floating base's first six rows."""
+        columns = getattr(self, "_columns", None)
+        if columns is None:
+            ndx, nh = self.nr, 6 if self.state_space.floating_base else 0
+            I, C = np.zeros((ndx, max(nh, 1)), np.int64), np.ones(ndx, np.int64)
+            I[:nh, :nh], C[:nh] = np.arange(nh), nh
+            I[nh:, 0] = np.arange(nh, ndx)
+            columns = self._columns = (I, C)
+        return columns
 
 
 # ---------------------------------------------------------------- controls
