@@ -206,6 +206,31 @@ def test_a_robot_field_keeps_its_last_derivatives_for_equal_inputs(monkeypatch, 
     fresh = aba_hessian_contraction(model, X, np.hstack([np.zeros((5, 6)), U]), MU)
     for a, b in ((H.qq, fresh.qq), (H.qv, fresh.qv), (H.vv, fresh.vv), (H.qu, fresh.qtau[..., 6:])):
         assert relative_error(a, b) < 1e-13
+    steps = []
+    computed_aba = free_field.aba
+    monkeypatch.setattr(free_field, "aba", lambda *a, **k: steps.append(1) or computed_aba(*a, **k))
+    a = field.acceleration(X, U)
+    assert not steps and np.array_equal(a, computed_aba(model, X, np.hstack([np.zeros((5, 6)), U])))
     U[0, 0] += 1e-3
     field.derivatives(X, U)
     assert len(calls) == 2
+
+
+def test_the_contact_field_solves_the_knots_of_its_kept_derivatives_from_them(monkeypatch):
+    """A solver's gaps step the knots it has just linearized: the contact field answers from the derivatives it
+    kept, bit-identical to a new solve."""
+    from lietraj.optimal_control.dynamics import contact_field
+    from lietraj.problems import talos_reach
+
+    example = talos_reach(horizon=8)
+    field = example.problem.running[0].dynamics.field
+    X, U = example.xs0[:-1], example.us0
+    A, F = field.solve(X, U)
+    field.contact_derivatives(X, U)
+    solves = []
+    computed = contact_field.solve_contact_dynamics
+    monkeypatch.setattr(contact_field, "solve_contact_dynamics", lambda *a: solves.append(1) or computed(*a))
+    A2, F2 = field.solve(X, U)
+    assert not solves and np.array_equal(A, A2) and np.array_equal(F, F2)
+    field.solve(X, U + 1.0)
+    assert len(solves) == 1

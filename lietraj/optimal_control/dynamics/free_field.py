@@ -97,7 +97,13 @@ class FreeField(RobotField):
         return self.buffer("fext", N, lambda: np.ascontiguousarray(np.broadcast_to(self.fext, (N,) + self.fext.shape)))
 
     def acceleration(self, X: Trajectory, U) -> np.ndarray:
-        return aba(self.model, X, self.torques(X, U), self._fext(len(X)), workspace=self.workspace)
+        """ABA at every knot; at the knots of the derivatives kept, their ``a`` (a solver's gaps step the knots it
+        has just linearized)."""
+        tau = self.torques(X, U)
+        d = self.recall(("fd", 0), (X.H, X.s, X.v, tau))
+        if d is not None:
+            return d.a.copy()
+        return aba(self.model, X, tau, self._fext(len(X)), workspace=self.workspace)
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
         d = self.forward_dynamics_derivatives(X, U, stage)
