@@ -234,3 +234,23 @@ def test_the_contact_field_solves_the_knots_of_its_kept_derivatives_from_them(mo
     assert not solves and np.array_equal(A, A2) and np.array_equal(F, F2)
     field.solve(X, U + 1.0)
     assert len(solves) == 1
+
+
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+def test_non_finite_jacobians_are_an_error_naming_the_dynamics(integrator, bad, rng):
+    """A field whose derivatives hold an infinity or a NaN at one knot gives Jacobians that are reported, not
+    passed on (the Euler step tests its entries as it writes them, RK4 its arrays)."""
+
+    class Broken(SpringPendulums):
+        def derivatives(self, X, U, stage=0):
+            d = super().derivatives(X, U, stage)
+            d.da_dv[3, 1, 0] = bad
+            return d
+
+    dynamics = IntegratedDynamics(Broken(), 0.05, integrator)
+    X = dynamics.state_space.random_trajectory(5, rng)
+    with pytest.raises(ValueError, match=r"IntegratedDynamics\.derivatives: non-finite"):
+        dynamics.trajectory_derivatives(X, rng.normal(size=(5, 2)))
+    assert np.all(np.isfinite(IntegratedDynamics(SpringPendulums(), 0.05, integrator).trajectory_derivatives(
+        X, rng.normal(size=(5, 2))).F_x))

@@ -195,8 +195,11 @@ class IntegratedDynamics(DiscreteDynamics):
     def trajectory_derivatives(self, X: Trajectory, U, out: DiscreteDerivatives | None = None) -> DiscreteDerivatives:
         N, ndx = len(X), self.state_space.ndx
         F_x, F_u = result_arrays(out, DiscreteDerivatives, ((N, ndx, ndx), (N, ndx, self.nu)), "derivatives")
-        self.scheme.derivatives(self.field, self.dt, X, U, F_x, F_u, None if out is None else out.structure)
-        self._finite((F_x, F_u), "derivatives")
+        with np.errstate(over="ignore", invalid="ignore"):  # reported below
+            finite = self.scheme.derivatives(self.field, self.dt, X, U, F_x, F_u,
+                                             None if out is None else out.structure)
+        if not finite:
+            raise ValueError(f"{self._who()}.derivatives: non-finite result (the step diverged)")
         return DiscreteDerivatives(F_x, F_u) if out is None else out
 
     def trajectory_hessian_contraction(self, X: Trajectory, U, LAM) -> StepHessian:

@@ -54,21 +54,29 @@ class EulerStructure(NamedTuple):
 def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, JR, FX, FU):
     """Closed-form F_x, F_u of the semi-implicit Euler step at every knot (module docstring); XI = dt nu+ has
     zero columns for a fixed base. E (4, 4) is a work array for one knot's exp(XI); PHI and JR (N, 6, 6) receive
-    every knot's Ad_{exp(-XI)} and Jr(XI)."""
+    every knot's Ad_{exp(-XI)} and Jr(XI). Returns whether every entry written is finite (``x - x`` is 0 only for
+    finite x: tested as the entries are written, where a test of the arrays afterwards reads them all again)."""
     N, nv, nu = FX.shape[0], DA_DQ.shape[1], FU.shape[2]
     nh = 6 if XI.shape[1] == 6 else 0
+    ok = True
     for k in range(N):
         Fx, Fu = FX[k], FU[k]
         for r in range(nv):
             for c in range(nv):
-                Fx[nv + r, c] = dt * DA_DQ[k, r, c]
-                Fx[nv + r, nv + c] = dt * DA_DV[k, r, c]
+                q, v = dt * DA_DQ[k, r, c], dt * DA_DV[k, r, c]
+                Fx[nv + r, c] = q
+                Fx[nv + r, nv + c] = v
+                ok &= q - q + v - v == 0.0
             Fx[nv + r, nv + r] += 1.0
             for c in range(nu):
-                Fu[nv + r, c] = dt * DA_DU[k, r, c]
+                b = dt * DA_DU[k, r, c]
+                Fu[nv + r, c] = b
+                ok &= b - b == 0.0
         for r in range(nh, nv):  # joint rows: s+ = s + dt sdot+
             for c in range(2 * nv):
-                Fx[r, c] = dt * Fx[nv + r, c]
+                x = dt * Fx[nv + r, c]
+                Fx[r, c] = x
+                ok &= x - x == 0.0
             Fx[r, r] += 1.0
             for c in range(nu):
                 Fu[r, c] = dt * Fu[nv + r, c]
@@ -81,25 +89,30 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, JR, FX, FU):
                 acc = 0.0
                 for j in range(6):
                     acc += Jr[r, j] * Fx[nv + j, c]
-                Fx[r, c] = dt * acc + (Phi[r, c] if c < 6 else 0.0)
+                x = dt * acc + (Phi[r, c] if c < 6 else 0.0)
+                Fx[r, c] = x
+                ok &= x - x == 0.0
             for c in range(nu):
                 acc = 0.0
                 for j in range(6):
                     acc += Jr[r, j] * Fu[nv + j, c]
                 Fu[r, c] = dt * acc
+                ok &= acc - acc == 0.0
+    return ok
 
 
 def euler_jacobians(dt: float, X: Trajectory, d: FieldDerivatives, F_x: np.ndarray, F_u: np.ndarray,
-                    structure: EulerStructure | None = None) -> None:
+                    structure: EulerStructure | None = None) -> bool:
     """``F_x, F_u`` of the step at every knot of ``X`` from the field's derivatives ``d`` there, in place, and how
-    they are built into ``structure`` when given (module docstring)."""
+    they are built into ``structure`` when given (module docstring). Returns whether they are finite."""
     DA = (np.ascontiguousarray(a) for a in (d.da_dq, d.da_dv, d.da_du))
     N, nh = len(X), 0 if X.H is None else 6
     keep = structure is not None and structure.Phi.shape[1:] == (nh, nh)
     Phi, Jr = (structure.Phi, structure.Jr) if keep else (np.empty((N, nh, nh)), np.empty((N, nh, nh)))
-    _euler_jacobians_batch(step_twists(dt, X, d), dt, *DA, np.empty((4, 4)), Phi, Jr, F_x, F_u)
+    finite = _euler_jacobians_batch(step_twists(dt, X, d), dt, *DA, np.empty((4, 4)), Phi, Jr, F_x, F_u)
     if structure is not None:
         structure.dt[:] = dt if keep else np.nan
+    return finite
 
 
 @helper
@@ -138,10 +151,10 @@ class SemiImplicitEuler:
         return euler_step(X, field.acceleration(X, U), dt)
 
     def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray,
-                    structure: EulerStructure | None = None) -> None:
+                    structure: EulerStructure | None = None) -> bool:
         """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place, and how they are built into
-        ``structure`` when given."""
-        euler_jacobians(dt, X, field.derivatives(X, U), F_x, F_u, structure)
+        ``structure`` when given. Returns whether they are finite."""
+        return euler_jacobians(dt, X, field.derivatives(X, U), F_x, F_u, structure)
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray) -> StepHessian:
         """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``."""

@@ -164,9 +164,10 @@ class RK4:
         return Rk4Sensitivities((dX, dY2, dY3, dY4), (dF1, dF2, dF3, dF4), dZ)
 
     def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray,
-                    structure: EulerStructure | None = None) -> None:
+                    structure: EulerStructure | None = None) -> bool:
         """``F_x, F_u`` of the step at every knot, in place: the sensitivity of x⁺ = Z exp(ξ₆), a few knots at a
-        time. They are dense: ``structure``, when given, marks every knot as not built as an Euler step's."""
+        time. They are dense: ``structure``, when given, marks every knot as not built as an Euler step's. Returns
+        whether they are finite."""
         if structure is not None:
             structure.dt[:] = np.nan
         st = self.stages(field, dt, X, U)
@@ -178,6 +179,7 @@ class RK4:
             d = compose(s.dZ, (-dF1 + 2.0 * dF2 + 2.0 * dF3 + 3.0 * dF4) / 12.0, p6, k6)
             F_x[sl] = d[:, :, :ndx]
             F_u[sl] = d[:, :, ndx:]
+        return bool(np.isfinite(F_x).all() and np.isfinite(F_u).all())
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray) -> StepHessian:
         """DDP's second-order term of the step at every knot (``rk4_second_order``) for covectors ``LAM``."""
