@@ -19,6 +19,7 @@ The problems are ``bench_solvers.py``'s two and ``bench_vs_crocoddyl.py``'s ``ta
 
 from __future__ import annotations
 
+import itertools
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -70,15 +71,13 @@ def lietraj_stages(problem, guess) -> dict[str, float]:
     running, terminal = problem.running[0], problem.terminal
     D = problem.derivatives(xs, us, out=problem.empty_derivatives())
     bp = backward_pass(D, 1e-9)
-    field = getattr(running.dynamics, "field", None)
-
-    def dynamics_derivatives():
-        if hasattr(field, "_last"):  # a contact field keeps its last derivatives for the costs of the same knots
-            field._last = None
-        running.dynamics.trajectory_derivatives(xs[:T], us)
-
+    # a robot field keeps its last derivatives and returns them for the same knots: time them at alternating knots,
+    # then leave them kept at the solution, as an iteration's Jacobians leave them for DDP's term
+    controls = itertools.cycle((us + 1e-9, us))
+    dynamics = median_time(lambda: running.dynamics.trajectory_derivatives(xs[:T], next(controls)))
+    running.dynamics.trajectory_derivatives(xs[:T], us)
     stages = {
-        "dynamics derivatives": median_time(dynamics_derivatives),
+        "dynamics derivatives": dynamics,
         "cost derivatives": median_time(lambda: (running.cost.derivatives(xs[:T], us),
                                                  terminal.derivatives(xs[T:T + 1], None))),
         "backward pass": median_time(lambda: backward_pass(D, 1e-9)),
