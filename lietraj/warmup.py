@@ -150,7 +150,6 @@ def run_stages(problem, xs0, us0, solver: str, stages) -> None:
     """Run ``stages`` (names of ``STAGES``) of ``solver`` once on ``problem`` at its guess ``(xs0, us0)``:
     every kernel they call is compiled and cached. A stage that fails numerically at the guess (a rollout that
     diverges) has compiled its kernels all the same, and the next stage runs."""
-
     xs, us = _guess(problem, xs0, us0)
     steps = {
         "evaluate": lambda: (problem.cost(xs, us), problem.rollout(us)),

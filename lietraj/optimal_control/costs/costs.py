@@ -285,14 +285,14 @@ class ResidualCost(CostModel):
         R_u = np.ascontiguousarray(d.R_u, dtype=np.float64) if res.uses_u else None
         nonzeros = np.empty((2, nr, max(ndx, nu)), np.int64)
         counts = np.empty((2, nr), np.int64)
+        # the products with R_x first, while the first halves of the work arrays hold its pattern
         known = _x_pattern(d, nr, ndx, nonzeros, counts) if res.uses_x else False
         if res.uses_x:
             _add_weighted_products(R_x, R_x, True, g, D, H, weight, out.l_xx, out.l_x, nonzeros, counts, known)
+        if res.uses_x and res.uses_u:
+            _add_weighted_products(R_x, R_u, False, g, D, H, weight, out.l_xu, _NO_GRADIENT, nonzeros, counts, known)
         if res.uses_u:
             _add_weighted_products(R_u, R_u, True, g, D, H, weight, out.l_uu, out.l_u, nonzeros, counts, False)
-        if res.uses_x and res.uses_u:
-            _add_weighted_products(R_x, R_u, False, g, D, H, weight, out.l_xu, _NO_GRADIENT, nonzeros, counts,
-                                   _x_pattern(d, nr, ndx, nonzeros, counts))
 
 
 # ---------------------------------------------------------------- sums

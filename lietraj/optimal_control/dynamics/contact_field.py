@@ -65,7 +65,7 @@ class ContactField(RobotField):
         knots it has just linearized."""
         with self._lock:
             tau = self.torques(X, U)
-            d = self.recall("contact", (X.H, X.s, X.v, tau))
+            d = self.recall("contact", X, tau)
             if d is not None:
                 return d.a.copy(), d.forces.copy()
             N, nv, nc = len(X), self.model.nv, self.nc
@@ -87,11 +87,10 @@ class ContactField(RobotField):
         one computes, the other waits for its result."""
         with self._lock:
             tau = self.torques(X, U)
-            inputs = (X.H, X.s, X.v, tau)
-            d = self.recall("contact", inputs)
+            d = self.recall("contact", X, tau)
             if d is None:
-                d = self.keep("contact", inputs, contact_dynamics_derivatives(self.model, X, tau, self.contacts,
-                                                                              self.damping, workspace=self.workspace))
+                d = self.keep("contact", X, tau, contact_dynamics_derivatives(self.model, X, tau, self.contacts,
+                                                                             self.damping, workspace=self.workspace))
             return d
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:

@@ -79,7 +79,9 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, JR, FX, FU):
                 ok &= x - x == 0.0
             Fx[r, r] += 1.0
             for c in range(nu):
-                Fu[r, c] = dt * Fu[nv + r, c]
+                b = dt * Fu[nv + r, c]
+                Fu[r, c] = b
+                ok &= b - b == 0.0
         if nh == 0:
             continue
         Phi, Jr = PHI[k], JR[k]

@@ -47,17 +47,19 @@ class RobotField(Field):
         state["_kept"] = {}  # copies of arrays of this process's last call
         return state
 
-    def recall(self, key, inputs: tuple):
-        """What ``keep`` kept under ``key`` if it was computed from inputs equal to ``inputs`` (arrays, or None for
-        an absent one), else None. The value's arrays are shared: read them, do not write them."""
+    def recall(self, key, X: Trajectory, tau: np.ndarray):
+        """What ``keep`` kept under ``key`` if it was computed at knots and generalized forces equal to ``X`` and
+        ``tau``, else None. The value's arrays are shared: read them, do not write them."""
         kept = self._kept.get(key)
-        if kept is not None and all(np.array_equal(a, b) for a, b in zip(kept[0], inputs) if b is not None):
+        if kept is not None and all(np.array_equal(a, b) for a, b in zip(kept[0], (X.H, X.s, X.v, tau))
+                                    if b is not None):
             return kept[1]
         return None
 
-    def keep(self, key, inputs: tuple, value):
-        """Keep ``value`` under ``key`` with a copy of the ``inputs`` it was computed from; returns it."""
-        self._kept[key] = (tuple(None if a is None else a.copy() for a in inputs), value)
+    def keep(self, key, X: Trajectory, tau: np.ndarray, value):
+        """Keep ``value`` under ``key`` with a copy of the knots ``X`` and generalized forces ``tau`` it was computed
+        at; returns it."""
+        self._kept[key] = (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v, tau)), value)
         return value
 
     def buffer(self, key: str, N: int, build):
@@ -100,7 +102,7 @@ class FreeField(RobotField):
         """ABA at every knot; at the knots of the derivatives kept, their ``a`` (a solver's gaps step the knots it
         has just linearized)."""
         tau = self.torques(X, U)
-        d = self.recall(("fd", 0), (X.H, X.s, X.v, tau))
+        d = self.recall(("fd", 0), X, tau)
         if d is not None:
             return d.a.copy()
         return aba(self.model, X, tau, self._fext(len(X)), workspace=self.workspace)
@@ -112,15 +114,14 @@ class FreeField(RobotField):
     def forward_dynamics_derivatives(self, X: Trajectory, U, stage: int = 0) -> ForwardDynamicsDerivatives:
         """``aba_derivatives`` at every knot (kept: ``RobotField``); ``stage`` keeps RK4's stages apart."""
         tau = self.torques(X, U)
-        inputs = (X.H, X.s, X.v, tau)
-        d = self.recall(("fd", stage), inputs)
+        d = self.recall(("fd", stage), X, tau)
         if d is not None:
             return d
         N, nv = len(X), self.model.nv
         out = self.buffer(f"fd{stage}", N, lambda: ForwardDynamicsDerivatives(
             np.empty((N, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv))))
         d = aba_derivatives(self.model, X, tau, self._fext(N), out=out, workspace=self.workspace)
-        return self.keep(("fd", stage), inputs, d)
+        return self.keep(("fd", stage), X, tau, d)
 
     def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
         """``aba_second_order``'s contraction; not available with external wrenches."""
@@ -129,6 +130,7 @@ class FreeField(RobotField):
             # inverse-dynamics tensors, which rnea_second_order does not compute.
             raise NotImplementedError(f"FreeField({self.model.name}).hessian_contraction: not available with external "
                                       "wrenches (fext); use iLQR, which needs only the Jacobians")
-        first = self.recall(("fd", 0), (X.H, X.s, X.v, self.torques(X, U)))
-        C = aba_hessian_contraction(self.model, X, self.torques(X, U), MU, derivatives=first, workspace=self.workspace)
+        tau = self.torques(X, U)
+        C = aba_hessian_contraction(self.model, X, tau, MU, derivatives=self.recall(("fd", 0), X, tau),
+                                    workspace=self.workspace)
         return FieldHessian(C.qq, C.qv, C.vv, self.joint_columns(C.qtau))
