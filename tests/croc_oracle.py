@@ -1,5 +1,7 @@
-"""Crocoddyl 3.2.1's ``examples/humanoid_manipulation.py`` problem, built as the example builds it: the oracle of
-``lietraj.problems.talos_reach`` (tests) and its peer in ``benchmarks/bench_vs_crocoddyl.py``."""
+"""Crocoddyl 3.2.1's problems built as its examples build them, the oracles of lietraj's twins (tests) and their
+peers in ``benchmarks/bench_vs_crocoddyl.py``: ``examples/humanoid_manipulation.py`` for
+``lietraj.problems.talos_reach``, and the trot of ``examples/quadrupedal_gaits_fwddyn.py`` on solo12 for
+``lietraj.problems.trot(formulation="crocoddyl")``."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import crocoddyl
 import example_robot_data
 import numpy as np
 import pinocchio as pin
+from crocoddyl.utils.quadruped import SimpleQuadrupedalGaitProblem
 
 T, DT, TARGET = 60, 5e-2, np.array([0.4, 0.0, 1.2])
 
@@ -65,3 +68,23 @@ def talos_reach_problem() -> tuple[crocoddyl.ShootingProblem, list[np.ndarray], 
 
     problem = crocoddyl.ShootingProblem(x0, [action(running, DT)] * T, action(terminal, 0.0))
     return problem, [x0] * (T + 1), list(problem.quasiStatic([x0] * T))
+
+
+def trot_solo12_problem() -> tuple[crocoddyl.ShootingProblem, list[np.ndarray], list[np.ndarray]]:
+    """``(problem, xs, us)``: the trot of Crocoddyl's ``quadrupedal_gaits_fwddyn.py`` on solo12 and the example's
+    initial guess (the standing state at every knot, each knot's quasi-static controls: on its own contacts, empty
+    at the impulse knots).
+
+    The problem is ``SimpleQuadrupedalGaitProblem.createTrottingProblem`` on a fresh builder, as the example calls
+    it: ``timeStep`` 1e-2, ``stepKnots`` 25, ``supportKnots`` 2, from the ``standing`` configuration at rest with the
+    feet ``FL_FOOT, FR_FOOT, HL_FOOT, HR_FOOT`` (solo12's names for the example's LF, RF, LH, RH). The example's
+    step length 0.15 m and height 0.1 m are ANYmal's, about 1/3 and 1/4.5 of its standing CoM height (0.458 m);
+    on solo12, whose CoM stands at 0.212 m, a 0.1 m foot lift would be half its height, so both are taken at the
+    same fractions of solo12's CoM height, 7.1 cm and 4.7 cm (``lietraj.problems.trot``'s defaults). A fresh
+    builder halves the first step (the example reaches its trot after a walk, which has spent the half step)."""
+    rmodel = example_robot_data.load("solo12").model
+    gait = SimpleQuadrupedalGaitProblem(rmodel, "FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+    x0 = rmodel.defaultState  # the builder's: the "standing" configuration at rest
+    height = pin.centerOfMass(rmodel, rmodel.createData(), x0[:rmodel.nq])[2]
+    problem = gait.createTrottingProblem(x0, height / 3.0, height / 4.5, 1e-2, 25, 2)
+    return problem, [x0] * (problem.T + 1), list(problem.quasiStatic([x0] * problem.T))

@@ -3,9 +3,10 @@
 
 A gait is a sequence of phases, each a run of per-knot ``ActionModel`` s sharing one dynamics and one cost object:
 
-- **stance** on a set of feet: ``ContactRobotDynamics`` with 3D point contacts (forces in world axes) and a
-  velocity-only Baumgarte term (``Kp = 0``, ``Kv = 2 / (CONTACT_TIME_CONSTANT dt)``, Crocoddyl's ``[0, 50]`` at
-  ``dt = 0.01``): a landed foot holds wherever it landed;
+- **stance** on a set of feet: ``ContactRobotDynamics`` with 3D point contacts (forces in world axes) and the
+  critically damped Baumgarte gains of ``contact_gains`` (``Kv = 2 / (CONTACT_TIME_CONSTANT dt)``, Crocoddyl's 50
+  at ``dt = 0.01``, and ``Kp = Kv² / 4``, which pulls a foot to its planned ground point where Crocoddyl's
+  ``Kp = 0`` lets it hold wherever it landed);
 - **flight** (the jump): ``RobotDynamics``, no contact;
 - **touchdown**: one ``ImpulseRobotDynamics`` knot on every foot that is on the ground after the landing. Crocoddyl
   puts only the landing feet in the impulse; the supporting feet are still, so the impulse they take is small,
@@ -24,6 +25,24 @@ regularization. The terminal cost holds the final posture at rest.
 
 The initial guess holds the standing posture at every knot with the quasi-static torques on all four feet; FDDP
 closes the gaps (Crocoddyl starts its gaits the same way).
+
+``trot(formulation="crocoddyl")`` is instead Crocoddyl's ``createTrottingProblem`` term for term, so that the two
+libraries solve the same problem (``tests/croc_oracle.py`` builds Crocoddyl's; ``benchmarks/bench_vs_crocoddyl.py``
+times both). Where it differs from the default:
+
+- contacts with Crocoddyl's Baumgarte gains ``[0, 50]`` whatever ``dt``; the touchdown impulse on the landing feet
+  only (``JMinvJt_damping`` 1e-12), placing them at their swing path's last point (``2 step_height / step_knots``
+  above the ground, as Crocoddyl's impulse model reuses the last swing target), with no control cost (Crocoddyl's
+  impulse knots have no control: lietraj's keeps ``nu`` controls that act on nothing, start at zero and stay there);
+- the CoM is tracked during the swings only; no stance knots after the last touchdown;
+- running costs: Crocoddyl's friction cone (the outer pyramid of ``mu``, 4 facets and ``f_z >= 0``, weight
+  ``10 dt``) and ``stateBounds`` (a quadratic barrier on ``x ⊖ neutral`` between the URDF's joint position and
+  velocity limits, weight ``1e3 dt``) instead of the wrench-cone, joint-limit and torque-limit barriers;
+- the terminal cost is the stance cost evaluated without dynamics, unscaled: posture ``10`` and ``stateBounds``
+  ``1e3`` (Crocoddyl evaluates the force and control residuals of a terminal knot at zero, where their costs
+  vanish);
+- the guess has each knot's quasi-static torques on its own contacts (Crocoddyl's ``quasiStatic``), zero at the
+  impulse knots, and FDDP stops after the example's 100 iterations.
 """
 
 from __future__ import annotations
@@ -35,7 +54,9 @@ from lietraj.dynamics.contacts.contact_dynamics import Contact
 from lietraj.dynamics.contacts.equilibrium import quasi_static_torques
 from lietraj.dynamics.kinematics.kinematics import frame_placement
 from lietraj.dynamics.model.model import RobotModel
-from lietraj.optimal_control.costs.activations import WeightedQuadratic
+from lietraj.dynamics.model.robots import load_robot
+from lietraj.optimal_control.costs.activations import QuadraticBarrier, WeightedQuadratic
+from lietraj.optimal_control.costs.contact_residuals import WrenchConeResidual, barrier_activation
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.costs.costs import (
     CostSum,
@@ -58,14 +79,38 @@ from lietraj.problems.support import (
 )
 
 
-class _GaitBuilder:
-    """The phases of a gait for one robot: stance, flight and touchdown action models with Crocoddyl's costs."""
+FORMULATIONS = ("lietraj", "crocoddyl")
+# SimpleQuadrupedalGaitProblem's Baumgarte gains [Kp, Kv] of every contact (whatever the time step) and the
+# JMinvJt_damping of its impulse models.
+CROCODDYL_CONTACT_GAINS = (0.0, 50.0)
+CROCODDYL_IMPULSE_DAMPING = 1e-12
 
-    def __init__(self, model: RobotModel, feet: Feet, dt: float, friction: float):
-        self.model, self.feet, self.dt, self.friction = model, feet, dt, friction
+
+def _crocoddyl_state_bounds(urdf: RobotModel) -> QuadraticBarrier:
+    """The barrier of Crocoddyl's ``stateBounds`` on ``x ⊖ neutral``: the joint positions and velocities between the
+    limits of ``urdf`` (continuous joints and the base unbounded, as Pinocchio's free flyer). Crocoddyl reads them
+    from its model, the URDF's: not the documented actuator limits the ready problems' models carry instead of
+    placeholders (``lietraj.problems.actuators``)."""
+    base = np.full(6, np.inf)
+    lower = np.where(urdf.continuous, -np.inf, urdf.lower_limit)
+    upper = np.where(urdf.continuous, np.inf, urdf.upper_limit)
+    return QuadraticBarrier(np.concatenate([-base, lower, -base, -urdf.velocity_limit]),
+                            np.concatenate([base, upper, base, urdf.velocity_limit]))
+
+
+class _GaitBuilder:
+    """The phases of a gait for one robot: stance, flight and touchdown action models with Crocoddyl's costs;
+    ``crocoddyl``: exactly those of Crocoddyl's ``SimpleQuadrupedalGaitProblem`` (module docstring), where ``urdf`` is
+    the robot as its URDF describes it, whose limits Crocoddyl's state bounds read."""
+
+    def __init__(self, model: RobotModel, feet: Feet, dt: float, friction: float, crocoddyl: bool = False,
+                 urdf: RobotModel | None = None):
+        self.model, self.feet, self.dt, self.friction, self.crocoddyl = model, feet, dt, friction, crocoddyl
         self.x0 = model.reference_state()
         self.nj, self.nv = model.n, model.nv
-        self.gains = contact_gains(dt)
+        self.gains = CROCODDYL_CONTACT_GAINS if crocoddyl else contact_gains(dt)
+        if crocoddyl:
+            self.state_bounds = _crocoddyl_state_bounds(urdf)
         # Crocoddyl's: base position free, base orientation 500, joints 0.01, base velocity 10, joint velocities 1
         self.posture_weights = np.concatenate([np.zeros(3), np.full(3, 500.0), np.full(self.nj, 0.01),
                                                np.full(6, 10.0), np.ones(self.nj)])
@@ -88,6 +133,11 @@ class _GaitBuilder:
     def _posture(self, weights: np.ndarray, nu: int) -> ResidualCost:
         return ResidualCost(StateResidual(self.model.state_space, self.x0, nu), WeightedQuadratic(weights ** 2))
 
+    def _state_bounds(self, nu: int) -> ResidualCost:
+        """Crocoddyl's ``stateBounds``: the barrier on ``x ⊖ neutral`` (joint positions and all velocities)."""
+        space = self.model.state_space
+        return ResidualCost(StateResidual(space, space.neutral(), nu), self.state_bounds)
+
     def phase(self, support: dict[str, np.ndarray], com=None, swing: dict[str, np.ndarray] | None = None) -> ActionModel:
         """A running model standing on ``support`` (frame -> ground point; empty: flight) tracking ``com`` and the
         ``swing`` foot paths (frame -> (knots, 3)) when given; the phase's knot count is that of the paths."""
@@ -97,23 +147,39 @@ class _GaitBuilder:
         for frame, path in (swing or {}).items():
             c.add(f"{frame} swing", ResidualCost(FrameTranslationResidual(self.model, frame, path, nu=n)), dt * 1e6)
         dynamics = self.dynamics(support)
-        if support:
+        if support and self.crocoddyl:
+            # FrictionCone(R, mu, 4, inner_appr=False): |f_x|, |f_y| <= mu f_z, the pyramid circumscribing the cone,
+            # which is WrenchConeResidual's inscribed pyramid of the coefficient mu / cos(pi / 4); one residual for
+            # all feet, whose cost is the sum of Crocoddyl's per-foot costs of equal weights.
+            cone = WrenchConeResidual(self.model, dynamics.contacts, self.friction / np.cos(np.pi / 4), facets=4,
+                                      dynamics=dynamics)
+            c.add("friction cone", ResidualCost(cone, barrier_activation(cone.nr)), dt * 1e1)
+        elif support:
             add_wrench_cone_cost(c, dynamics, self.feet, self.friction, dt * 1e2)
         c.add("posture", self._posture(self.posture_weights, n), dt * 10.0)
         c.add("control", control_regularization(n), dt * 0.1)
-        add_limit_costs(c, self.model, dt)
+        if self.crocoddyl:
+            c.add("state bounds", self._state_bounds(n), dt * 1e3)
+        else:
+            add_limit_costs(c, self.model, dt)
         return ActionModel(dynamics, c)
 
-    def touchdown(self, support: dict[str, np.ndarray], landing: tuple[str, ...]) -> ActionModel:
-        """The impact knot on ``support`` (frame -> ground point) placing the ``landing`` feet at their points."""
+    def touchdown(self, support: dict[str, np.ndarray], landing: dict[str, np.ndarray]) -> ActionModel:
+        """The impact knot placing the ``landing`` feet (frame -> target point): on all feet of ``support`` (frame
+        -> ground point), or with ``crocoddyl`` on the landing feet only."""
         n, c = self.nj, CostSum(self.model.state_space, self.nj)
-        landing = {f: support[f] for f in landing}
         for frame, point in landing.items():
             c.add(f"{frame} landing", ResidualCost(FrameTranslationResidual(self.model, frame, point, nu=n)), 1e7)
         weights = np.concatenate([np.ones(6), np.full(n, 10.0), np.full(self.nv, 10.0)])
         c.add("posture", self._posture(weights, n), 10.0)
-        c.add("control", control_regularization(n), 1e-3)  # F_u = 0 at an impact: keeps Q_uu positive definite
-        model = ActionModel(ImpulseRobotDynamics(self.model, self.contacts(support)), c)
+        if self.crocoddyl:
+            # No control cost (Crocoddyl's impulse knot has no control): Q_u = 0 and Q_ux = 0 there, so the solver's
+            # regularization alone makes Q_uu invertible and a zero control stays zero.
+            dynamics = ImpulseRobotDynamics(self.model, self.contacts(landing), damping=CROCODDYL_IMPULSE_DAMPING)
+        else:
+            c.add("control", control_regularization(n), 1e-3)  # F_u = 0 at an impact: keeps Q_uu positive definite
+            dynamics = ImpulseRobotDynamics(self.model, self.contacts(support))
+        model = ActionModel(dynamics, c)
         self.landings[id(model)] = landing
         return model
 
@@ -126,14 +192,28 @@ class _GaitBuilder:
     def terminal(self) -> CostSum:
         c = CostSum(self.model.state_space, 0)
         c.add("posture", self._posture(self.posture_weights, 0), 10.0)
+        if self.crocoddyl:
+            c.add("state bounds", self._state_bounds(0), 1e3)
         return c
+
+    def guess(self, running: list[ActionModel]) -> np.ndarray:
+        """The controls of the initial guess: the quasi-static torques on all four feet at every knot, or with
+        ``crocoddyl`` Crocoddyl's ``quasiStatic`` of each knot (on its own contacts, zero at an impact)."""
+        if not self.crocoddyl:
+            return np.tile(quasi_static_torques(self.model, self.x0, self.feet.contacts()), (len(running), 1))
+        torques: dict[int, np.ndarray] = {}
+        for m in running:
+            if id(m.dynamics) not in torques:
+                torques[id(m.dynamics)] = (np.zeros(self.nj) if isinstance(m.dynamics, ImpulseRobotDynamics)
+                                           else quasi_static_torques(self.model, self.x0, m.dynamics.contacts))
+        return np.array([torques[id(m.dynamics)] for m in running])
 
     def example(self, name: str, running: list[ActionModel], description: str, checks) -> ExampleProblem:
         problem = Problem(self.x0, running, self.terminal())
-        u0 = quasi_static_torques(self.model, self.x0, self.feet.contacts())
-        return ExampleProblem(name, self.model, problem, np.tile(u0, (len(running), 1)),
-                              xs0=problem.constant_trajectory(self.x0), solver="fddp",
-                              options=SolverOptions(max_iter=200), friction=self.friction, description=description,
+        # Crocoddyl's example solves its gaits with at most 100 iterations
+        options = SolverOptions(max_iter=100 if self.crocoddyl else 200)
+        return ExampleProblem(name, self.model, problem, self.guess(running), xs0=problem.constant_trajectory(self.x0),
+                              solver="fddp", options=options, friction=self.friction, description=description,
                               checks=checks)
 
 
@@ -144,19 +224,28 @@ def _check_positive(**values) -> None:
 
 
 def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None, step_height: float | None = None,
-         dt: float = 0.01, step_knots: int = 25, support_knots: int = 2, friction: float = 0.7) -> ExampleProblem:
+         dt: float = 0.01, step_knots: int = 25, support_knots: int = 2, friction: float = 0.7,
+         formulation: str = "lietraj") -> ExampleProblem:
     """A trot of ``steps`` steps (Crocoddyl's ``createTrottingProblem``, repeated): the diagonal pairs (front-right,
     hind-left) and (front-left, hind-right) swing in turn for ``step_knots`` knots each, separated by
     ``support_knots`` knots on all four feet, each swing ending in a touchdown impact. The first step is half
     as long. Defaults: ``step_length`` 1/3 and ``step_height`` 1/4.5 of the standing CoM height (Crocoddyl's 0.15 m
-    and 0.1 m on ANYmal; 7 and 4.7 cm on solo12)."""
+    and 0.1 m on ANYmal; 7 and 4.7 cm on solo12).
+
+    ``formulation="crocoddyl"``: Crocoddyl's problem term for term (module docstring; with ``steps=2`` exactly
+    ``SimpleQuadrupedalGaitProblem.createTrottingProblem``, its contact gains, friction cones, state bounds and
+    impulses, and the example's guess and iteration limit), for comparing the two libraries on one problem
+    (``lietraj solve trot --set formulation=crocoddyl``)."""
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"trot: formulation must be one of {', '.join(FORMULATIONS)}, got {formulation!r}")
+    crocoddyl = formulation == "crocoddyl"
     model, feet = robot_with_feet(robot, QUADRUPEDS, "trot")
     if not (isinstance(steps, (int, np.integer)) and steps >= 1):
         raise ValueError(f"trot: steps must be a positive integer, got {steps!r}")
     if not (isinstance(step_knots, (int, np.integer)) and step_knots >= 2 and isinstance(support_knots, (int, np.integer))
             and support_knots >= 1):
         raise ValueError(f"trot: step_knots must be >= 2 and support_knots >= 1, got {step_knots!r}, {support_knots!r}")
-    g = _GaitBuilder(model, feet, dt, friction)
+    g = _GaitBuilder(model, feet, dt, friction, crocoddyl, load_robot(robot) if crocoddyl else None)
     height = float(center_of_mass(model, g.x0)[2])
     step_length = height / 3.0 if step_length is None else step_length
     step_height = height / 4.5 if step_height is None else step_height
@@ -173,14 +262,16 @@ def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None
     for i in range(steps):
         swing, support = ((rf, lh), (lf, rh)) if i % 2 == 0 else ((lf, rh), (rf, lh))
         length = 0.5 * step_length if i == 0 else step_length
-        running += [g.phase(dict(foot), com)] * support_knots
+        running += [g.phase(dict(foot), None if crocoddyl else com)] * support_knots  # Crocoddyl's: no CoM cost
         paths = {f: foot[f] + length * forward + step_height * lift for f in swing}
         running += [g.phase({f: foot[f] for f in support}, com + 0.5 * length * forward, paths)] * step_knots
         com = com + [0.5 * length, 0.0, 0.0]
         for f in swing:
             foot[f] = foot[f] + [length, 0.0, 0.0]
-        running.append(g.touchdown(dict(foot), swing))
-    running += [g.phase(dict(foot), com)] * support_knots
+        # Crocoddyl's impulse places a landing foot at its swing path's last point, ours on the ground
+        running.append(g.touchdown(dict(foot), {f: paths[f][-1] if crocoddyl else foot[f] for f in swing}))
+    if not crocoddyl:  # Crocoddyl's terminal knot follows the last touchdown
+        running += [g.phase(dict(foot), com)] * support_knots
     advance = float(com[0] - start[0])
 
     def checks(ex: ExampleProblem, result: SolverResult) -> dict[str, float]:
@@ -189,7 +280,7 @@ def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None
                 "com_advance_error_mm": 1e3 * abs(moved - advance)}
 
     return g.example("trot", running, f"{robot} trots {steps} steps of {100 * step_length:.3g} cm, "
-                     f"feet {100 * step_height:.3g} cm high", checks)
+                     f"feet {100 * step_height:.3g} cm high" + (" (Crocoddyl's problem)" if crocoddyl else ""), checks)
 
 
 def jump(robot: str = "solo12", height: float | None = None, length=None, dt: float = 0.01, ground_knots: int = 10,
@@ -219,7 +310,7 @@ def jump(robot: str = "solo12", height: float | None = None, length=None, dt: fl
     arc = com + np.outer(t, length) + np.outer(4.0 * height * t * (1.0 - t), [0.0, 0.0, 1.0])
     landed = {f: p + length for f, p in foot.items()}
     running = ([g.phase(foot, com)] * ground_knots + [g.phase({}, arc)] * flying_knots
-               + [g.touchdown(landed, feet.frames)] + [g.phase(landed, com + length)] * ground_knots)
+               + [g.touchdown(landed, landed)] + [g.phase(landed, com + length)] * ground_knots)
 
     def checks(ex: ExampleProblem, result: SolverResult) -> dict[str, float]:
         c = center_of_mass(model, result.xs)
