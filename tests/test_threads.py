@@ -100,10 +100,11 @@ def test_the_model_is_read_only():
     assert not hasattr(model, "scratch")
 
 
-@pytest.mark.parametrize("name, robot, solver", [("talos_reach", None, "fddp"), ("trot", "solo12", "fddp"),
-                                                 ("jump", "anymal", "ddp")])
+@pytest.mark.parametrize("name, robot, solver", [("talos_reach", None, "fddp"), ("talos_reach", None, "ddp"),
+                                                 ("trot", "solo12", "fddp"), ("jump", "anymal", "ddp")])
 def test_one_solve_in_two_threads_equals_the_solve_in_one(name, robot, solver):
-    """With ``threads=2`` the dynamics' derivatives run beside the costs' (the trot's and the jump's friction-cone
+    """With ``threads=2`` the costs' derivatives run in the second thread while the dynamics' run in the calling
+    one, their knots (and DDP's term's) shared once the costs are done (the trot's and the jump's friction-cone
     costs read the contact dynamics the dynamics compute: one waits for the other's result)."""
     example = make_problem(name, robot, **({"horizon": 30} if name == "talos_reach" else {}))
     one = example.solve(solver, options=dataclasses.replace(example.options, threads=1, max_iter=20))

@@ -26,7 +26,12 @@ import numpy as np
 
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, tangent_difference, tangent_integrate
 from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel
-from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, open_loop
+from lietraj.optimal_control.dynamics.discrete_dynamics import (
+    DiscreteDerivatives,
+    DiscreteDynamics,
+    IntegratedDynamics,
+    open_loop,
+)
 from lietraj.optimal_control.dynamics.euler import EulerStructure
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 
@@ -269,9 +274,10 @@ class Problem:
                     executor: Executor | None = None) -> ProblemDerivatives:
         """``F_x, F_u`` and the running cost derivatives at every running knot, the terminal cost derivatives at
         ``X[T]``: one ``trajectory_derivatives`` call per dynamics group and one ``derivatives`` call per cost group.
-        ``out`` (from ``empty_derivatives``) is overwritten when given. With an ``executor`` the dynamics' run in it
-        while the costs' run here (``SolverOptions.threads``); the call returns, or raises, once both are done, so
-        that no computation outlives it on the dynamics' work arrays."""
+        ``out`` (from ``empty_derivatives``) is overwritten when given. With an ``executor`` (a solver's second
+        thread, ``SolverOptions.threads``) the costs' run in it while the dynamics' run here, their knots shared
+        with it once the costs are done (``lanes``); the call returns, or raises, once both are done, so that no
+        computation outlives it on the work arrays."""
         U = np.asarray(U, dtype=np.float64)
         if out is None:
             out = self.empty_derivatives()
@@ -279,13 +285,13 @@ class Problem:
             self._dynamics_derivatives(X, U, out.dynamics)
             self._cost_derivatives(X, U, out)
             return out
-        dynamics = executor.submit(self._dynamics_derivatives, X, U, out.dynamics)
+        costs = executor.submit(self._cost_derivatives, X, U, out)
         try:
-            self._cost_derivatives(X, U, out)
+            self._dynamics_derivatives(X, U, out.dynamics, executor)
         except BaseException:
-            wait([dynamics])
+            wait([costs])
             raise
-        dynamics.result()
+        costs.result()
         return out
 
     def _cost_derivatives(self, X: Trajectory, U: np.ndarray, out: ProblemDerivatives) -> None:
@@ -297,20 +303,24 @@ class Problem:
             _copy_into(view, cost.derivatives(X[a:b], U[a:b], out=view), names)
         _copy_into(out.terminal, self.terminal.derivatives(X[self.T:self.T + 1], None, out=out.terminal), names)
 
-    def _dynamics_derivatives(self, X: Trajectory, U: np.ndarray, F: DiscreteDerivatives) -> None:
-        """``F_x, F_u`` (and their structure) at every running knot, into ``F``."""
+    def _dynamics_derivatives(self, X: Trajectory, U: np.ndarray, F: DiscreteDerivatives,
+                              executor: Executor | None = None) -> None:
+        """``F_x, F_u`` (and their structure) at every running knot, into ``F``; integrated dynamics share their
+        knots with ``executor``'s thread when given."""
         S = F.structure
         if S is not None:
             S.dt[:] = np.nan  # what a dynamics does not fill has no known structure
         for a, b, dyn in self._dynamics_runs:
             view = DiscreteDerivatives(F.F_x[a:b], F.F_u[a:b], None if S is None else EulerStructure(*(s[a:b] for s in S)))
-            _copy_into(view, dyn.trajectory_derivatives(X[a:b], U[a:b], out=view), ("F_x", "F_u"))
+            shared = {"executor": executor} if executor is not None and isinstance(dyn, IntegratedDynamics) else {}
+            _copy_into(view, dyn.trajectory_derivatives(X[a:b], U[a:b], out=view, **shared), ("F_x", "F_u"))
 
-    def dynamics_contraction(self, X: Trajectory, U, LAM) -> StepHessian:
+    def dynamics_contraction(self, X: Trajectory, U, LAM, executor: Executor | None = None) -> StepHessian:
         """The second-order dynamics term of DDP at every running knot: the symmetric Hessian in ``(dx, du)`` of
         ``LAM[k]ᵀ log(f_k(X[k], U[k])⁻¹ f_k(X[k] exp dx, U[k] + du))``, one ``trajectory_hessian_contraction`` call
         per dynamics group. ``LAM`` is ``(T, ndx)``, the value gradients at the next knots. Raises NotImplementedError
-        where a dynamics has no second-order term (``DiscreteDynamics``' default)."""
+        where a dynamics has no second-order term (``DiscreteDynamics``' default). Integrated dynamics share their
+        knots with ``executor``'s thread when given (``lanes``)."""
         U = np.asarray(U, dtype=np.float64)
         LAM = np.asarray(LAM, dtype=np.float64)
         if LAM.shape != (self.T, self.ndx):
@@ -318,7 +328,8 @@ class Problem:
         T, ndx, nu = self.T, self.ndx, self.nu
         out = StepHessian(np.empty((T, ndx, ndx)), np.empty((T, ndx, nu)), np.empty((T, nu, nu)))
         for a, b, dyn in self._dynamics_runs:
-            h = dyn.trajectory_hessian_contraction(X[a:b], U[a:b], LAM[a:b])
+            shared = {"executor": executor} if executor is not None and isinstance(dyn, IntegratedDynamics) else {}
+            h = dyn.trajectory_hessian_contraction(X[a:b], U[a:b], LAM[a:b], **shared)
             out.xx[a:b], out.xu[a:b], out.uu[a:b] = h.xx, h.xu, h.uu
         return out
 

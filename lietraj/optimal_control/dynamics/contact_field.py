@@ -18,14 +18,17 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Executor
 
 import numpy as np
 
+from lietraj.dynamics.algorithms.aba_second_order import ForwardDynamicsHessian
 from lietraj.dynamics.contacts.contact_dynamics import Contact, pack_contacts, solve_contact_dynamics
 from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
 from lietraj.dynamics.contacts.contact_dynamics_second_order import contact_hessian_contraction
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.workspace import Workspace
 from lietraj.optimal_control.dynamics.field import FieldDerivatives, FieldHessian, FieldTables
 from lietraj.optimal_control.dynamics.free_field import RobotField
 
@@ -77,8 +80,9 @@ class ContactField(RobotField):
     def acceleration(self, X: Trajectory, U) -> np.ndarray:
         return self.solve(X, U)[0]
 
-    def contact_derivatives(self, X: Trajectory, U) -> ContactDynamicsDerivatives:
-        """``contact_dynamics_derivatives`` at every knot: accelerations, contact forces and their derivatives.
+    def contact_derivatives(self, X: Trajectory, U, executor: Executor | None = None) -> ContactDynamicsDerivatives:
+        """``contact_dynamics_derivatives`` at every knot: accelerations, contact forces and their derivatives, the
+        knots shared with ``executor``'s thread when given (``RobotField.shared``).
 
         The last evaluation is kept (``RobotField.recall``) and returned again for equal ``(X, U)``: the
         Jacobians, DDP's second-order term and the contact costs (``WrenchConeResidual(..., dynamics=...)``)
@@ -88,16 +92,39 @@ class ContactField(RobotField):
         with self._lock:
             tau = self.torques(X, U)
             d = self.recall("contact", X, tau)
-            if d is None:
-                d = self.keep("contact", X, tau, contact_dynamics_derivatives(self.model, X, tau, self.contacts,
-                                                                             self.damping, workspace=self.workspace))
-            return d
+            if d is not None:
+                return d
+            N, nv, nc = len(X), self.model.nv, self.nc
+            # new arrays for every evaluation: a caller may hold the last one's while the knots change
+            out = ContactDynamicsDerivatives(np.empty((N, nv)), np.empty((N, nc)),
+                                             *(np.empty((N, nv, nv)) for _ in range(3)),
+                                             *(np.empty((N, nc, nv)) for _ in range(3)))
+
+            def piece(a: int, b: int, workspace: Workspace) -> None:
+                contact_dynamics_derivatives(self.model, X[a:b], tau[a:b], self.contacts, self.damping,
+                                             out=ContactDynamicsDerivatives(*(x[a:b] for x in vars(out).values())),
+                                             workspace=workspace)
+
+            self.shared(N, executor, piece)
+            return self.keep("contact", X, tau, out)
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
-        d = self.contact_derivatives(X, U)
+        return self.shared_derivatives(X, U, None, stage)
+
+    def shared_derivatives(self, X: Trajectory, U, executor: Executor | None, stage: int = 0) -> FieldDerivatives:
+        d = self.contact_derivatives(X, U, executor)
         return FieldDerivatives(d.a, d.da_dq, d.da_dv, self.joint_columns(d.da_dtau))
 
     def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
-        C = contact_hessian_contraction(self.model, X, self.torques(X, U), self.contacts, MU, self.damping,
-                                        derivatives=self.contact_derivatives(X, U), workspace=self.workspace)
-        return FieldHessian(C.qq, C.qv, C.vv, self.joint_columns(C.qtau))
+        return self.shared_hessian_contraction(X, U, MU, None)
+
+    def shared_hessian_contraction(self, X: Trajectory, U, MU: np.ndarray, executor: Executor | None) -> FieldHessian:
+        """``contact_dynamics_second_order``'s contraction, the knots shared with ``executor``'s thread when given."""
+        tau, d = self.torques(X, U), self.contact_derivatives(X, U, executor)
+
+        def piece(a: int, b: int, workspace: Workspace) -> ForwardDynamicsHessian:
+            return contact_hessian_contraction(self.model, X[a:b], tau[a:b], self.contacts, MU[a:b], self.damping,
+                                               derivatives=ContactDynamicsDerivatives(
+                                                   *(x[a:b] for x in vars(d).values())), workspace=workspace)
+
+        return self.field_hessian(self.shared(len(X), executor, piece))

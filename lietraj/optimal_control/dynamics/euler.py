@@ -22,6 +22,7 @@ products.
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from typing import NamedTuple
 
 import numpy as np
@@ -153,11 +154,19 @@ class SemiImplicitEuler:
         return euler_step(X, field.acceleration(X, U), dt)
 
     def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray,
-                    structure: EulerStructure | None = None) -> bool:
+                    structure: EulerStructure | None = None, executor: Executor | None = None) -> bool:
         """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place, and how they are built into
-        ``structure`` when given. Returns whether they are finite."""
-        return euler_jacobians(dt, X, field.derivatives(X, U), F_x, F_u, structure)
+        ``structure`` when given; the field's derivatives shared with ``executor``'s thread when given
+        (``Field.shared_derivatives``). Returns whether they are finite."""
+        d = field.derivatives(X, U) if executor is None else field.shared_derivatives(X, U, executor)
+        return euler_jacobians(dt, X, d, F_x, F_u, structure)
 
-    def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray) -> StepHessian:
-        """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``."""
-        return euler_step_hessian(dt, X, field.derivatives(X, U), LAM, lambda mu: field.hessian_contraction(X, U, mu))
+    def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray,
+                            executor: Executor | None = None) -> StepHessian:
+        """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``; the
+        field's contraction shared with ``executor``'s thread when given (``Field.shared_hessian_contraction``)."""
+        if executor is None:
+            return euler_step_hessian(dt, X, field.derivatives(X, U), LAM,
+                                      lambda mu: field.hessian_contraction(X, U, mu))
+        return euler_step_hessian(dt, X, field.shared_derivatives(X, U, executor), LAM,
+                                  lambda mu: field.shared_hessian_contraction(X, U, mu, executor))

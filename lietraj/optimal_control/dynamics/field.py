@@ -19,6 +19,7 @@ is rolled out knot by knot in Python.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -101,11 +102,21 @@ class Field(ABC):
         """``a`` and its first derivatives at every knot. ``stage`` (0-3) tells an integrator's stages apart: a
         field may return arrays it reuses in its next call with the same stage and knot count."""
 
+    def shared_derivatives(self, X: Trajectory, U, executor: Executor | None, stage: int = 0) -> FieldDerivatives:
+        """``derivatives``, with the knots shared between the calling thread and ``executor``'s where the field
+        can (the built-in fields: ``lanes``); a field that cannot computes them all in the calling thread."""
+        return self.derivatives(X, U, stage)
+
     def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
         """``MU[k]ᵀ ∂²a`` at every knot for covectors ``MU`` (N, nv) (``FieldHessian``). Optional: DDP needs it, iLQR
         and FDDP do not."""
         raise NotImplementedError(f"{type(self).__name__} does not implement hessian_contraction (the second-order "
                                   "term of DDP); use iLQR or FDDP, which need only the Jacobians")
+
+    def shared_hessian_contraction(self, X: Trajectory, U, MU: np.ndarray, executor: Executor | None) -> FieldHessian:
+        """``hessian_contraction``, with the knots shared as ``shared_derivatives`` shares them where the field
+        can; a field that cannot computes them all in the calling thread."""
+        return self.hessian_contraction(X, U, MU)
 
 
 def joint_torques(model: RobotModel, X: Trajectory, U, who: str, out: np.ndarray | None = None) -> np.ndarray:

@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from collections.abc import Callable
+from typing import TypeVar
+from concurrent.futures import Executor
+
 from lietraj.dynamics._checks import NO_FEXT
 from lietraj.dynamics.algorithms.aba import aba
 from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
-from lietraj.dynamics.algorithms.aba_second_order import aba_hessian_contraction
+from lietraj.dynamics.algorithms.aba_second_order import ForwardDynamicsHessian, aba_hessian_contraction
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives, FieldHessian, FieldTables, joint_torques
+from lietraj.optimal_control.lanes import knot_pieces, share
+
+T = TypeVar("T")
 
 
 class RobotField(Field):
@@ -29,7 +36,10 @@ class RobotField(Field):
 
     The last derivatives are kept with a copy of their inputs (``recall``, ``keep``) and returned again for equal
     inputs: a solver's iteration asks for them at the same knots for the Jacobians, for DDP's second-order term
-    (whose contraction needs the first-order pass too) and, on a contact field, for the contact costs."""
+    (whose contraction needs the first-order pass too) and, on a contact field, for the contact costs.
+
+    With a solver's second thread (``lanes``) the knots of the derivatives are cut into pieces that both threads
+    compute, each with the workspace of its lane (``lane_workspace``), into the same output arrays."""
 
     nc = 0  # contact rows
 
@@ -40,12 +50,44 @@ class RobotField(Field):
         self.state_space = model.state_space
         self.nu = model.n
         self.workspace = Workspace(model)
+        self._second_workspace: Workspace | None = None
         self._kept: dict = {}
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_kept"] = {}  # copies of arrays of this process's last call
+        state["_second_workspace"] = None
         return state
+
+    def lane_workspace(self, lane: int) -> Workspace:
+        """The work arrays of a lane (``lanes``): the field's ``workspace`` for the calling thread (0), a second
+        workspace, made on first use, for the solver's second thread (1)."""
+        if lane == 0:
+            return self.workspace
+        if self._second_workspace is None:
+            self._second_workspace = Workspace(self.model)
+        return self._second_workspace
+
+    def shared(self, N: int, executor: Executor | None, piece: Callable[[int, int, Workspace], T]) -> list[T]:
+        """``[piece(start, stop, workspace), ...]`` over the pieces of ``N`` knots (``lanes.knot_pieces``), shared
+        with ``executor``'s thread, each with the workspace of its lane. A piece that fails reports its knot within
+        the piece: all knots are then computed at once in this thread, to raise the error at the right knot."""
+        pieces = knot_pieces(N, self.model.nv, executor)
+        if len(pieces) == 1:
+            return [piece(0, N, self.workspace)]
+        results: list = [None] * len(pieces)
+
+        def task(i: int, a: int, b: int) -> Callable[[int], None]:
+            def run(lane: int) -> None:
+                results[i] = piece(a, b, self.lane_workspace(lane))
+            return run
+
+        try:
+            share([task(i, a, b) for i, (a, b) in enumerate(pieces)], executor)
+        except ValueError:
+            piece(0, N, self.workspace)
+            raise
+        return results
 
     def recall(self, key, X: Trajectory, tau: np.ndarray):
         """What ``keep`` kept under ``key`` if it was computed at knots and generalized forces equal to ``X`` and
@@ -74,6 +116,15 @@ class RobotField(Field):
     def joint_columns(self, A: np.ndarray) -> np.ndarray:
         """The actuated columns (..., nv, n) of a derivative with respect to the generalized forces."""
         return A[..., self.model.nv - self.model.n:]
+
+    def field_hessian(self, parts: list) -> FieldHessian:
+        """The ``FieldHessian`` of a dynamics algorithm's contraction computed in ``parts`` (runs of knots in order;
+        ``ForwardDynamicsHessian`` s)."""
+        if len(parts) == 1:
+            C = parts[0]
+            return FieldHessian(C.qq, C.qv, C.vv, self.joint_columns(C.qtau))
+        qq, qv, vv, qtau = (np.concatenate([getattr(C, name) for C in parts]) for name in ("qq", "qv", "vv", "qtau"))
+        return FieldHessian(qq, qv, vv, self.joint_columns(qtau))
 
 
 class FreeField(RobotField):
@@ -108,11 +159,16 @@ class FreeField(RobotField):
         return aba(self.model, X, tau, self._fext(len(X)), workspace=self.workspace)
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
-        d = self.forward_dynamics_derivatives(X, U, stage)
+        return self.shared_derivatives(X, U, None, stage)
+
+    def shared_derivatives(self, X: Trajectory, U, executor: Executor | None, stage: int = 0) -> FieldDerivatives:
+        d = self.forward_dynamics_derivatives(X, U, stage, executor)
         return FieldDerivatives(d.a, d.da_dq, d.da_dv, self.joint_columns(d.da_dtau))
 
-    def forward_dynamics_derivatives(self, X: Trajectory, U, stage: int = 0) -> ForwardDynamicsDerivatives:
-        """``aba_derivatives`` at every knot (kept: ``RobotField``); ``stage`` keeps RK4's stages apart."""
+    def forward_dynamics_derivatives(self, X: Trajectory, U, stage: int = 0,
+                                     executor: Executor | None = None) -> ForwardDynamicsDerivatives:
+        """``aba_derivatives`` at every knot (kept: ``RobotField``), the knots shared with ``executor``'s thread
+        when given; ``stage`` keeps RK4's stages apart."""
         tau = self.torques(X, U)
         d = self.recall(("fd", stage), X, tau)
         if d is not None:
@@ -120,17 +176,33 @@ class FreeField(RobotField):
         N, nv = len(X), self.model.nv
         out = self.buffer(f"fd{stage}", N, lambda: ForwardDynamicsDerivatives(
             np.empty((N, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv))))
-        d = aba_derivatives(self.model, X, tau, self._fext(N), out=out, workspace=self.workspace)
-        return self.keep(("fd", stage), X, tau, d)
+        fext = self._fext(N)
+
+        def piece(a: int, b: int, workspace: Workspace) -> None:
+            aba_derivatives(self.model, X[a:b], tau[a:b], None if fext is None else fext[a:b],
+                            out=ForwardDynamicsDerivatives(out.a[a:b], out.da_dq[a:b], out.da_dv[a:b],
+                                                           out.da_dtau[a:b]), workspace=workspace)
+
+        self.shared(N, executor, piece)
+        return self.keep(("fd", stage), X, tau, out)
 
     def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
-        """``aba_second_order``'s contraction; not available with external wrenches."""
+        return self.shared_hessian_contraction(X, U, MU, None)
+
+    def shared_hessian_contraction(self, X: Trajectory, U, MU: np.ndarray, executor: Executor | None) -> FieldHessian:
+        """``aba_second_order``'s contraction, the knots shared with ``executor``'s thread when given; not available
+        with external wrenches."""
         if self.fext is not None:
             # A constant body-frame wrench on any body but a floating base adds -d2(J^T f)/dq2 to the second-order
             # inverse-dynamics tensors, which rnea_second_order does not compute.
             raise NotImplementedError(f"FreeField({self.model.name}).hessian_contraction: not available with external "
                                       "wrenches (fext); use iLQR, which needs only the Jacobians")
         tau = self.torques(X, U)
-        C = aba_hessian_contraction(self.model, X, tau, MU, derivatives=self.recall(("fd", 0), X, tau),
-                                    workspace=self.workspace)
-        return FieldHessian(C.qq, C.qv, C.vv, self.joint_columns(C.qtau))
+        d = self.recall(("fd", 0), X, tau)
+
+        def piece(a: int, b: int, workspace: Workspace) -> ForwardDynamicsHessian:
+            return aba_hessian_contraction(self.model, X[a:b], tau[a:b], MU[a:b], workspace=workspace,
+                                           derivatives=None if d is None else ForwardDynamicsDerivatives(
+                                               d.a[a:b], d.da_dq[a:b], d.da_dv[a:b], d.da_dtau[a:b]))
+
+        return self.field_hessian(self.shared(len(X), executor, piece))

@@ -20,6 +20,8 @@ pass, with the same floating-point operations as ``RK4.step``'s but numpy's 4x4 
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
+
 import numpy as np
 
 from lietraj._jit import helper
@@ -164,10 +166,11 @@ class RK4:
         return Rk4Sensitivities((dX, dY2, dY3, dY4), (dF1, dF2, dF3, dF4), dZ)
 
     def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray,
-                    structure: EulerStructure | None = None) -> bool:
+                    structure: EulerStructure | None = None, executor: Executor | None = None) -> bool:
         """``F_x, F_u`` of the step at every knot, in place: the sensitivity of x⁺ = Z exp(ξ₆), a few knots at a
-        time. They are dense: ``structure``, when given, marks every knot as not built as an Euler step's. Returns
-        whether they are finite."""
+        time. They are dense: ``structure``, when given, marks every knot as not built as an Euler step's. The
+        stages depend on each other: all computed in the calling thread, ``executor`` unused. Returns whether they
+        are finite."""
         if structure is not None:
             structure.dt[:] = np.nan
         st = self.stages(field, dt, X, U)
@@ -181,8 +184,10 @@ class RK4:
             F_u[sl] = d[:, :, ndx:]
         return bool(np.isfinite(F_x).all() and np.isfinite(F_u).all())
 
-    def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray) -> StepHessian:
-        """DDP's second-order term of the step at every knot (``rk4_second_order``) for covectors ``LAM``."""
+    def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray,
+                            executor: Executor | None = None) -> StepHessian:
+        """DDP's second-order term of the step at every knot (``rk4_second_order``) for covectors ``LAM``, in the
+        calling thread (``executor`` unused, as for the derivatives)."""
         st = self.stages(field, dt, X, U)
         ndx, nu = LAM.shape[1], field.nu
         return rk4_step_hessian(dt, st, LAM, lambda Y, mu: field.hessian_contraction(Y, U, mu),

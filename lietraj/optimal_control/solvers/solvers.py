@@ -93,7 +93,7 @@ class SolverOptions:
     step_inc: float = 0.01  # th_stepinc
     box_tol: float = 1e-12
     box_max_iter: int = 100
-    threads: int = 1  # 2: the dynamics' derivatives in a second thread while the costs' are computed in this one
+    threads: int = 1  # 2: a second thread computes the costs' derivatives, then shares the dynamics' (lanes)
 
     def __post_init__(self):
         checks = {
@@ -280,8 +280,9 @@ class Solver:
         self._executor: ThreadPoolExecutor | None = None
 
     def executor(self) -> ThreadPoolExecutor | None:
-        """The second thread of ``options.threads > 1`` (today one task runs beside the calling thread: the
-        dynamics' derivatives), started on first use and stopped when the solver is collected; None for one."""
+        """The second thread of ``options.threads > 1`` (it computes the costs' derivatives, then takes pieces of
+        the dynamics' with the calling thread: ``lanes``), started on first use and stopped when the solver is
+        collected; None for one."""
         if self.options.threads == 1:
             return None
         if self._executor is None:
@@ -401,7 +402,8 @@ class Solver:
         ``reg_max``. Dynamics without the term raise ValueError (use iLQR)."""
         if state.hessian is None:
             try:
-                state.hessian = self.problem.dynamics_contraction(state.xs, state.us, gauss_newton.lam[1:])
+                state.hessian = self.problem.dynamics_contraction(state.xs, state.us, gauss_newton.lam[1:],
+                                                                   executor=self.executor())
             except NotImplementedError as e:
                 raise ValueError(f"{self.name}: the dynamics cannot compute the second-order term ({e}); use "
                                  "solve_ilqr (Gauss-Newton) instead") from e
