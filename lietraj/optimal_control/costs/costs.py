@@ -81,8 +81,9 @@ class CostModel(ABC):
 # ---------------------------------------------------------------- helpers
 
 
-def _output(out: CostDerivatives | None, N: int, ndx: int, nu: int, what: str) -> CostDerivatives:
-    """``out`` checked to hold N knots of a cost on ndx tangent and nu control coordinates, or new arrays."""
+def _output(out: CostDerivatives | None, N: int, ndx: int, nu: int, what: object) -> CostDerivatives:
+    """``out`` checked to hold N knots of a cost on ndx tangent and nu control coordinates, or new arrays; ``what``
+    as for ``check_knots``."""
     if out is None:
         return CostDerivatives(np.empty(N), np.empty((N, ndx)), np.empty((N, nu)), np.empty((N, ndx, ndx)),
                                np.empty((N, ndx, nu)), np.empty((N, nu, nu)))
@@ -190,12 +191,13 @@ def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, 
 _NO_GRADIENT, _NO_DIAGONAL, _NO_MATRIX = np.empty((0, 0)), np.empty((0, 0)), np.empty((0, 0, 0))
 
 
-def _x_pattern(d, nr: int, ndx: int, nonzeros: np.ndarray, counts: np.ndarray) -> bool:
+def _x_pattern(d, nr: int, ndx: int, nonzeros: np.ndarray, counts: np.ndarray, known) -> tuple | None:
     """Copy the residual's pattern of ``R_x`` (``ResidualDerivatives.x_columns``) into the first halves of the
-    work arrays; False when it gives none (or one of the wrong shape), for the kernel to search ``R_x``."""
+    work arrays and return it, or None when it gives none, for the kernel to search ``R_x``. ``known``: the pattern
+    these work arrays hold already (a residual returns the same one at every call), checked and copied before."""
     pattern = getattr(d, "x_columns", None)
-    if pattern is None:
-        return False
+    if pattern is None or pattern is known:
+        return pattern
     columns, count = pattern
     # the kernel indexes without bounds checks: a pattern out of range would read outside R_x
     if (columns.shape[0] != nr or count.shape != (nr,) or columns.shape[1] > ndx or columns.dtype != np.int64
@@ -205,7 +207,7 @@ def _x_pattern(d, nr: int, ndx: int, nonzeros: np.ndarray, counts: np.ndarray) -
                          f"with columns in [0, {ndx}) and counts within the width, got {columns.shape}, {count.shape}")
     nonzeros[0, :, :columns.shape[1]] = columns
     counts[0] = count
-    return True
+    return pattern
 
 
 def _hessian_data(a) -> tuple[np.ndarray, np.ndarray]:
@@ -258,11 +260,19 @@ class ResidualCost(CostModel):
 
     def derivatives(self, X: Trajectory, U: np.ndarray | None, out: CostDerivatives | None = None) -> CostDerivatives:
         d = self.residual.derivatives(X, U)
-        out = _output(out, len(X), 2 * X.v.shape[1], self.nu, repr(self))
+        out = _output(out, len(X), 2 * X.v.shape[1], self.nu, self)
         for a in _fields(out):
             a[...] = 0.0
         self._add(d, 1.0, out)
         return out
+
+    def _work(self, nr: int, width: int) -> tuple[np.ndarray, np.ndarray, tuple | None]:
+        """The products' integer work arrays (``_add_weighted_products``) and the pattern of ``R_x`` their first halves
+        hold (None: none), kept from call to call (a cost serves one solve at a time, as a ``CostSum``)."""
+        work = getattr(self, "_pattern", None)
+        if work is None or work[0].shape != (2, nr, width):
+            work = self._pattern = (np.empty((2, nr, width), np.int64), np.empty((2, nr), np.int64), None)
+        return work
 
     def _add(self, d, weight: float, out: CostDerivatives) -> None:
         """out += weight * (value and derivatives) from the residual's derivatives ``d``."""
@@ -283,16 +293,17 @@ class ResidualCost(CostModel):
         g = np.ascontiguousarray(a.gradient, dtype=np.float64)
         R_x = np.ascontiguousarray(d.R_x, dtype=np.float64) if res.uses_x else None
         R_u = np.ascontiguousarray(d.R_u, dtype=np.float64) if res.uses_u else None
-        nonzeros = np.empty((2, nr, max(ndx, nu)), np.int64)
-        counts = np.empty((2, nr), np.int64)
+        nonzeros, counts, held = self._work(nr, max(ndx, nu))
         # the products with R_x first, while the first halves of the work arrays hold its pattern
-        known = _x_pattern(d, nr, ndx, nonzeros, counts) if res.uses_x else False
+        pattern = _x_pattern(d, nr, ndx, nonzeros, counts, held) if res.uses_x else None
+        known = pattern is not None
         if res.uses_x:
             _add_weighted_products(R_x, R_x, True, g, D, H, weight, out.l_xx, out.l_x, nonzeros, counts, known)
         if res.uses_x and res.uses_u:
             _add_weighted_products(R_x, R_u, False, g, D, H, weight, out.l_xu, _NO_GRADIENT, nonzeros, counts, known)
-        if res.uses_u:
+        if res.uses_u:  # searches R_u's pattern into the first halves
             _add_weighted_products(R_u, R_u, True, g, D, H, weight, out.l_uu, out.l_u, nonzeros, counts, False)
+        self._pattern = (nonzeros, counts, None if res.uses_u else pattern)
 
 
 # ---------------------------------------------------------------- sums
@@ -543,13 +554,13 @@ class FunctionCost(CostModel):
     # -- all knots
 
     def value(self, X: Trajectory, U: np.ndarray | None) -> np.ndarray:
-        N, U = check_knots(self.state_space, self.nu, X, U, repr(self))
+        N, U = check_knots(self.state_space, self.nu, X, U, self)
         return np.array([self._call(X[k].copy(), U[k].copy()) for k in range(N)])
 
     def derivatives(self, X: Trajectory, U: np.ndarray | None, out: CostDerivatives | None = None) -> CostDerivatives:
-        N, U = check_knots(self.state_space, self.nu, X, U, repr(self))
+        N, U = check_knots(self.state_space, self.nu, X, U, self)
         ndx = self.state_space.ndx
-        out = _output(out, N, ndx, self.nu, repr(self))
+        out = _output(out, N, ndx, self.nu, self)
         for k in range(N):
             x, u = X[k].copy(), U[k].copy()
             out.l[k] = self._call(x, u)

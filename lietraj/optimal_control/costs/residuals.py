@@ -40,6 +40,7 @@ from lietraj.dynamics.kinematics.kinematics_derivatives import frame_placement_e
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
+from lietraj.optimal_control.costs.activations import broadcast_view
 
 _STATE_ERRORS = {NOT_FINITE: "contains NaN or inf", BAD_ROTATION: "has a base rotation that is not a rotation matrix "
                  "(tolerance 1e-6)", BAD_H: "has a base pose whose last row is not [0, 0, 0, 1]"}
@@ -55,10 +56,11 @@ def _first_bad_knot(floating, n, nv, H, S, V):
     return OK, -1
 
 
-def check_knots(state_space: StateSpace | None, nu: int, X, U, what: str) -> tuple[int, np.ndarray]:
+def check_knots(state_space: StateSpace | None, nu: int, X, U, what: object) -> tuple[int, np.ndarray]:
     """``(N, U)`` for a trajectory ``X`` of ``state_space`` (None: any) and controls ``U`` (N, nu) — ``None`` is
     accepted for ``nu = 0`` and returned as an (N, 0) array; raises a ValueError saying what is wrong (shapes, NaN,
-    a base pose that is not a rigid transform) and at which knot."""
+    a base pose that is not a rigid transform) and at which knot. ``what`` names the caller in the messages: a
+    string, or the object itself, formatted only for an error (its repr costs microseconds at every call)."""
     if type(X) is not Trajectory:
         raise TypeError(f"{what}: X must be a Trajectory, got {type(X).__name__}")
     N = len(X)
@@ -118,9 +120,12 @@ def reference_vectors(value, size: int, what: str) -> np.ndarray:
     return ref
 
 
+_ZERO = np.zeros(())
+
+
 def _zeros(shape: tuple[int, ...]) -> np.ndarray:
     """A read-only array of zeros that takes no memory: the Jacobian block of a variable a residual ignores."""
-    return np.broadcast_to(np.zeros(()), shape)
+    return broadcast_view(_ZERO, shape)
 
 
 @dataclass(eq=False)
@@ -160,7 +165,7 @@ class Residual(ABC):
         """``r``, ``R_x``, ``R_u`` at every knot."""
 
     def _check(self, X, U) -> tuple[int, np.ndarray]:
-        return check_knots(self.state_space, self.nu, X, U, repr(self))
+        return check_knots(self.state_space, self.nu, X, U, self)
 
 
 # ---------------------------------------------------------------- state
