@@ -236,6 +236,41 @@ def test_the_contact_field_solves_the_knots_of_its_kept_derivatives_from_them(mo
     assert len(solves) == 1
 
 
+def test_the_contact_field_linearizes_a_rollout_from_the_contact_solution_it_computed(monkeypatch):
+    """The solver linearizes at the rollout it accepts: the contact field kept the solution the rollout computed at
+    its knots and derives from it, bit-identical to solving the contact dynamics again."""
+    from lietraj.dynamics.contacts import contact_dynamics as solver_module
+    from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_dynamics_derivatives
+    from lietraj.problems import talos_reach
+
+    example = talos_reach(horizon=8)
+    dyn = example.problem.running[0].dynamics
+    field, model = dyn.field, example.model
+    N = example.problem.T
+    rng = np.random.default_rng(2)
+    K = 0.01 * rng.normal(size=(N, field.nu, model.state_space.ndx))
+    trial = dyn.rollout_policy(example.problem.x0, example.xs0, example.us0, np.zeros((N, field.nu)), K, 1.0)
+    X, U = trial.X[:-1], trial.U
+    solves = []
+    computed = solver_module.solve_contact_dynamics
+    monkeypatch.setattr(solver_module, "solve_contact_dynamics", lambda *a, **k: solves.append(1) or computed(*a, **k))
+    d = field.contact_derivatives(X, U)
+    A, F = field.solve(X, U + 0.0)
+    assert not solves
+    tau = np.hstack([np.zeros((N, 6)), U])
+    fresh = contact_dynamics_derivatives(model, X, tau, field.contacts)
+    assert solves  # the fresh evaluation solved the contact dynamics
+    for name in ("a", "forces", "da_dq", "da_dv", "da_dtau", "df_dq", "df_dv", "df_dtau"):
+        assert np.array_equal(getattr(d, name), getattr(fresh, name)), name
+    assert np.array_equal(A, fresh.a) and np.array_equal(F, fresh.forces)
+    trial = dyn.rollout_policy(example.problem.x0, example.xs0, example.us0, np.zeros((N, field.nu)), 2 * K, 1.0)
+    solves.clear()
+    A, F = field.solve(trial.X[:-1], trial.U)  # stepping the knots of the last rollout (gaps) solves nothing again
+    assert not solves
+    fresh = solver_module.contact_dynamics(model, trial.X[:-1], np.hstack([np.zeros((N, 6)), trial.U]), field.contacts)
+    assert np.array_equal(A, fresh.a) and np.array_equal(F, fresh.lagrangian)
+
+
 @pytest.mark.parametrize("integrator", ["euler", "rk4"])
 @pytest.mark.parametrize("bad", [np.inf, np.nan])
 def test_non_finite_jacobians_are_an_error_naming_the_dynamics(integrator, bad, rng):

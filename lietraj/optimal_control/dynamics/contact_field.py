@@ -23,7 +23,12 @@ from concurrent.futures import Executor
 import numpy as np
 
 from lietraj.dynamics.algorithms.aba_second_order import ForwardDynamicsHessian
-from lietraj.dynamics.contacts.contact_dynamics import Contact, pack_contacts, solve_contact_dynamics
+from lietraj.dynamics.contacts.contact_dynamics import (
+    Contact,
+    ContactDynamicsResult,
+    pack_contacts,
+    solve_contact_dynamics,
+)
 from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
 from lietraj.dynamics.contacts.contact_dynamics_second_order import contact_hessian_contraction
 from lietraj.dynamics.lie.state import Trajectory
@@ -65,12 +70,15 @@ class ContactField(RobotField):
         """Accelerations (N, nv) and contact forces (N, nc) at every knot, from one batched kernel call; raises
         ValueError where ``contact_dynamics`` does (redundant contacts without damping, a non-finite solution).
         At the knots of the derivatives kept (``contact_derivatives``), their solution: a solver's gaps step the
-        knots it has just linearized."""
+        knots it has just linearized; at the knots of the last rollout (``remember_solution``), its solution."""
         with self._lock:
             tau = self.torques(X, U)
             d = self.recall("contact", X, tau)
             if d is not None:
                 return d.a.copy(), d.forces.copy()
+            solution = self.recall("solution", X, tau)
+            if solution is not None:
+                return solution.a.copy(), solution.lagrangian.copy()
             N, nv, nc = len(X), self.model.nv, self.nc
             A, LAM = np.empty((N, nv)), np.empty((N, nc))
             J, gamma = self.buffer("rows", 1, lambda: (np.empty((1, nc, nv)), np.empty((1, nc))))
@@ -100,13 +108,32 @@ class ContactField(RobotField):
                                              *(np.empty((N, nv, nv)) for _ in range(3)),
                                              *(np.empty((N, nc, nv)) for _ in range(3)))
 
+            solution = self.recall("solution", X, tau)
+
             def piece(a: int, b: int, workspace: Workspace) -> None:
                 contact_dynamics_derivatives(self.model, X[a:b], tau[a:b], self.contacts, self.damping,
                                              out=ContactDynamicsDerivatives(*(x[a:b] for x in vars(out).values())),
+                                             dynamics=None if solution is None else self._rows(solution, a, b),
                                              workspace=workspace)
 
             self.shared(N, executor, piece)
             return self.keep("contact", X, tau, out)
+
+    def remember_solution(self, X: Trajectory, U, A: np.ndarray, LAM: np.ndarray, J: np.ndarray,
+                          GAMMA: np.ndarray) -> None:
+        """Keep the contact solution a rollout computed at the knots ``X`` under ``U`` (``CompiledStep.remember``):
+        accelerations ``A``, stacked forces ``LAM``, contact rows ``J`` and drifts ``GAMMA``, a row per knot, as
+        ``contact_dynamics`` returns them. The solver linearizes at the rollout it accepts: ``contact_derivatives``
+        and ``solve`` at those knots start from it instead of solving the contact dynamics again."""
+        with self._lock:
+            self.keep("solution", X, self.torques(X, U), self._rows(ContactDynamicsResult(A, (), LAM, J, GAMMA), 0,
+                                                                   len(X)))
+
+    def _rows(self, s: ContactDynamicsResult, a: int, b: int) -> ContactDynamicsResult:
+        """Knots ``a .. b - 1`` of a contact solution, its forces split per contact."""
+        o, LAM = self.packed.offsets, s.lagrangian[a:b]
+        return ContactDynamicsResult(s.a[a:b], tuple(LAM[:, o[i]:o[i + 1]] for i in range(len(o) - 1)), LAM,
+                                     s.jacobian[a:b], s.drift[a:b])
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
         return self.shared_derivatives(X, U, None, stage)

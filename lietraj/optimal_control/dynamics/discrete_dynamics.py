@@ -227,7 +227,8 @@ class IntegratedDynamics(DiscreteDynamics):
         if tables is None:
             return None
         return CompiledStep(self.field.model, tables, self.integrator == "rk4", self.dt,
-                            self.field.workspace.work(rollout_work, self.field.nc))
+                            self.field.workspace.work(rollout_work, self.field.nc),
+                            getattr(self.field, "remember_solution", None))
 
 
 class RobotDynamics(IntegratedDynamics):

@@ -25,6 +25,7 @@ about 1.4 µs per call (``ModelArrays``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -87,13 +88,17 @@ class PolicyRollout:
 class CompiledStep(NamedTuple):
     """What the rollout kernel needs of a dynamics with a compiled step: the robot ``model``, the ``field``'s tables,
     whether the integrator is ``rk4`` (else semi-implicit Euler), ``dt``, and the kernel's ``work`` arrays
-    (``rollout_work``, kept by the dynamics' workspace)."""
+    (``rollout_work``, kept by the dynamics' workspace). ``remember``, for a contact field: called with the knots and
+    controls of a run and the contact solution the rollout computed at them (accelerations, stacked forces, contact
+    rows and drifts, a row per knot), which the field keeps so as not to solve it again when the solver linearizes at
+    the rollout it accepts."""
 
     model: RobotModel
     field: FieldTables
     rk4: bool
     dt: float
     work: tuple
+    remember: Callable[..., None] | None = None
 
 
 class ReferenceArrays(NamedTuple):
@@ -204,13 +209,14 @@ def _policy_knot_kernel(t, floating, reference, policy, bounds, out, E, z):
 
 
 @kernel
-def _rollout_kernel(t0, t1, model, dofs, fext, contacts, stages, dt, reference, policy, bounds, out, work):
+def _rollout_kernel(t0, t1, model, dofs, fext, contacts, stages, dt, reference, policy, bounds, out, work, solution):
     """Knots t0 .. t1 - 1 of the rollout (module docstring) into ``out``, from the state at t0, with the compiled
     step of a built-in field by RK4 (``stages`` = (YH, YS, YV) of ``RolloutWork``) or semi-implicit Euler
     (``stages`` None); the field is ABA with the body wrenches ``fext`` (``contacts`` None), or the contact dynamics
     of ``contacts`` = (CI, CF, damping) (``fext`` None). Knot t1 = N + 1 stands for the last knot N, which has no step.
-    Returns (status, knot): OK and t1, or the knot of the first bad control or state (t + 1 when the step from knot
-    t fails).
+    ``solution``, None or (A, LAM, J, GAMMA) with a row per knot from t0: the contact solution at each knot (its
+    first stage). Returns (status, knot): OK and t1, or the knot of the first bad control or state (t + 1 when the
+    step from knot t fails).
 
     numba prunes a branch on ``x is not None`` when the argument x is None (not the other way round: it cannot tell
     that a tuple is not None), so each (field, integrator) pair compiles only its own algorithms, from this one
@@ -246,6 +252,16 @@ def _rollout_kernel(t0, t1, model, dofs, fext, contacts, stages, dt, reference, 
                                                fw.bodies, fw.crba, fw.M, fw.Z, fw.S, acc, fw.lam, fw.J, fw.gamma)
             if status != OK:
                 return status, t + 1
+            if solution is not None and stage == 0:
+                A, LAM, J, GAMMA = solution
+                r = t - t0
+                for i in range(nv):
+                    A[r, i] = acc[i]
+                for c in range(LAM.shape[1]):
+                    LAM[r, c] = fw.lam[c]
+                    GAMMA[r, c] = fw.gamma[c]
+                    for i in range(nv):
+                        J[r, c, i] = fw.J[c, i]
             for i in range(nv):
                 F[stage, i] = dt * YV[i]
                 F[stage, nv + i] = dt * acc[i]
@@ -343,11 +359,18 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
             if form is not None:
                 m, w = form.model, RolloutWork(*form.work)
                 stages = (w.YH, w.YS, w.YV) if form.rk4 else None
+                solution = None
+                if form.remember is not None:
+                    fw = FieldWork(*w.field)
+                    solution = (np.empty((stop - start, m.nv)), np.empty((stop - start,) + fw.lam.shape),
+                                np.empty((stop - start,) + fw.J.shape), np.empty((stop - start,) + fw.gamma.shape))
                 status, t = _rollout_kernel(start, stop + (stop == N), m.packed, m.dof_tables, form.field.fext,
                                             form.field.contacts, stages, form.dt, reference, policy, bounds, out,
-                                            form.work)
+                                            form.work, solution)
                 if status != OK:
                     break
+                if solution is not None:
+                    form.remember(X[start:stop], U[start:stop], *solution)
                 continue
             for t in range(start, stop):
                 status = _policy_knot_kernel(t, floating, reference, policy, bounds, out, E, z)
