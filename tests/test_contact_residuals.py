@@ -245,6 +245,8 @@ def test_residuals_share_the_contact_derivatives_of_their_dynamics(name, rng):
     assert dyn.contact_derivatives(X, U2) is not d
     for a, b in zip(shared.derivatives(X, U2).__dict__.values(), alone.derivatives(X, U2).__dict__.values()):
         assert np.array_equal(a, b)
+    assert np.array_equal(shared.value(X, U2), alone.value(X, U2))
+    assert np.array_equal(shared.value(X, U2 + 1.0), alone.value(X, U2 + 1.0))
     other = ContactRobotDynamics(model, 0.01, contacts[:1])
     with pytest.raises(ValueError, match="dynamics must be a ContactRobotDynamics"):
         WrenchConeResidual(model, dyn.contacts, MU, dynamics=other)

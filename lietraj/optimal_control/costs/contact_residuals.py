@@ -150,8 +150,12 @@ class _ContactResidual(Residual):
         return self._map(F)[0]
 
     def forces(self, X, U) -> np.ndarray:
-        """The stacked contact forces ``lambda`` (N, nc) at every knot."""
+        """The stacked contact forces ``lambda`` (N, nc) at every knot; with ``dynamics``, from its contact field,
+        which answers at the knots of its last rollout or derivatives without solving again (a solver's trial cost
+        follows the rollout of the trial)."""
         _, U = self._check(X, U)
+        if self.dynamics is not None:
+            return self.dynamics.field.solve(X, U)[1]
         return contact_dynamics(self.model, X, self._tau(U), self.contacts, self.damping, self.workspace).lagrangian
 
     def value(self, X, U) -> np.ndarray:
