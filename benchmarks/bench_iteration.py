@@ -12,7 +12,8 @@ timed alone, the median of repeated calls:
 
 The iteration is the median of a solve's per-iteration times (Crocoddyl: its solve time over its iterations); what
 the stages do not account for is Python between them (and the line search's second trials, rare near the optimum).
-The problems are ``bench_solvers.py``'s two and ``bench_vs_crocoddyl.py``'s ``talos_reach``::
+The problems are ``bench_solvers.py``'s two and ``bench_vs_crocoddyl.py``'s ``talos_reach`` and ``trot_solo12`` (six
+groups of knots, each stage timed over all of them)::
 
     python benchmarks/bench_iteration.py
 """
@@ -35,11 +36,11 @@ import bench_solvers  # noqa: E402
 from lietraj.optimal_control import SolverOptions, solve_fddp  # noqa: E402
 from lietraj.optimal_control.solvers.forward_pass import rollout_policy  # noqa: E402
 from lietraj.optimal_control.solvers.riccati import backward_pass  # noqa: E402
-from lietraj.problems import talos_reach  # noqa: E402
+from lietraj.problems import talos_reach, trot  # noqa: E402
 from machine import Quietness, describe  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from croc_oracle import talos_reach_problem  # noqa: E402
+from croc_oracle import iterations, talos_reach_problem, trot_solo12_problem  # noqa: E402
 
 
 def median_time(call, repeats: int = 21) -> float:
@@ -54,32 +55,35 @@ def median_time(call, repeats: int = 21) -> float:
 
 
 def cases():
-    """(name, lietraj problem, its guess (xs0 or None, us0), Crocoddyl problem, its guess (xs, us))."""
+    """(name, lietraj problem, its guess (xs0 or None, us0), Crocoddyl problem, its guess (xs, us), Crocoddyl's
+    solve arguments after the guess)."""
     for name, model, x0, goal, tool, target in bench_solvers.problems():
         us0 = bench_solvers.initial_controls(model, x0)
         croc = bench_solvers.crocoddyl_problem(model, x0, goal, tool, target)
         yield name, bench_solvers.lietraj_problem(model, x0, goal, tool, target), (None, us0), croc, \
-            (croc.rollout(list(us0)), list(us0))
+            (croc.rollout(list(us0)), list(us0)), (500, False, 0.1)
     example = talos_reach()
     croc, xs, us = talos_reach_problem()
-    yield "talos_reach", example.problem, (example.xs0, example.us0), croc, (xs, us)
+    yield "talos_reach", example.problem, (example.xs0, example.us0), croc, (xs, us), (500, False, 0.1)
+    example = trot("solo12", formulation="crocoddyl")
+    croc, xs, us = trot_solo12_problem()
+    yield "trot_solo12", example.problem, (example.xs0, example.us0), croc, (xs, us), (100, False)
 
 
 def lietraj_stages(problem, guess) -> dict[str, float]:
     result = solve_fddp(problem, *guess, SolverOptions(max_iter=500))
-    xs, us, T = result.xs, result.us, problem.T
-    running, terminal = problem.running[0], problem.terminal
+    xs, us = result.xs, result.us
     D = problem.derivatives(xs, us, out=problem.empty_derivatives())
     bp = backward_pass(D, 1e-9)
     # a robot field keeps its last derivatives and returns them for the same knots: time them at alternating knots,
-    # then leave them kept at the solution, as an iteration's Jacobians leave them for DDP's term
+    # then leave them kept at the solution, as an iteration's Jacobians leave them for DDP's term; the problem's own
+    # halves of Problem.derivatives, each over every group of knots
     controls = itertools.cycle((us + 1e-9, us))
-    dynamics = median_time(lambda: running.dynamics.trajectory_derivatives(xs[:T], next(controls)))
-    running.dynamics.trajectory_derivatives(xs[:T], us)
+    dynamics = median_time(lambda: problem._dynamics_derivatives(xs, next(controls), D.dynamics))
+    problem._dynamics_derivatives(xs, us, D.dynamics)
     stages = {
         "dynamics derivatives": dynamics,
-        "cost derivatives": median_time(lambda: (running.cost.derivatives(xs[:T], us),
-                                                 terminal.derivatives(xs[T:T + 1], None))),
+        "cost derivatives": median_time(lambda: problem._cost_derivatives(xs, us, D)),
         "backward pass": median_time(lambda: backward_pass(D, 1e-9)),
         "forward pass: rollout": median_time(lambda: rollout_policy(problem.dynamics_sequence, problem.x0, xs, us,
                                                                     bp.k, bp.K, 1.0)),
@@ -94,12 +98,12 @@ def lietraj_stages(problem, guess) -> dict[str, float]:
     return stages
 
 
-def crocoddyl_stages(problem, guess) -> dict[str, float]:
+def crocoddyl_stages(problem, guess, arguments) -> dict[str, float]:
     solver = crocoddyl.SolverFDDP(problem)
     xs, us = guess
     t = time.perf_counter()
-    solver.solve(xs, us, 500, False, 0.1)
-    iteration = (time.perf_counter() - t) / max(solver.iter, 1)
+    converged = solver.solve(xs, us, *arguments)
+    iteration = (time.perf_counter() - t) / max(iterations(solver, converged), 1)
     xs, us = list(solver.xs), list(solver.us)
 
     def derivatives():
@@ -119,8 +123,8 @@ def crocoddyl_stages(problem, guess) -> dict[str, float]:
 def main() -> None:
     print(describe())
     quietness = Quietness(1)
-    for name, problem, guess, croc, croc_guess in cases():
-        ours, theirs = lietraj_stages(problem, guess), crocoddyl_stages(croc, croc_guess)
+    for name, problem, guess, croc, croc_guess, croc_arguments in cases():
+        ours, theirs = lietraj_stages(problem, guess), crocoddyl_stages(croc, croc_guess, croc_arguments)
         print(f"\n{name} (T = {problem.T}), ms, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}")
         accounted = 0.0
         for stage, seconds in ours.items():

@@ -56,6 +56,7 @@ from lietraj.optimal_control import (  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from machine import Quietness, describe, settle  # noqa: E402
+from croc_oracle import iterations  # noqa: E402
 from pin_oracle import pin_model  # noqa: E402
 
 T, DT, TOL = 100, 0.01, 1e-9
@@ -150,7 +151,8 @@ def crocoddyl_solve(cls, problem, us0):
     t = time.perf_counter()
     converged = solver.solve(problem.rollout(us), us, 500, False)
     elapsed = time.perf_counter() - t
-    return elapsed, solver.iter, solver.cost, elapsed / max(solver.iter, 1), "converged" if converged else "not converged"
+    n = iterations(solver, converged)
+    return elapsed, n, solver.cost, elapsed / max(n, 1), "converged" if converged else "not converged"
 
 
 def compare(repeats: int) -> None:

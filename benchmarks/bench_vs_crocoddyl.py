@@ -45,7 +45,7 @@ from lietraj.problems import ExampleProblem, talos_reach, trot  # noqa: E402
 from machine import Quietness, describe, settle  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from croc_oracle import talos_reach_problem, trot_solo12_problem  # noqa: E402
+from croc_oracle import iterations, talos_reach_problem, trot_solo12_problem  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,14 +82,15 @@ def compare(name: str, repeats: int) -> None:
         ours.append(time.perf_counter() - t)
         solver = crocoddyl.SolverFDDP(croc)
         t = time.perf_counter()
-        solver.solve(xs, us, *pair.solve_arguments)
+        converged = solver.solve(xs, us, *pair.solve_arguments)
         theirs.append(time.perf_counter() - t)
     t_ours, t_theirs = float(np.median(ours)), float(np.median(theirs))
     print(f"{name} (T = {example.problem.T}, dt = {example.dt}), median of {repeats} solve(s), "
           f"OMP_NUM_THREADS={threads}")
     print(f"{'':10s} {'cost':>14s} {'iterations':>10s} {'wall [s]':>9s} {'ms/iteration':>12s}")
     print(f"{'lietraj':10s} {result.cost:14.9f} {result.iterations:10d} {t_ours:9.3f} {1e3 * t_ours / result.iterations:12.2f}")
-    print(f"{'crocoddyl':10s} {solver.cost:14.9f} {solver.iter:10d} {t_theirs:9.3f} {1e3 * t_theirs / solver.iter:12.2f}")
+    n = iterations(solver, converged)
+    print(f"{'crocoddyl':10s} {solver.cost:14.9f} {n:10d} {t_theirs:9.3f} {1e3 * t_theirs / n:12.2f}")
     print(f"cost difference {abs(result.cost - solver.cost) / solver.cost:.2e} (relative); "
           f"wall time ratio lietraj / crocoddyl = {t_ours / t_theirs:.2f} [{quietness.verdict()}]")
 

@@ -88,3 +88,9 @@ def trot_solo12_problem() -> tuple[crocoddyl.ShootingProblem, list[np.ndarray], 
     height = pin.centerOfMass(rmodel, rmodel.createData(), x0[:rmodel.nq])[2]
     problem = gait.createTrottingProblem(x0, height / 3.0, height / 4.5, 1e-2, 25, 2)
     return problem, [x0] * (problem.T + 1), list(problem.quasiStatic([x0] * problem.T))
+
+
+def iterations(solver: crocoddyl.SolverAbstract, converged: bool) -> int:
+    """The iterations a Crocoddyl solve ran, each a backward pass and a step: ``solver.iter`` is the index of the
+    last one (the loop returns from inside it once converged, ends past it otherwise)."""
+    return solver.iter + 1 if converged else solver.iter
