@@ -10,8 +10,9 @@ timed alone, the median of repeated calls:
   (``Problem.cost``); Crocoddyl's ``forwardPass(1)`` does both;
 - DDP's second-order term (``Problem.dynamics_contraction``; Crocoddyl has none).
 
-The iteration is the median of a solve's per-iteration times (Crocoddyl: its solve time over its iterations); what
-the stages do not account for is Python between them (and the line search's second trials, rare near the optimum).
+The iteration is a solve's time over its backward passes, in both libraries (the solve from the guess, so it
+includes the line search's extra trials of the first iterations); what the stages, timed at the solution, do not
+account for is Python between them and those extra trials.
 The problems are ``bench_solvers.py``'s two and ``bench_vs_crocoddyl.py``'s ``talos_reach`` and ``trot_solo12`` (six
 groups of knots, each stage timed over all of them)::
 
@@ -71,7 +72,9 @@ def cases():
 
 
 def lietraj_stages(problem, guess) -> dict[str, float]:
+    t = time.perf_counter()
     result = solve_fddp(problem, *guess, SolverOptions(max_iter=500))
+    iteration = (time.perf_counter() - t) / max(bench_solvers.directions(result), 1)
     xs, us = result.xs, result.us
     D = problem.derivatives(xs, us, out=problem.empty_derivatives())
     bp = backward_pass(D, 1e-9)
@@ -94,7 +97,7 @@ def lietraj_stages(problem, guess) -> dict[str, float]:
                                                         repeats=5)
     except NotImplementedError:
         pass
-    stages["iteration (FDDP)"] = float(np.median([h.time for h in result.history]))
+    stages["iteration (FDDP)"] = iteration
     return stages
 
 

@@ -12,7 +12,8 @@ Both libraries start from the same guess (the controls that hold the initial pos
 rollout) and stop on the same stationarity measure (Σ|Q_u|², Crocoddyl's
 ``stoppingCriteria``) below ``1e-9``. Crocoddyl's DDP drops the dynamics' second-order term (it is iLQR), so its
 column sits next to both. Times are wall-clock medians over repeated solves, the five solvers taking turns (one
-solve of each per round), on this machine; compare ratios. Each thread count runs in a fresh process with
+solve of each per round), on this machine; compare ratios. ``iters`` counts the backward passes of a solve in both
+libraries (``directions``, ``croc_oracle.iterations``), ``ms/iter`` is the solve's time over them. Each thread count runs in a fresh process with
 ``OMP_NUM_THREADS`` set to it; the machine, its load average and whether the run was quiet
 (``benchmarks/machine.py``) are printed with the figures::
 
@@ -133,14 +134,21 @@ def initial_controls(model, x0) -> np.ndarray:
     return np.tile(generalized_gravity(model, x0)[model.nv - model.n:], (T, 1))
 
 
+def directions(result) -> int:
+    """The backward passes a lietraj solve computed: one per iteration (each then steps), and the last one of a
+    converged solve, whose direction met the tolerance and took no step. Crocoddyl's count
+    (``croc_oracle.iterations``) is the same for the same iterates: its loop steps before it tests the tolerance."""
+    return result.iterations + (1 if result.converged else 0)
+
+
 def lietraj_solve(solve, problem, us0):
-    """One solve: (seconds, iterations, cost, median seconds per iteration, status)."""
+    """One solve: (seconds, backward passes, cost, seconds per backward pass, status)."""
     t = time.perf_counter()
     result = solve(problem, us0=us0, options=SolverOptions(tol=TOL, max_iter=500,
                                                            threads=int(os.environ["OMP_NUM_THREADS"])))
     elapsed = time.perf_counter() - t
-    per_iteration = np.median([h.time for h in result.history]) if result.history else float("nan")
-    return elapsed, result.iterations, result.cost, per_iteration, result.status
+    n = directions(result)
+    return elapsed, n, result.cost, elapsed / max(n, 1), result.status
 
 
 def crocoddyl_solve(cls, problem, us0):
