@@ -849,3 +849,29 @@ class _OutOfRange(_Searched):
         d = self.inner.derivatives(X, U)
         columns, counts = d.x_columns
         return ResidualDerivatives(d.r, d.R_x, d.R_u, (columns + 1, counts))
+
+
+def test_a_cost_sum_checks_its_knots_once_and_only_while_it_evaluates(monkeypatch):
+    """The terms of a cost sum accept the knots it has checked without scanning them again; outside its call they
+    check them themselves (a NaN written in afterwards is an error, not passed on)."""
+    from lietraj.optimal_control.costs import residuals
+
+    model = load_robot("solo12")
+    rng = np.random.default_rng(5)
+    sp = model.state_space
+    X, U = sp.random_trajectory(6, rng), rng.normal(size=(6, model.n))
+    costs = CostSum(sp, model.n)
+    costs.add("x", state_regularization(sp, sp.neutral(), 1.0, model.n))
+    costs.add("u", control_regularization(model.n, 1.0, state_space=sp))
+    costs.add("foot", ResidualCost(FrameTranslationResidual(model, "FL_FOOT", np.zeros(3), nu=model.n)))
+    scans = []
+    scan = residuals._first_bad_knot
+    monkeypatch.setattr(residuals, "_first_bad_knot", lambda *a: scans.append(1) or scan(*a))
+    costs.derivatives(X, U)
+    costs.value(X, U)
+    assert len(scans) == 2
+    X.v[4, 2] = np.nan
+    with pytest.raises(ValueError, match="knot 4"):
+        costs.costs["foot"].cost.value(X, U)
+    with pytest.raises(ValueError, match="knot 4"):
+        costs.value(X, U)

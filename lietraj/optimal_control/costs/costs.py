@@ -37,6 +37,7 @@ from lietraj.optimal_control.costs.residuals import (
     JointPositionResidual,
     JointTorqueResidual,
     Residual,
+    KnotsChecked,
     StateResidual,
     check_knots,
 )
@@ -381,18 +382,21 @@ class CostSum(CostModel):
 
     def values(self, X: Trajectory, U: np.ndarray | None) -> dict[str, np.ndarray]:
         """Each term's weighted value ``wᵢ lᵢ`` (N,) by name; they add up to ``value``."""
-        check_knots(self.state_space, self.nu, X, U, "CostSum")
-        return {name: term.weight * term.cost.value(X, U) for name, term in self.costs.items()}
+        with KnotsChecked(self.state_space, self.nu, X, U, "CostSum"):
+            return {name: term.weight * term.cost.value(X, U) for name, term in self.costs.items()}
 
     def value(self, X: Trajectory, U: np.ndarray | None) -> np.ndarray:
-        N, _ = check_knots(self.state_space, self.nu, X, U, "CostSum")
-        total = np.zeros(N)
-        for _, term in self._active():
-            total += term.weight * term.cost.value(X, U)
-        return total
+        with KnotsChecked(self.state_space, self.nu, X, U, "CostSum") as knots:
+            total = np.zeros(knots.N)
+            for _, term in self._active():
+                total += term.weight * term.cost.value(X, U)
+            return total
 
     def derivatives(self, X: Trajectory, U: np.ndarray | None, out: CostDerivatives | None = None) -> CostDerivatives:
-        N, _ = check_knots(self.state_space, self.nu, X, U, "CostSum")
+        with KnotsChecked(self.state_space, self.nu, X, U, "CostSum") as knots:
+            return self._derivatives(X, U, knots.N, out)
+
+    def _derivatives(self, X: Trajectory, U: np.ndarray | None, N: int, out: CostDerivatives | None) -> CostDerivatives:
         out = _output(out, N, 2 * X.v.shape[1], self.nu, "CostSum")
         totals = _fields(out)
         for a in totals:

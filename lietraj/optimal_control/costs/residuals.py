@@ -63,6 +63,12 @@ def check_knots(state_space: StateSpace | None, nu: int, X, U, what: object) -> 
     string, or the object itself, formatted only for an error (its repr costs microseconds at every call)."""
     if type(X) is not Trajectory:
         raise TypeError(f"{what}: X must be a Trajectory, got {type(X).__name__}")
+    trusted = getattr(X, "_checked", None)
+    if trusted is not None and trusted[2] is U and trusted[1] == nu and (
+            state_space is None or trusted[0] is state_space
+            or (trusted[0] is not None and trusted[0].n == state_space.n
+                and trusted[0].floating_base == state_space.floating_base)):
+        return len(X), trusted[3]
     N = len(X)
     floating = X.H is not None
     if state_space is not None and state_space.floating_base != floating:
@@ -89,6 +95,24 @@ def check_knots(state_space: StateSpace | None, nu: int, X, U, what: object) -> 
     if not np.isfinite(U).all():
         raise ValueError(f"{what}: U contains NaN or inf at knot {int(np.argmax(~np.isfinite(U).all(axis=1)))}")
     return N, U
+
+
+class KnotsChecked:
+    """``with KnotsChecked(state_space, nu, X, U, what):`` checks ``X`` and ``U`` (``check_knots``; the checked
+    ``(N, U)`` are ``.N``, ``.U``), then lets ``check_knots`` accept these very objects for the same space and ``nu``
+    without scanning them again until the block ends: a cost sum checks its knots once for all its terms, each of
+    which checks them when called alone. Arrays changed inside the block are not seen."""
+
+    def __init__(self, state_space: StateSpace | None, nu: int, X, U, what: object):
+        self.N, self.U = check_knots(state_space, nu, X, U, what)
+        self.X, self.mark = X, (state_space, nu, U, self.U)
+
+    def __enter__(self) -> KnotsChecked:
+        self.X._checked = self.mark
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.X._checked = None
 
 
 def _size(value, what: str) -> int:
