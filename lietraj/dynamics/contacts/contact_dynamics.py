@@ -337,8 +337,28 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
     lambda_c, J (nc, nv) and gamma (nc,); returns OK, RANK_DEFICIENT (damping 0 and J M^-1 J^T singular) or
     NOT_FINITE_SOLUTION. Work arrays: W (nb, _COLS), WC (nb, CRBA_COLS), M (nv, nv), Z (max(nc, 1), nv),
     S (nc, nc)."""
+    return _constrained(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, -1.0, W, WC, M, Z, S, a, lambda_c, J, gamma)
+
+
+@kernel
+def impact_core(mi, mf, g, dp, H, s, v, CI, CF, restitution, damping, W, WC, M, Z, S, dv, lambda_c, J, gamma):
+    """The velocity jump ``dv = v⁺ - v`` and the impulses ``lambda_c`` of a rigid impact on the contacts, for one
+    checked state (``impulse_dynamics``' equations): the same KKT system as ``contact_dynamics_core``'s with a zero
+    right-hand side for the dynamics, ``M dv = J^T lambda``, and ``(1 + restitution) J v`` for the contacts' drift,
+    so that ``J v⁺ = -restitution J v`` (less ``damping lambda``). The rows ``J`` are in the contacts' references;
+    ``gamma`` is scratch. Statuses and work arrays as ``contact_dynamics_core``'s."""
+    return _constrained(mi, mf, g, dp, H, s, v, v, CI, CF, damping, restitution, W, WC, M, Z, S, dv, lambda_c, J,
+                        gamma)
+
+
+@helper
+def _constrained(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, restitution, W, WC, M, Z, S, a, lambda_c, J, gamma):
+    """``contact_dynamics_core`` (``restitution`` < 0) or ``impact_core`` (``restitution`` >= 0, ``a`` the velocity
+    jump, ``tau`` unread): the two differ only in the right-hand sides of the KKT system."""
     nv, nc = M.shape[0], J.shape[0]
-    # 1. b = h(q, v), in a; the zero acceleration it needs is Z's first row, overwritten below.
+    impact = restitution >= 0.0
+    # 1. b = h(q, v), in a; the zero acceleration it needs is Z's first row, overwritten below. Its forward pass
+    # leaves the twists, accelerations and poses the contact rows are built from.
     for k in range(nv):
         Z[0, k] = 0.0
     rnea_core(mi, mf, g, H, s, v, Z[0], NO_FEXT, W, a)
@@ -348,10 +368,12 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
     if not ltdl_factor(dp, M):
         return NOT_FINITE_SOLUTION
     for k in range(nv):
-        a[k] = tau[k] - a[k]
-    ltdl_solve_transposed(dp, M, a)  # u
-    # 3. J, gamma; Z = L^-T J^T (rows), S = Z^T D^-1 Z and lambda_c = gamma + J a0 = gamma + Z^T D^-1 u. A contact's
-    # rows of Z are zero off the dofs of its body's support chain, so the sums run over that chain only.
+        a[k] = 0.0 if impact else tau[k] - a[k]
+    if not impact:
+        ltdl_solve_transposed(dp, M, a)  # u
+    # 3. J, gamma; Z = L^-T J^T (rows), S = Z^T D^-1 Z and lambda_c = gamma + J a0 = gamma + Z^T D^-1 u (an impact:
+    # (1 + e) J v, u = 0). A contact's rows of Z are zero off the dofs of its body's support chain, so the sums run
+    # over that chain only.
     r = 0
     for c in range(CI.shape[0]):
         _contact_rows(mi, mf, g, CI, CF, c, r, W, J, gamma)
@@ -361,7 +383,13 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
             for m in range(nv):
                 Z[r1, m] = J[r1, m]
             ltdl_solve_transposed_chain(dp, M, Z[r1], top)
-            lambda_c[r1] = gamma[r1]
+            if impact:
+                acc = 0.0
+                for m in range(nv):
+                    acc += J[r1, m] * v[m]
+                lambda_c[r1] = (1.0 + restitution) * acc
+            else:
+                lambda_c[r1] = gamma[r1]
             for r2 in range(r1 + 1):
                 S[r1, r2] = 0.0
         k = top
@@ -445,6 +473,29 @@ def contact_dynamics_kernel(model, dofs, H, s, v, tau, CI, CF, damping, work, a,
         status = contact_dynamics_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).dof_parent, H, s, v, tau, CI, CF,
                                        damping, w.bodies, w.crba, w.M, w.Z, w.S, a, lambda_c, J, gamma)
     return status
+
+
+@kernel
+def impact_batch_kernel(model, dofs, H, SS, V, CI, CF, restitution, damping, work, V_PLUS, LAM, JJ, GAMMA):
+    """``impact_core`` at N knots, ``V_PLUS = V + dv``; GAMMA may have a single knot (scratch). Returns (status,
+    failing knot)."""
+    m, w = ModelArrays(*model), ContactDynamicsWork(*work)
+    N, nv = SS.shape[0], V_PLUS.shape[1]
+    if (V.shape[0] != N or V_PLUS.shape[0] != N or LAM.shape[0] != N or JJ.shape[0] != N
+            or (m.floating and H.shape[0] != N)):
+        return BAD_N, 0
+    for k in range(N):
+        Hk = H[k] if m.floating else H[0]
+        status = check_state(m.floating, m.n, nv, Hk, SS[k], V[k])
+        if status == OK:
+            status = impact_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).dof_parent, Hk, SS[k], V[k], CI, CF,
+                                 restitution, damping, w.bodies, w.crba, w.M, w.Z, w.S, V_PLUS[k], LAM[k], JJ[k],
+                                 GAMMA[0])
+        if status != OK:
+            return status, k
+        for i in range(nv):
+            V_PLUS[k, i] += V[k, i]
+    return OK, 0
 
 
 @kernel
@@ -568,6 +619,25 @@ def solve_contacts(model: RobotModel, x: State | Trajectory, tau: np.ndarray, co
     o = packed.offsets
     forces = tuple(lambda_c[..., o[i]:o[i + 1]] for i in range(len(o) - 1))
     return ContactDynamicsResult(a, forces, lambda_c, J, gamma)
+
+
+def solve_impact(model: RobotModel, x: State | Trajectory, contacts: tuple, restitution: float, damping: float,
+                 workspace: Workspace, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(v_plus, lambda_c, J)`` of a rigid impact on ``contacts`` (``impact_core``, one compiled call over the knots
+    of a Trajectory): the velocity after it, the stacked impulses and contact rows in the contacts' references.
+    Inputs checked by the caller (``impulse_dynamics``); its errors are reported as ``what``'s."""
+    packed = pack_contacts(model, contacts, what)
+    single = type(x) is State
+    nv, nc, N = model.nv, packed.nc, 1 if single else len(x)
+    H = base_poses(x) if not single else (base_pose(x)[None] if model.floating_base else base_poses(x))
+    S, V = (x.s[None], x.v[None]) if single else (x.s, x.v)
+    v_plus, lambda_c, J = np.empty((N, nv)), np.empty((N, nc)), np.empty((N, nc, nv))
+    status, k = impact_batch_kernel(model.packed, model.dof_tables, np.ascontiguousarray(H), np.ascontiguousarray(S),
+                                    np.ascontiguousarray(V), packed.CI, packed.CF, restitution, damping,
+                                    workspace.work(contact_dynamics_work, nc), v_plus, lambda_c, J, np.empty((1, nc)))
+    if status != OK:
+        raise_for_contact_status(status, model, None if single else k, what, x)
+    return (v_plus[0], lambda_c[0], J[0]) if single else (v_plus, lambda_c, J)
 
 
 def contact_dynamics(model: RobotModel, x: State | Trajectory, tau, contacts: Sequence[Contact],

@@ -52,7 +52,7 @@ from typing import Sequence
 import numpy as np
 
 from lietraj.dynamics._checks import checked_real, checked_state, require_finite
-from lietraj.dynamics.contacts.contact_dynamics import RANK_TOLERANCE, Contact, contact_tuple
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_tuple, solve_impact
 from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix
 from lietraj.dynamics.kinematics.kinematics import frame_id, frame_jacobian, frame_placement
 from lietraj.dynamics.kinematics.kinematics_derivatives import frame_velocity_derivatives
@@ -103,6 +103,7 @@ class _Impact:
     MinvJt: np.ndarray
     S: np.ndarray  # J M^-1 J^T + damping I
     lambda_c: np.ndarray  # LOCAL impulses (..., nc)
+    lambda_ref: np.ndarray  # the impulses in the contacts' references (impulse_dynamics' lagrangian)
     v_plus: np.ndarray
 
 
@@ -127,32 +128,22 @@ def impulse_inputs(model: RobotModel, x, contacts, restitution, damping, name: s
 
 def _impact(model: RobotModel, x: State | Trajectory, contacts: tuple[Contact, ...], restitution: float,
             damping: float, name: str, workspace: Workspace, ids: list[int]) -> _Impact:
-    """The impact of checked inputs (``impulse_inputs``)."""
-    Minv = inverse_mass_matrix(model, x, workspace)  # also checks the base pose (a rigid transform)
-    v = x.v
+    """The impact of checked inputs (``impulse_inputs``): its solution by ``solve_impact`` (as ``impulse_dynamics``
+    gives it, to the bit) and the matrices its derivatives reuse."""
+    v_plus, lambda_ref, _ = solve_impact(model, x, contacts, restitution, damping, workspace, name)
+    Minv = inverse_mass_matrix(model, x, workspace)
     if not contacts:
-        J = np.zeros(v.shape[:-1] + (0, model.nv))
-        return _Impact(ids, [], Minv, J, np.swapaxes(J, -1, -2), J[..., :0], J[..., 0], v.copy())
+        J = np.zeros(x.v.shape[:-1] + (0, model.nv))
+        return _Impact(ids, [], Minv, J, np.swapaxes(J, -1, -2), J[..., :0], J[..., 0], lambda_ref, v_plus)
     J = np.concatenate([frame_jacobian(model, x, k, "local", workspace)[..., :c.dim, :] for k, c in zip(ids, contacts)],
                        axis=-2)
     MinvJt = Minv @ np.swapaxes(J, -1, -2)
-    S = J @ MinvJt  # the inverse contact-space inertia; LOCAL or world-aligned rows give the same rank
-    if damping == 0.0:
-        w = np.linalg.eigvalsh(S)
-        bad = w[..., 0] <= RANK_TOLERANCE * w[..., -1]
-        if np.any(bad):
-            where = "" if type(x) is State else f" at knot {int(np.argmax(bad))}"
-            raise ValueError(f"{name}({model.name}){where}: the contact Jacobian is rank deficient (redundant "
-                             "contacts, e.g. two 6d contacts on one body, or more point contacts than the limbs can "
-                             "hold); remove contacts or pass damping > 0")
-    S = S + damping * np.eye(J.shape[-2])
-    lambda_c = -(1.0 + restitution) * np.linalg.solve(S, (J @ v[..., None]))[..., 0]
-    v_plus = v + (MinvJt @ lambda_c[..., None])[..., 0]
-    if not (np.all(np.isfinite(v_plus)) and np.all(np.isfinite(lambda_c))):
-        raise ValueError(f"{name}({model.name}): the solution is not finite (ill-conditioned contacts)")
+    S = J @ MinvJt + damping * np.eye(J.shape[-2])
     poses = [frame_placement(model, x, k, workspace) if c.reference == "local_world_aligned" else None
              for k, c in zip(ids, contacts)]
-    return _Impact(ids, poses, Minv, J, MinvJt, S, lambda_c, v_plus)
+    lambda_local = _in_references(contacts, [None if P is None else np.swapaxes(P, -1, -2) for P in poses],
+                                  lambda_ref[..., None])[..., 0]
+    return _Impact(ids, poses, Minv, J, MinvJt, S, lambda_local, lambda_ref, v_plus)
 
 
 def _in_references(contacts: Sequence[Contact], poses, X: np.ndarray) -> np.ndarray:
@@ -179,15 +170,14 @@ def impulse_dynamics(model: RobotModel, x: State | Trajectory, contacts: Sequenc
     ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
     what = "impulse_dynamics"
-    x, contacts, restitution, damping, ids = impulse_inputs(model, x, contacts, restitution, damping, what)
-    workspace = workspace_for(model, workspace, what)
-    s = _impact(model, x, contacts, restitution, damping, what, workspace, ids)
-    lambda_c = _in_references(contacts, s.poses, s.lambda_c[..., None])[..., 0]
+    x, contacts, restitution, damping, _ = impulse_inputs(model, x, contacts, restitution, damping, what)
+    v_plus, lambda_c, J = solve_impact(model, x, contacts, restitution, damping,
+                                       workspace_for(model, workspace, what), what)
     impulses, o = [], 0
     for c in contacts:
         impulses.append(lambda_c[..., o:o + c.dim])
         o += c.dim
-    return ImpulseDynamicsResult(s.v_plus, tuple(impulses), lambda_c, _in_references(contacts, s.poses, s.J))
+    return ImpulseDynamicsResult(v_plus, tuple(impulses), lambda_c, J)
 
 
 def _body_wrenches(model: RobotModel, contacts: Sequence[Contact], ids: list[int], lambda_c: np.ndarray) -> np.ndarray:
@@ -248,7 +238,7 @@ def impulse_derivatives(model: RobotModel, x: State | Trajectory, contacts: tupl
     eye = np.broadcast_to(np.eye(nv), lead + (nv, nv))
     if not contacts:
         e = np.zeros(lead + (0, nv))
-        return ImpulseDynamicsDerivatives(s.v_plus, s.lambda_c, np.zeros(lead + (nv, nv)), eye.copy(), e, e.copy())
+        return ImpulseDynamicsDerivatives(s.v_plus, s.lambda_ref, np.zeros(lead + (nv, nv)), eye.copy(), e, e.copy())
 
     # dF/dq: M(q) dv - J(q)^T lambda_c is the inverse dynamics without gravity, at zero velocity and acceleration dv.
     free, free_workspace = no_gravity(model, workspace)
@@ -285,5 +275,5 @@ def impulse_derivatives(model: RobotModel, x: State | Trajectory, contacts: tupl
                 dlambda[..., r:r + 3, :nv] -= _hat(s.lambda_c[..., r:r + 3]) @ Ja  # d(R λ) = R (dλ - [λ]x J_ang dq)
         o += c.dim
     dlambda = _in_references(contacts, s.poses, dlambda)
-    lambda_c = _in_references(contacts, s.poses, s.lambda_c[..., None])[..., 0]
-    return ImpulseDynamicsDerivatives(s.v_plus, lambda_c, dv[..., :nv], dv[..., nv:], dlambda[..., :nv], dlambda[..., nv:])
+    return ImpulseDynamicsDerivatives(s.v_plus, s.lambda_ref, dv[..., :nv], dv[..., nv:], dlambda[..., :nv],
+                                      dlambda[..., nv:])
