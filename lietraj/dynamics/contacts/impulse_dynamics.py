@@ -9,9 +9,10 @@ instant: the configuration does not move, the velocity jumps from ``v`` to ``v�
 
 with ``J`` (nc, nv) the stacked contact rows of ``contact_dynamics`` (``Contact``): per contact the frame's LOCAL
 twist Jacobian, all six rows for ``kind="6d"``, the three linear rows (the velocity of the frame origin) for
-``"3d"``. ``M⁻¹`` is the recursive inverse mass matrix (O(n²)). A contact's Baumgarte gains and target play no
-part: an impulse has no drift to stabilize, so the same ``Contact`` objects serve the impact and the stance that
-follows. With ``reference="local_world_aligned"`` a contact's rows and impulse are in world axes at the frame
+``"3d"``. The impact is solved in one compiled pass per knot (``contact_dynamics.impact_core``: the KKT system of
+``contact_dynamics`` with these right-hand sides, ``M`` factored along the tree). A contact's Baumgarte gains and
+target play no part: an impulse has no drift to stabilize, so the same ``Contact`` objects serve the impact and the
+stance that follows. With ``reference="local_world_aligned"`` a contact's rows and impulse are in world axes at the frame
 origin (``Λ_w = R Λ`` per block of three, ``R`` the frame's orientation); ``v⁺`` does not depend on it.
 ``damping`` > 0 regularizes redundant contacts (least squares) as in ``contact_dynamics``.
 
@@ -40,8 +41,9 @@ and for a world-aligned contact ``dΛ_w/dq = R (dΛ/dq - [Λ]x J_ang)``, ``dΛ_w
 the frame's local angular Jacobian ``J_ang``, as in ``contact_dynamics_derivatives``). Columns are the state
 tangent ``[z_q (nv); z_v (nv)]`` (base columns: body-twist perturbations ``H exp(z)``).
 
-Everything is batched over a ``Trajectory``: each building block (inverse mass matrix, Jacobians, IDSVA, frame
-velocity derivatives) is one compiled call over all knots, the small dense solves one batched numpy call.
+Everything is batched over a ``Trajectory``: the impact and each building block of its derivatives (the recursive
+inverse mass matrix, Jacobians, IDSVA, frame velocity derivatives) is one compiled call over all knots, the small
+dense solves of the derivatives one batched numpy call.
 """
 
 from __future__ import annotations
