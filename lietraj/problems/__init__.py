@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from lietraj.problems.balance import balance
 from lietraj.problems.example_problem import SOLVERS, ExampleProblem
+from lietraj.problems.falling_cat import falling_cat
 from lietraj.problems.gaits import jump, trot
 from lietraj.problems.squat import squat
 from lietraj.problems.support import FEET, HUMANOIDS, QUADRUPEDS, Feet
@@ -38,6 +39,8 @@ PROBLEMS: dict[str, ProblemEntry] = {
                             "recover from a push on all feet, or lift one foot (lift=FRAME)"),
     "trot": ProblemEntry(trot, QUADRUPEDS, "two trotting steps: diagonal feet swing in turn and land with an impact"),
     "jump": ProblemEntry(jump, QUADRUPEDS, "take off from four feet, fly, land with an impact a step ahead"),
+    "falling_cat": ProblemEntry(falling_cat, ("solo12",),
+                                "in zero gravity, roll the body 15° about its spine with the legs alone, as a falling cat (DDP)"),
 }
 
 
@@ -59,4 +62,4 @@ def make_problem(name: str, robot: str | None = None, **parameters) -> ExamplePr
 
 
 __all__ = ["ExampleProblem", "FEET", "Feet", "HUMANOIDS", "PROBLEMS", "ProblemEntry", "QUADRUPEDS", "SOLVERS", "balance",
-           "jump", "make_problem", "squat", "talos_reach", "trot"]
+           "falling_cat", "jump", "make_problem", "squat", "talos_reach", "trot"]
