@@ -12,10 +12,10 @@ Both libraries start from the same guess (the controls that hold the initial pos
 rollout) and stop on the same stationarity measure (Σ|Q_u|², Crocoddyl's
 ``stoppingCriteria``) below ``1e-9``. Crocoddyl's DDP drops the dynamics' second-order term (it is iLQR), so its
 column sits next to both. Times are wall-clock medians over repeated solves, the five solvers taking turns (one
-solve of each per round), on this machine; compare ratios. ``iters`` counts the backward passes of a solve in both
-libraries (``directions``, ``croc_oracle.iterations``), ``ms/iter`` is the solve's time over them. Each thread count runs in a fresh process with
-``OMP_NUM_THREADS`` set to it; the machine, its load average and whether the run was quiet
-(``benchmarks/machine.py``) are printed with the figures::
+solve of each per round), on this machine; compare ratios. ``iters`` counts the backward passes of a solve in
+both libraries (``directions``, ``croc_oracle.iterations``), ``ms/iter`` is the solve's time over them. Each
+thread count runs in a fresh process with ``OMP_NUM_THREADS`` set to it; the machine, its load average and whether
+the run was quiet (``benchmarks/machine.py``) are printed with the figures::
 
     python benchmarks/bench_solvers.py                        # both problems, 1 and 2 threads, 5 rounds
     python benchmarks/bench_solvers.py --quick --threads 1    # 1 round

@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     solve = commands.add_parser("solve", help="build and solve a problem")
     solve.add_argument("problem", choices=sorted(PROBLEMS))
     solve.add_argument("--robot", help="the robot (default: the problem's first; see `lietraj list`)")
-    solve.add_argument("--solver", choices=SOLVERS, help="default: the problem's own (fddp)")
+    solve.add_argument("--solver", choices=SOLVERS, help="default: the problem's own (fddp; ddp for falling_cat)")
     # --horizon and --dt are kept as typed and checked with the --set parameters, so that every message quotes them
     solve.add_argument("--horizon", metavar="KNOTS", help=f"number of knots (at least {MIN_HORIZON})")
     solve.add_argument("--dt", metavar="SECONDS", help="time step in seconds (positive)")
@@ -279,7 +279,7 @@ def _solve(args: argparse.Namespace) -> int:
     _check_output(args.html, (".html", ".htm"), "--html")
     parameters = {s.key: s.value for s in settings}
     notice = CompileNotice().install()
-    spec = Spec(args.problem, args.robot, args.solver or "fddp")
+    spec = Spec(args.problem, args.robot, args.solver or entry.solver)
     cold = None if is_warm(spec) else ColdStart(spec, notice, parameters).start()
     try:
         try:

@@ -23,11 +23,13 @@ from lietraj.problems.talos_reach import talos_reach
 
 @dataclass(frozen=True)
 class ProblemEntry:
-    """A problem builder, the robots it takes (the first is the default) and a line saying what it is."""
+    """A problem builder, the robots it takes (the first is the default), a line saying what it is and the solver
+    its ``ExampleProblem`` names (the command compiles that one ahead of a first solve)."""
 
     build: Callable[..., ExampleProblem]
     robots: tuple[str, ...]
     summary: str
+    solver: str = "fddp"
 
 
 PROBLEMS: dict[str, ProblemEntry] = {
@@ -40,7 +42,8 @@ PROBLEMS: dict[str, ProblemEntry] = {
     "trot": ProblemEntry(trot, QUADRUPEDS, "two trotting steps: diagonal feet swing in turn and land with an impact"),
     "jump": ProblemEntry(jump, QUADRUPEDS, "take off from four feet, fly, land with an impact a step ahead"),
     "falling_cat": ProblemEntry(falling_cat, ("solo12",),
-                                "in zero gravity, roll the body 15° about its spine with the legs alone, as a falling cat (DDP)"),
+                                "in zero gravity, roll the body 15° about its spine with the legs alone, as a falling "
+                                "cat (DDP)", solver="ddp"),
 }
 
 
