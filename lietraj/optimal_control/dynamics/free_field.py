@@ -10,11 +10,11 @@ fields of a robot share: the model, a workspace and the generalized forces of th
 
 from __future__ import annotations
 
-import numpy as np
-
 from collections.abc import Callable
-from typing import TypeVar
 from concurrent.futures import Executor
+from typing import TypeVar
+
+import numpy as np
 
 from lietraj.dynamics._checks import NO_FEXT
 from lietraj.dynamics.algorithms.aba import aba
