@@ -13,7 +13,8 @@ import pytest
 
 import lietraj
 from lietraj.dynamics import Workspace, aba, rnea
-from lietraj.optimal_control import SolverOptions
+from lietraj.optimal_control import SolverOptions, lanes
+from lietraj.optimal_control.solvers.solvers import Solver
 from lietraj.problems import make_problem, talos_reach
 
 
@@ -102,14 +103,26 @@ def test_the_model_is_read_only():
 
 @pytest.mark.parametrize("name, robot, solver", [("talos_reach", None, "fddp"), ("talos_reach", None, "ddp"),
                                                  ("trot", "solo12", "fddp"), ("jump", "anymal", "ddp")])
-def test_one_solve_in_two_threads_equals_the_solve_in_one(name, robot, solver):
+def test_one_solve_in_two_threads_equals_the_solve_in_one(name, robot, solver, monkeypatch):
     """With ``threads=2`` the costs' derivatives run in the second thread while the dynamics' run in the calling
     one, their knots (and DDP's term's) shared once the costs are done (the trot's and the jump's friction-cone
-    costs read the contact dynamics the dynamics compute: one waits for the other's result)."""
+    costs read the contact dynamics the dynamics compute: one waits for the other's result). The second thread is
+    forced on these problems, some too small for the solver to start it by itself."""
+    monkeypatch.setattr(lanes, "MIN_SHARED_WORK", 0)
     example = make_problem(name, robot, **({"horizon": 30} if name == "talos_reach" else {}))
     one = example.solve(solver, options=dataclasses.replace(example.options, threads=1, max_iter=20))
     two = example.solve(solver, options=dataclasses.replace(example.options, threads=2, max_iter=20))
     assert one.iterations > 1 and _same(one, two)
+
+
+def test_a_second_thread_only_where_the_problem_pays_for_it():
+    """A small problem (ur5's 100 knots ran 1.26 times slower with two threads) keeps to one thread: below
+    lanes.MIN_SHARED_WORK, T (ndx / 2)², Talos's 38² per knot, 13 knots are not enough and 14 are."""
+    two = SolverOptions(threads=2)
+    assert not lanes.worth_a_second_thread(100, 12)
+    assert Solver(talos_reach(horizon=13).problem, two).executor() is None
+    assert Solver(talos_reach(horizon=14).problem, two).executor() is not None
+    assert Solver(talos_reach(horizon=14).problem, SolverOptions(threads=1)).executor() is None
 
 
 def test_threads_must_be_a_positive_integer():

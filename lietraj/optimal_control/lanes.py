@@ -30,6 +30,20 @@ MIN_PIECE_WORK = 8000
 100 knots, 3600, are not cut; solo12's, 32400, and Talos's, 86640, are)."""
 
 
+MIN_SHARED_WORK = 20000
+"""Knots times the square of half the state tangent (``T (ndx / 2)²``, the velocity dimension's square for a robot)
+below which a solver keeps to one thread: the second thread's gain is the dynamics' kernels it takes, its cost the
+hand-over of every call and the Global Interpreter Lock the two threads' Python contends for. Measured with two
+threads against one (2026-11-26): ur5 reach (3600) 1.26 times slower, the solo12 trot (18144) 1.04 times slower,
+solo12 reorientation (32400) 1.07 times faster, talos_reach (86640) 1.1 to 1.3 times faster."""
+
+
+def worth_a_second_thread(T: int, ndx: int) -> bool:
+    """Whether a problem of ``T`` knots on a state tangent of size ``ndx`` has the work for two threads
+    (``MIN_SHARED_WORK``)."""
+    return T * (ndx // 2) ** 2 >= MIN_SHARED_WORK
+
+
 def knot_pieces(N: int, nv: int, executor: Executor | None) -> list[tuple[int, int]]:
     """``[(start, stop), ...]`` covering the knots ``0 .. N-1`` in order: one piece without an executor or for
     little work, else up to ``PIECES`` of about equal length."""

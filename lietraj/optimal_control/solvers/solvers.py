@@ -64,6 +64,7 @@ import numpy as np
 
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
+from lietraj.optimal_control.lanes import worth_a_second_thread
 from lietraj.optimal_control.problem import Problem, ProblemDerivatives
 from lietraj.optimal_control.solvers.forward_pass import rollout_policy
 from lietraj.optimal_control.solvers.riccati import BackwardPass, backward_pass
@@ -93,7 +94,8 @@ class SolverOptions:
     step_inc: float = 0.01  # th_stepinc
     box_tol: float = 1e-12
     box_max_iter: int = 100
-    threads: int = 1  # 2: a second thread computes the costs' derivatives, then shares the dynamics' (lanes)
+    threads: int = 1  # 2: a second thread computes the costs' derivatives, then shares the dynamics' (lanes),
+    # where the problem is large enough to pay (lanes.MIN_SHARED_WORK)
 
     def __post_init__(self):
         checks = {
@@ -282,8 +284,9 @@ class Solver:
     def executor(self) -> ThreadPoolExecutor | None:
         """The second thread of ``options.threads > 1`` (it computes the costs' derivatives, then takes pieces of
         the dynamics' with the calling thread: ``lanes``), started on first use and stopped when the solver is
-        collected; None for one."""
-        if self.options.threads == 1:
+        collected; None for one thread, and for a problem too small to pay for a second (``lanes.MIN_SHARED_WORK``:
+        ur5's 100 knots ran 1.26 times slower with two)."""
+        if self.options.threads == 1 or not worth_a_second_thread(self.problem.T, self.problem.ndx):
             return None
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"lietraj-{self.name}")
