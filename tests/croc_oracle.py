@@ -13,6 +13,8 @@ import numpy as np
 import pinocchio as pin
 from crocoddyl.utils.quadruped import SimpleQuadrupedalGaitProblem
 
+from lietraj.dynamics import se3
+
 T, DT, TARGET = 60, 5e-2, np.array([0.4, 0.0, 1.2])
 
 
@@ -94,3 +96,14 @@ def iterations(solver: crocoddyl.SolverAbstract, converged: bool) -> int:
     """The iterations a Crocoddyl solve ran, each a backward pass and a step: ``solver.iter`` is the index of the
     last one (the loop returns from inside it once converged, ends past it otherwise)."""
     return solver.iter + 1 if converged else solver.iter
+
+
+def perturbed_states(problem, rng: np.random.Generator):
+    """The problem's constant trajectory at ``x0`` with every knot moved at random (base pose by 0.05, joints by
+    0.1, velocities drawn at 0.5): states off the dynamics, where both libraries' costs must agree too."""
+    X = problem.constant_trajectory()
+    for k in range(len(X)):
+        X.H[k] = X.H[k] @ se3.exp(0.05 * rng.standard_normal(6))
+    X.s[:] += 0.1 * rng.standard_normal(X.s.shape)
+    X.v[:] = 0.5 * rng.standard_normal(X.v.shape)
+    return X

@@ -7,8 +7,7 @@ from __future__ import annotations
 import crocoddyl
 import numpy as np
 
-from croc_oracle import trot_solo12_problem
-from lietraj.dynamics import se3
+from croc_oracle import perturbed_states, trot_solo12_problem
 from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 from lietraj.optimal_control.dynamics.impulse_robot_dynamics import ImpulseRobotDynamics
 from lietraj.problems import make_problem
@@ -45,11 +44,7 @@ def test_crocoddyl_trot_is_crocoddyls_problem_and_reaches_its_optimum():
     # A perturbed trajectory (costs are defined off the dynamics too): forces out of their friction cones at some
     # knots, and joints past the URDF's position and velocity bounds at others, so that every barrier acts.
     rng = np.random.default_rng(0)
-    X = ex.problem.constant_trajectory()
-    for k in range(len(X)):
-        X.H[k] = X.H[k] @ se3.exp(0.05 * rng.standard_normal(6))
-    X.s[:] += 0.1 * rng.standard_normal(X.s.shape)
-    X.v[:] = 0.5 * rng.standard_normal(X.v.shape)
+    X = perturbed_states(ex.problem, rng)
     X.s[np.arange(5, 56, 11), 1] = 10.2 * np.sign(rng.standard_normal(5))
     X.v[np.arange(8, 56, 11), 9] = 1000.5 * np.sign(rng.standard_normal(5))
     X.s[-1, 2], X.v[-1, -1] = -10.1, 1000.2

@@ -14,9 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from croc_oracle import talos_reach_problem
+from croc_oracle import perturbed_states, talos_reach_problem
 from lietraj.cli import main
-from lietraj.dynamics import se3
 from lietraj.dynamics.kinematics.kinematics import frame_placement
 from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 from lietraj.optimal_control.solution_io import load_solution
@@ -40,11 +39,7 @@ def test_talos_reach_is_crocoddyls_problem_and_reaches_its_optimum():
     assert np.abs(np.concatenate(to_pinocchio(ex.model, ex.xs0[0])) - xs[0]).max() < 1e-12
     # The same cost function, compared at random states and controls (costs are defined off the dynamics too).
     rng = np.random.default_rng(0)
-    X = ex.problem.constant_trajectory()
-    for k in range(len(X)):
-        X.H[k] = X.H[k] @ se3.exp(0.05 * rng.standard_normal(6))
-    X.s[:] += 0.1 * rng.standard_normal(X.s.shape)
-    X.v[:] = 0.5 * rng.standard_normal(X.v.shape)
+    X = perturbed_states(ex.problem, rng)
     U = ex.us0 + rng.normal(scale=5.0, size=ex.us0.shape)
     croc_cost = croc.calc([np.concatenate(to_pinocchio(ex.model, X[k])) for k in range(len(X))], list(U))
     assert abs(ex.problem.cost(X, U) - croc_cost) <= 1e-9 * croc_cost
