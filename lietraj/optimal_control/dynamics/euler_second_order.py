@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lietraj._jit import kernel
 from lietraj.dynamics.lie import se3
 from lietraj.dynamics.lie.state import State, Trajectory
 from lietraj.dynamics.model.model import RobotModel
@@ -45,6 +46,7 @@ from lietraj.optimal_control.dynamics.free_field import FreeField
 
 # μ (N, nv) -> μᵀ ∂²a of an acceleration field a(q, v, u) (Field.hessian_contraction at the step's knots).
 FieldContraction = Callable[[np.ndarray], FieldHessian]
+_NO_KNOTS = np.zeros((0, 6, 6))  # no compose node: a fixed base
 # Knots per block of the assembly: its (knots, m, m) temporaries stay small enough to be reused, not freshly mapped
 # (first touches of fresh pages cost more than the products).
 _BLOCK_ENTRIES = 32768
@@ -118,6 +120,49 @@ def assemble(H: np.ndarray, terms: list[tuple[np.ndarray | None, np.ndarray]]) -
         np.add(T, _tr(T), out=H[sl])
 
 
+@kernel
+def _euler_step_hessian_batch(qq, qv, vv, qu, H_ab, H_bb, Sb, V, H):
+    """``H = Σ Lᵀ R + Rᵀ L`` over the Euler step's two nodes at every knot (``assemble`` written out for them): the
+    field node (``field_term`` with ``L = [I 0]``) and, when ``Sb`` has a row per knot (a floating base), the compose
+    node with ``Sa = [I₆ 0]`` (``compose_term``), whose part is ``Saᵀ W + Wᵀ Sa + Sbᵀ H_bb Sb``, ``W = H_ab Sb``
+    (``H_bb`` is symmetric). ``V`` (6, m) is scratch."""
+    N, nv, m = qq.shape[0], qq.shape[1], H.shape[1]
+    ndx = 2 * nv
+    for k in range(N):
+        Hk = H[k]
+        for i in range(m):
+            for j in range(m):
+                Hk[i, j] = 0.0
+        for i in range(nv):
+            for j in range(nv):
+                Hk[i, j] = 0.5 * (qq[k, i, j] + qq[k, j, i])
+                Hk[nv + i, nv + j] = 0.5 * (vv[k, i, j] + vv[k, j, i])
+                Hk[i, nv + j] = qv[k, i, j]
+                Hk[nv + j, i] = qv[k, i, j]
+            for j in range(m - ndx):
+                Hk[i, ndx + j] = qu[k, i, j]
+                Hk[ndx + j, i] = qu[k, i, j]
+        if Sb.shape[0] != N:
+            continue
+        for r in range(6):
+            for c in range(m):
+                w, v = 0.0, 0.0
+                for t in range(6):
+                    w += H_ab[k, r, t] * Sb[k, t, c]
+                    v += H_bb[k, r, t] * Sb[k, t, c]
+                Hk[r, c] += w
+                Hk[c, r] += w
+                V[r, c] = v
+        for i in range(m):  # one triangle, mirrored: H is exactly symmetric, as the solvers' sweep takes it
+            for j in range(i + 1):
+                acc = 0.0
+                for t in range(6):
+                    acc += Sb[k, t, i] * V[t, j]
+                Hk[i, j] += acc
+                if j != i:
+                    Hk[j, i] += acc
+
+
 def hessian_blocks(H: np.ndarray, ndx: int) -> StepHessian:
     """The blocks of the full (N, ndx + nu, ndx + nu) Hessian."""
     return StepHessian(H[:, :ndx, :ndx], H[:, :ndx, ndx:], H[:, ndx:, ndx:])
@@ -144,15 +189,16 @@ def euler_step_hessian(dt: float, X: Trajectory, fd: FieldDerivatives, LAM: np.n
         _, PHI, JR = se3.exp_blocks(XI)
         lam_xi[:, :6] = np.einsum("nij,ni->nj", JR, LAM[:, :6])
     mu = dt * (lam_xi[:, nv:] + dt * lam_xi[:, :nv])
-    terms = [field_term(None, field_contraction(mu))]
+    C = field_contraction(mu)
+    m = ndx + nu
+    H_ab = H_bb = Sb = _NO_KNOTS
     if X.H is not None:
-        Sa = np.zeros((N, 6, ndx + nu))
-        Sa[:, :, :6] = np.eye(6)
         Sb = np.concatenate((fd.da_dq[:, :6], fd.da_dv[:, :6], fd.da_du[:, :6]), axis=2) * (dt * dt)
         Sb[:, :, nv:nv + 6] += dt * np.eye(6)
-        terms.append(compose_term(Sa, Sb, *compose_blocks(XI, PHI, JR, LAM[:, :6])))
-    H = np.empty((N, ndx + nu, ndx + nu))
-    assemble(H, terms)
+        H_ab, H_bb = (np.ascontiguousarray(B) for B in compose_blocks(XI, PHI, JR, LAM[:, :6]))
+    H = np.empty((N, m, m))
+    _euler_step_hessian_batch(*(np.ascontiguousarray(B, dtype=np.float64) for B in (C.qq, C.qv, C.vv, C.qu)), H_ab,
+                              H_bb, Sb, np.empty((6, m)), H)
     return hessian_blocks(H, ndx)
 
 
