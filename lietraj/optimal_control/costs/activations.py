@@ -19,6 +19,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from lietraj._jit import kernel
+
 
 def broadcast_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``np.broadcast_to(a, shape)`` for a contiguous ``a`` whose shape ends ``shape``: a read-only view, no copy, in
@@ -65,6 +67,37 @@ def _vector(values, what: str, allow_inf: bool = False) -> np.ndarray:
     return a
 
 
+_NO_VECTOR, _NO_MATRIX = np.zeros(0), np.zeros((0, 0))
+
+
+@kernel
+def _diagonal_quadratic(r, w, lower, upper, value, gradient, diagonal):
+    """``value[k] = ½ Σᵢ wᵢ eᵢ²`` over the rows of ``r`` (N, nr), with ``e = r``, or its excess over the box
+    ``[lower, upper]`` when the bounds have entries; ``w`` empty stands for ones. When they have rows, ``gradient =
+    w e`` and ``diagonal = w`` where ``e ≠ 0`` for a box, ``w`` elsewhere (the Hessian's diagonal). Returns whether
+    ``r`` is finite (the outputs are then not to be read)."""
+    N, nr = r.shape
+    box, weighted = lower.shape[0] != 0, w.shape[0] != 0
+    for k in range(N):
+        acc = 0.0
+        for i in range(nr):
+            x = r[k, i]
+            if not (x - x == 0.0):
+                return False
+            e = x
+            if box:
+                e = x - upper[i] if x > upper[i] else (x - lower[i] if x < lower[i] else 0.0)
+            wi = w[i] if weighted else 1.0
+            we = wi * e
+            acc += we * e
+            if gradient.shape[0] != 0:
+                gradient[k, i] = we
+            if diagonal.shape[0] != 0:
+                diagonal[k, i] = wi if (not box or e != 0.0) else 0.0
+        value[k] = 0.5 * acc
+    return True
+
+
 class Activation(ABC):
     """A scalar function of a residual vector, evaluated at N residuals at once.
 
@@ -82,6 +115,20 @@ class Activation(ABC):
             raise ValueError(f"{type(self).__name__}: the residual contains NaN or inf")
         return r
 
+    def _diagonal(self, r, w: np.ndarray, lower: np.ndarray, upper: np.ndarray, derivatives: bool):
+        """``(value, gradient, diagonal)`` of a diagonal quadratic (``_diagonal_quadratic``) at the rows of ``r``,
+        checked as ``_checked`` checks them; the last two None without ``derivatives``."""
+        r = np.asarray(r, dtype=np.float64)
+        if r.ndim != 2 or (self.nr is not None and r.shape[1] != self.nr):
+            self._checked(r)
+        r = np.ascontiguousarray(r)
+        N, nr = r.shape
+        value = np.empty(N)
+        gradient, diagonal = (np.empty((N, nr)), np.empty((N, nr))) if derivatives else (_NO_MATRIX, _NO_MATRIX)
+        if not _diagonal_quadratic(r, w, lower, upper, value, gradient, diagonal):
+            raise ValueError(f"{type(self).__name__}: the residual contains NaN or inf")
+        return (value, gradient, diagonal) if derivatives else (value, None, None)
+
     @abstractmethod
     def value(self, r) -> np.ndarray:
         """``a(r[k])`` for each row, shape (N,)."""
@@ -98,13 +145,11 @@ class Quadratic(Activation):
         self.nr = nr
 
     def value(self, r) -> np.ndarray:
-        r = self._checked(r)
-        return 0.5 * np.einsum("ki,ki->k", r, r)
+        return self._diagonal(r, _NO_VECTOR, _NO_VECTOR, _NO_VECTOR, False)[0]
 
     def derivatives(self, r) -> ActivationDerivatives:
-        r = self._checked(r)
-        return ActivationDerivatives(0.5 * np.einsum("ki,ki->k", r, r), r.copy(),
-                                     diagonal=broadcast_view(_ONE, r.shape))
+        value, gradient, _ = self._diagonal(r, _NO_VECTOR, _NO_VECTOR, _NO_VECTOR, True)
+        return ActivationDerivatives(value, gradient, diagonal=broadcast_view(_ONE, gradient.shape))
 
     def __repr__(self) -> str:
         return "Quadratic()"
@@ -133,26 +178,26 @@ class WeightedQuadratic(Activation):
             raise ValueError(f"WeightedQuadratic: weights must be a vector (nr,) or a matrix (nr, nr), got {W.shape}")
         self.weights = W
         self.nr = W.shape[0]
-        self._diagonal = W.ndim == 1
+        self._is_diagonal = W.ndim == 1
 
     def value(self, r) -> np.ndarray:
+        if self._is_diagonal:
+            return self._diagonal(r, self.weights, _NO_VECTOR, _NO_VECTOR, False)[0]
         r = self._checked(r)
-        Wr = r * self.weights if self._diagonal else r @ self.weights
-        return 0.5 * np.einsum("ki,ki->k", r, Wr)
+        return 0.5 * np.einsum("ki,ki->k", r, r @ self.weights)
 
     def derivatives(self, r) -> ActivationDerivatives:
+        if self._is_diagonal:
+            value, gradient, _ = self._diagonal(r, self.weights, _NO_VECTOR, _NO_VECTOR, True)
+            return ActivationDerivatives(value, gradient, diagonal=broadcast_view(self.weights, gradient.shape))
         r = self._checked(r)
         N = r.shape[0]
-        if self._diagonal:
-            Wr = r * self.weights
-            return ActivationDerivatives(0.5 * np.einsum("ki,ki->k", r, Wr), Wr,
-                                         diagonal=broadcast_view(self.weights, (N, self.nr)))
         Wr = r @ self.weights
         return ActivationDerivatives(0.5 * np.einsum("ki,ki->k", r, Wr), Wr,
                                      hessian=broadcast_view(self.weights, (N, self.nr, self.nr)))
 
     def __repr__(self) -> str:
-        kind = "diagonal" if self._diagonal else "full"
+        kind = "diagonal" if self._is_diagonal else "full"
         return f"WeightedQuadratic(nr={self.nr}, {kind})"
 
 
@@ -171,17 +216,12 @@ class QuadraticBarrier(Activation):
             raise ValueError(f"QuadraticBarrier: lower[{i}] = {lb[i]:g} > upper[{i}] = {ub[i]:g}")
         self.lower, self.upper, self.nr = lb, ub, lb.shape[0]
 
-    def _excess(self, r) -> np.ndarray:
-        r = self._checked(r)
-        return np.maximum(r - self.upper, 0.0) + np.minimum(r - self.lower, 0.0)
-
     def value(self, r) -> np.ndarray:
-        e = self._excess(r)
-        return 0.5 * np.einsum("ki,ki->k", e, e)
+        return self._diagonal(r, _NO_VECTOR, self.lower, self.upper, False)[0]
 
     def derivatives(self, r) -> ActivationDerivatives:
-        e = self._excess(r)
-        return ActivationDerivatives(0.5 * np.einsum("ki,ki->k", e, e), e, diagonal=(e != 0.0).astype(np.float64))
+        value, gradient, diagonal = self._diagonal(r, _NO_VECTOR, self.lower, self.upper, True)
+        return ActivationDerivatives(value, gradient, diagonal=diagonal)
 
     def __repr__(self) -> str:
         return f"QuadraticBarrier(nr={self.nr})"
