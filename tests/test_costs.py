@@ -875,3 +875,26 @@ def test_a_cost_sum_checks_its_knots_once_and_only_while_it_evaluates(monkeypatc
         costs.costs["foot"].cost.value(X, U)
     with pytest.raises(ValueError, match="knot 4"):
         costs.value(X, U)
+
+
+def test_a_cost_sum_among_the_terms_of_another_leaves_the_outer_check_in_place(monkeypatch):
+    """Nested sums: the inner sum's block ends with the outer sum's mark still on the knots, so the outer sum's
+    later terms are not scanned again."""
+    from lietraj.optimal_control.costs import residuals
+
+    model = load_robot("ur5")
+    sp = model.state_space
+    rng = np.random.default_rng(6)
+    X, U = sp.random_trajectory(4, rng), rng.normal(size=(4, model.n))
+    inner = CostSum(sp, model.n)
+    inner.add("x", state_regularization(sp, sp.neutral(), 1.0, model.n))
+    outer = CostSum(sp, model.n)
+    outer.add("inner", inner)
+    outer.add("u", control_regularization(model.n, 1.0, state_space=sp))
+    outer.add("x", state_regularization(sp, sp.neutral(), 2.0, model.n))
+    scans = []
+    scan = residuals._first_bad_knot
+    monkeypatch.setattr(residuals, "_first_bad_knot", lambda *a: scans.append(1) or scan(*a))
+    outer.value(X, U)
+    assert len(scans) == 1
+    assert getattr(X, "_checked", None) is None

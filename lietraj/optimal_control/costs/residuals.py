@@ -101,18 +101,20 @@ class KnotsChecked:
     """``with KnotsChecked(state_space, nu, X, U, what):`` checks ``X`` and ``U`` (``check_knots``; the checked
     ``(N, U)`` are ``.N``, ``.U``), then lets ``check_knots`` accept these very objects for the same space and ``nu``
     without scanning them again until the block ends: a cost sum checks its knots once for all its terms, each of
-    which checks them when called alone. Arrays changed inside the block are not seen."""
+    which checks them when called alone. Arrays changed inside the block are not seen. Blocks nest (a cost sum
+    among the terms of another): each leaves the mark it found."""
 
     def __init__(self, state_space: StateSpace | None, nu: int, X, U, what: object):
         self.N, self.U = check_knots(state_space, nu, X, U, what)
         self.X, self.mark = X, (state_space, nu, U, self.U)
 
     def __enter__(self) -> KnotsChecked:
+        self.outer = getattr(self.X, "_checked", None)
         self.X._checked = self.mark
         return self
 
     def __exit__(self, *exc) -> None:
-        self.X._checked = None
+        self.X._checked = self.outer
 
 
 def _size(value, what: str) -> int:
