@@ -18,9 +18,6 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 
-LANES = 2
-"""The calling thread (lane 0) and the solver's second thread (lane 1)."""
-
 PIECES = 4
 """Pieces per shared computation: enough for the lanes to end together when one joins late, few enough that the
 Python per piece stays small."""
@@ -28,7 +25,6 @@ Python per piece stays small."""
 MIN_PIECE_WORK = 8000
 """Knots times the square of the velocity dimension below which a piece costs more Python than it saves (ur5's
 100 knots, 3600, are not cut; solo12's, 32400, and Talos's, 86640, are)."""
-
 
 MIN_SHARED_WORK = 20000
 """Knots times the square of half the state tangent (``T (ndx / 2)²``, the velocity dimension's square for a robot)
@@ -50,6 +46,12 @@ def knot_pieces(N: int, nv: int, executor: Executor | None) -> list[tuple[int, i
     count = 1 if executor is None else max(1, min(PIECES, N, N * nv * nv // MIN_PIECE_WORK))
     bounds = [round(i * N / count) for i in range(count + 1)]
     return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def knot_rows(result, a: int, b: int):
+    """Knots ``a .. b - 1`` of a per-knot result dataclass (each field an array with a leading knot axis), as views:
+    the part of a whole result a piece reads or writes."""
+    return type(result)(*(x[a:b] for x in vars(result).values()))
 
 
 def share(tasks: Sequence[Callable[[int], None]], executor: Executor | None) -> None:

@@ -124,6 +124,12 @@ def _copy_into(out, result, names: Sequence[str]) -> None:
         getattr(out, name)[...] = getattr(result, name)
 
 
+def _sharing(dyn: DiscreteDynamics, executor: Executor | None) -> dict:
+    """The keyword that lets a dynamics share its knots with a solver's second thread: only integrated dynamics
+    take one (``lanes``); any other ``DiscreteDynamics`` keeps its own signature."""
+    return {"executor": executor} if executor is not None and isinstance(dyn, IntegratedDynamics) else {}
+
+
 class Problem:
     """Initial state, horizon, running models and a terminal cost (module docstring).
 
@@ -312,8 +318,8 @@ class Problem:
             S.dt[:] = np.nan  # what a dynamics does not fill has no known structure
         for a, b, dyn in self._dynamics_runs:
             view = DiscreteDerivatives(F.F_x[a:b], F.F_u[a:b], None if S is None else EulerStructure(*(s[a:b] for s in S)))
-            shared = {"executor": executor} if executor is not None and isinstance(dyn, IntegratedDynamics) else {}
-            _copy_into(view, dyn.trajectory_derivatives(X[a:b], U[a:b], out=view, **shared), ("F_x", "F_u"))
+            _copy_into(view, dyn.trajectory_derivatives(X[a:b], U[a:b], out=view, **_sharing(dyn, executor)),
+                       ("F_x", "F_u"))
 
     def dynamics_contraction(self, X: Trajectory, U, LAM, executor: Executor | None = None) -> StepHessian:
         """The second-order dynamics term of DDP at every running knot: the symmetric Hessian in ``(dx, du)`` of
@@ -328,8 +334,7 @@ class Problem:
         T, ndx, nu = self.T, self.ndx, self.nu
         out = StepHessian(np.empty((T, ndx, ndx)), np.empty((T, ndx, nu)), np.empty((T, nu, nu)))
         for a, b, dyn in self._dynamics_runs:
-            shared = {"executor": executor} if executor is not None and isinstance(dyn, IntegratedDynamics) else {}
-            h = dyn.trajectory_hessian_contraction(X[a:b], U[a:b], LAM[a:b], **shared)
+            h = dyn.trajectory_hessian_contraction(X[a:b], U[a:b], LAM[a:b], **_sharing(dyn, executor))
             out.xx[a:b], out.xu[a:b], out.uu[a:b] = h.xx, h.xu, h.uu
         return out
 

@@ -629,7 +629,7 @@ def solve_impact(model: RobotModel, x: State | Trajectory, contacts: tuple, rest
     packed = pack_contacts(model, contacts, what)
     single = type(x) is State
     nv, nc, N = model.nv, packed.nc, 1 if single else len(x)
-    H = base_poses(x) if not single else (base_pose(x)[None] if model.floating_base else base_poses(x))
+    H = base_pose(x)[None] if single else base_poses(x)
     S, V = (x.s[None], x.v[None]) if single else (x.s, x.v)
     v_plus, lambda_c, J = np.empty((N, nv)), np.empty((N, nc)), np.empty((N, nc, nv))
     status, k = impact_batch_kernel(model.packed, model.dof_tables, np.ascontiguousarray(H), np.ascontiguousarray(S),

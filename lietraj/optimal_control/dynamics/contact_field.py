@@ -36,6 +36,7 @@ from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.optimal_control.dynamics.field import FieldDerivatives, FieldHessian, FieldTables
 from lietraj.optimal_control.dynamics.free_field import RobotField
+from lietraj.optimal_control.lanes import knot_rows
 
 
 class ContactField(RobotField):
@@ -112,7 +113,7 @@ class ContactField(RobotField):
 
             def piece(a: int, b: int, workspace: Workspace) -> None:
                 contact_dynamics_derivatives(self.model, X[a:b], tau[a:b], self.contacts, self.damping,
-                                             out=ContactDynamicsDerivatives(*(x[a:b] for x in vars(out).values())),
+                                             out=knot_rows(out, a, b),
                                              dynamics=None if solution is None else self._rows(solution, a, b),
                                              workspace=workspace)
 
@@ -151,7 +152,6 @@ class ContactField(RobotField):
 
         def piece(a: int, b: int, workspace: Workspace) -> ForwardDynamicsHessian:
             return contact_hessian_contraction(self.model, X[a:b], tau[a:b], self.contacts, MU[a:b], self.damping,
-                                               derivatives=ContactDynamicsDerivatives(
-                                                   *(x[a:b] for x in vars(d).values())), workspace=workspace)
+                                               derivatives=knot_rows(d, a, b), workspace=workspace)
 
         return self.field_hessian(self.shared(len(X), executor, piece))

@@ -24,7 +24,7 @@ from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives, FieldHessian, FieldTables, joint_torques
-from lietraj.optimal_control.lanes import knot_pieces, share
+from lietraj.optimal_control.lanes import knot_pieces, knot_rows, share
 
 T = TypeVar("T")
 
@@ -180,8 +180,7 @@ class FreeField(RobotField):
 
         def piece(a: int, b: int, workspace: Workspace) -> None:
             aba_derivatives(self.model, X[a:b], tau[a:b], None if fext is None else fext[a:b],
-                            out=ForwardDynamicsDerivatives(out.a[a:b], out.da_dq[a:b], out.da_dv[a:b],
-                                                           out.da_dtau[a:b]), workspace=workspace)
+                            out=knot_rows(out, a, b), workspace=workspace)
 
         self.shared(N, executor, piece)
         return self.keep(("fd", stage), X, tau, out)
@@ -202,7 +201,6 @@ class FreeField(RobotField):
 
         def piece(a: int, b: int, workspace: Workspace) -> ForwardDynamicsHessian:
             return aba_hessian_contraction(self.model, X[a:b], tau[a:b], MU[a:b], workspace=workspace,
-                                           derivatives=None if d is None else ForwardDynamicsDerivatives(
-                                               d.a[a:b], d.da_dq[a:b], d.da_dv[a:b], d.da_dtau[a:b]))
+                                           derivatives=None if d is None else knot_rows(d, a, b))
 
         return self.field_hessian(self.shared(len(X), executor, piece))
