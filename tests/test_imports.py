@@ -112,7 +112,7 @@ ARCHITECTURE = (  # the README's layers, lowest first: a module may import its o
     ("lietraj.dynamics.model", "lietraj.dynamics._checks", "lietraj.dynamics._spatial"),
     ("lietraj.dynamics.kinematics", "lietraj.dynamics.algorithms", "lietraj.dynamics.contacts"),
     ("lietraj.optimal_control.lanes", "lietraj.optimal_control.dynamics"),
-    ("lietraj.optimal_control.costs",),
+    ("lietraj.optimal_control.costs", "lietraj.optimal_control.constraints"),
     ("lietraj.optimal_control.problem",),
     ("lietraj.optimal_control.solvers",),
     ("lietraj.optimal_control.feedback", "lietraj.optimal_control.solution_io"),

@@ -65,6 +65,20 @@ from lietraj.optimal_control.feedback.lqr import (
     tvlqr,
 )
 from lietraj.optimal_control.problem import ActionModel, Problem, ProblemDerivatives
+from lietraj.optimal_control.constraints import (
+    Constraint,
+    ConstraintSet,
+    Violation,
+    center_of_pressure,
+    com_position,
+    frame_placement,
+    frame_position,
+    friction_cone,
+    joint_position_limits,
+    joint_velocity_limits,
+    torque_limits,
+    wrench_cone,
+)
 from lietraj.optimal_control.costs.residuals import (
     CenterOfMassResidual,
     ControlResidual,
@@ -74,6 +88,7 @@ from lietraj.optimal_control.costs.residuals import (
     FrameVelocityResidual,
     JointPositionResidual,
     JointTorqueResidual,
+    JointVelocityResidual,
     Residual,
     ResidualDerivatives,
     StateResidual,
@@ -81,6 +96,16 @@ from lietraj.optimal_control.costs.residuals import (
 from lietraj.optimal_control.solvers.forward_pass import PolicyRollout
 from lietraj.optimal_control.solvers.riccati import BackwardPass, BoxQPResult, backward_pass, box_qp
 from lietraj.optimal_control.solvers.progress import ProgressDisplay
+from lietraj.optimal_control.solvers.augmented_lagrangian import (
+    AugmentedLagrangianActivation,
+    ConstrainedLogTable,
+    ConstrainedResult,
+    ConstrainedSolver,
+    ConstraintOptions,
+    KKTResiduals,
+    Multipliers,
+    solve_constrained,
+)
 from lietraj.optimal_control.solution_io import SavedSolution, load_solution, save_solution
 from lietraj.optimal_control.solvers.solvers import (
     IterationInfo,
@@ -93,19 +118,22 @@ from lietraj.optimal_control.solvers.solvers import (
 )
 
 __all__ = [
-    "ActionModel", "Activation", "ActivationDerivatives", "BackwardPass", "BalanceController", "BlockCheck",
-    "BoxQPResult", "CenterOfMassResidual", "CenterOfPressureResidual", "ContactField", "ContactForceResidual",
-    "ContactRobotDynamics", "ControlResidual", "CostDerivatives", "CostModel", "CostSum", "CostTerm",
-    "DerivativeReport", "DiscreteDerivatives", "DiscreteDynamics", "FeedbackPolicy", "Field", "FieldDerivatives",
-    "FieldHessian", "FramePlacementResidual", "FrameRotationResidual", "FrameTranslationResidual",
-    "FrameVelocityResidual", "FreeField", "FrictionConeResidual", "FunctionCost", "ImpulseRobotDynamics",
-    "IntegratedDynamics", "IterationInfo", "JointPositionResidual", "JointTorqueResidual", "LQRController",
-    "LinearDynamics", "LogTable", "Policy", "PolicyRollout", "Problem", "ProblemDerivatives", "ProgressDisplay",
-    "Quadratic", "QuadraticBarrier", "RK4", "Residual", "ResidualCost", "ResidualDerivatives", "RobotDynamics",
-    "SavedSolution", "SemiImplicitEuler", "Simulation", "SmoothAbs", "SolverOptions", "SolverResult",
-    "StateResidual", "StepHessian", "TVLQRController", "WeightedQuadratic", "WrenchConeResidual", "backward_pass",
-    "balance_controller", "barrier_activation", "box_qp", "check_derivatives", "constraint_basis",
-    "control_regularization", "default_weights", "euler_hessian_contraction", "exp_blocks", "joint_limit_cost",
-    "load_solution", "lqr", "push", "save_solution", "simulate", "solve_ddp", "solve_fddp", "solve_ilqr",
-    "state_regularization", "torque_limit_cost", "tvlqr",
+    "ActionModel", "Activation", "ActivationDerivatives", "AugmentedLagrangianActivation", "BackwardPass",
+    "BalanceController", "BlockCheck", "BoxQPResult", "CenterOfMassResidual", "CenterOfPressureResidual",
+    "ConstrainedLogTable", "ConstrainedResult", "ConstrainedSolver", "Constraint", "ConstraintOptions",
+    "ConstraintSet", "ContactField", "ContactForceResidual", "ContactRobotDynamics", "ControlResidual",
+    "CostDerivatives", "CostModel", "CostSum", "CostTerm", "DerivativeReport", "DiscreteDerivatives",
+    "DiscreteDynamics", "FeedbackPolicy", "Field", "FieldDerivatives", "FieldHessian", "FramePlacementResidual",
+    "FrameRotationResidual", "FrameTranslationResidual", "FrameVelocityResidual", "FreeField", "FrictionConeResidual",
+    "FunctionCost", "ImpulseRobotDynamics", "IntegratedDynamics", "IterationInfo", "JointPositionResidual",
+    "JointTorqueResidual", "JointVelocityResidual", "KKTResiduals", "LQRController", "LinearDynamics", "LogTable",
+    "Multipliers", "Policy", "PolicyRollout", "Problem", "ProblemDerivatives", "ProgressDisplay", "Quadratic",
+    "QuadraticBarrier", "RK4", "Residual", "ResidualCost", "ResidualDerivatives", "RobotDynamics", "SavedSolution",
+    "SemiImplicitEuler", "Simulation", "SmoothAbs", "SolverOptions", "SolverResult", "StateResidual", "StepHessian",
+    "TVLQRController", "Violation", "WeightedQuadratic", "WrenchConeResidual", "backward_pass", "balance_controller",
+    "barrier_activation", "box_qp", "center_of_pressure", "check_derivatives", "com_position", "constraint_basis",
+    "control_regularization", "default_weights", "euler_hessian_contraction", "exp_blocks", "frame_placement",
+    "frame_position", "friction_cone", "joint_limit_cost", "joint_position_limits", "joint_velocity_limits",
+    "load_solution", "lqr", "push", "save_solution", "simulate", "solve_constrained", "solve_ddp", "solve_fddp",
+    "solve_ilqr", "state_regularization", "torque_limit_cost", "torque_limits", "tvlqr", "wrench_cone",
 ]

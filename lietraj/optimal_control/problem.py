@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, tangent_difference, tangent_integrate
+from lietraj.optimal_control.constraints import ConstraintSet, Violation
 from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel
 from lietraj.optimal_control.dynamics.discrete_dynamics import (
     DiscreteDerivatives,
@@ -55,15 +56,29 @@ def _bound(value, nu: int, fill: float, what: str) -> np.ndarray:
     return b
 
 
+def _check_constraints(constraints, space: StateSpace, nu: int, what: str) -> None:
+    if constraints is None:
+        return
+    if not isinstance(constraints, ConstraintSet):
+        raise ValueError(f"{what}: constraints must be a ConstraintSet, got {type(constraints).__name__}")
+    if constraints.nu != nu:
+        raise ValueError(f"{what}: the constraints have nu = {constraints.nu}, the dynamics nu = {nu}")
+    if constraints.state_space is not None and not same_space(constraints.state_space, space):
+        raise ValueError(f"{what}: the constraints are on {constraints.state_space}, the dynamics on {space}")
+
+
 @dataclass(eq=False)
 class ActionModel:
     """One running knot: discrete dynamics and a cost on the same state space and control size, with optional
-    control bounds ``u_lb <= u <= u_ub`` (arrays of shape ``(nu,)`` or scalars; ``±inf`` for no bound)."""
+    control bounds ``u_lb <= u <= u_ub`` (arrays of shape ``(nu,)`` or scalars; ``±inf`` for no bound) and
+    ``constraints`` (a ``ConstraintSet`` of the same control size), which the constrained solver meets and the
+    others ignore."""
 
     dynamics: DiscreteDynamics
     cost: CostModel
     u_lb: np.ndarray | float | None = None
     u_ub: np.ndarray | float | None = None
+    constraints: ConstraintSet | None = None
 
     def __post_init__(self):
         if not isinstance(self.dynamics, DiscreteDynamics):
@@ -80,6 +95,7 @@ class ActionModel:
         self.u_ub = _bound(self.u_ub, nu, np.inf, "u_ub")
         if not np.all(self.u_lb <= self.u_ub):
             raise ValueError(f"ActionModel: u_lb must not exceed u_ub, got {self.u_lb} and {self.u_ub}")
+        _check_constraints(self.constraints, self.dynamics.state_space, nu, "ActionModel")
 
     @property
     def has_control_limits(self) -> bool:
@@ -137,10 +153,12 @@ class Problem:
     models (``horizon``, if given, must equal their number). All models must share the state space of ``x0`` and
     of ``terminal`` (a ``CostModel`` with ``nu = 0``) and one control size ``nu``. ``dynamics_sequence`` lists the
     dynamics of the ``T`` running knots (the solvers' forward pass rolls runs of one object out together).
+    ``terminal_constraints`` (a ``ConstraintSet`` with ``nu = 0``) constrain the final state, as the running
+    models' ``constraints`` their knots (``constraints``).
     """
 
     def __init__(self, x0: State, running: ActionModel | Sequence[ActionModel], terminal: CostModel,
-                 horizon: int | None = None):
+                 horizon: int | None = None, terminal_constraints: ConstraintSet | None = None):
         if isinstance(running, ActionModel):
             if horizon is None:
                 raise ValueError("Problem: horizon is required when one running model is given for every knot")
@@ -171,6 +189,7 @@ class Problem:
                              f"dynamics' {space}")
         if terminal.nu != 0:
             raise ValueError(f"Problem: the terminal cost must have nu = 0, got {terminal.nu}")
+        _check_constraints(terminal_constraints, space, 0, "Problem: terminal_constraints")
         space.check(x0)
         self.state_space = space
         self.ndx = space.ndx
@@ -184,6 +203,8 @@ class Problem:
         self.u_lb = np.stack([m.u_lb for m in models])
         self.u_ub = np.stack([m.u_ub for m in models])
         self.has_control_limits = any(m.has_control_limits for m in models)
+        self.terminal_constraints = terminal_constraints
+        self._constraint_runs = [run for run in _runs([m.constraints for m in models]) if run[2] is not None]
 
     @staticmethod
     def _horizon(horizon) -> int:
@@ -264,6 +285,45 @@ class Problem:
     def cost(self, X: Trajectory, U) -> float:
         """The total cost ``Σ_k l_k(X[k], U[k]) + l_T(X[T])``."""
         return float(self.running_costs(X, U).sum()) + self.terminal_cost(X)
+
+    # ---- constraints ----------------------------------------------------------------------------------------
+
+    @property
+    def has_constraints(self) -> bool:
+        """Whether any knot carries a constraint."""
+        return any(len(c) for _, _, c in self.constraint_groups())
+
+    def constraint_groups(self) -> list[tuple[int, int, ConstraintSet]]:
+        """``(start, stop, set)`` for each run of running knots sharing one ``ConstraintSet``, then ``(T, T + 1,
+        terminal_constraints)`` when there are terminal constraints."""
+        groups = list(self._constraint_runs)
+        if self.terminal_constraints is not None:
+            groups.append((self.T, self.T + 1, self.terminal_constraints))
+        return groups
+
+    def violations(self, X: Trajectory, U) -> dict[str, Violation]:
+        """The largest violation of each named constraint over all the knots that carry it (a name shared by
+        several sets, e.g. a friction cone in every stance phase, is one entry), in the constraint's unit."""
+        U = np.asarray(U, dtype=np.float64)
+        out: dict[str, Violation] = {}
+        for a, b, constraints in self.constraint_groups():
+            knots_U = None if a == self.T else U[a:b]
+            for name, v in constraints.violations(X[a:b], knots_U).items():
+                k = int(np.argmax(v))
+                if name not in out or v[k] > out[name].value:
+                    out[name] = Violation(float(v[k]), a + k, constraints[name].scale)
+        return out
+
+    def contradictory_constraints(self) -> list[str]:
+        """``"name (knots a-b)"`` for every constraint with a row whose ``lower > upper``: no solution can meet it."""
+        found = []
+        for a, b, constraints in self.constraint_groups():
+            for name, c in constraints.items():
+                if c.contradictory.any():
+                    row = int(np.argmax(c.contradictory))
+                    found.append(f"{name} (knots {a}-{b - 1}, row {row}: lower {c.lower[row]:g} > upper "
+                                 f"{c.upper[row]:g})")
+        return found
 
     def gaps(self, X: Trajectory, U) -> np.ndarray:
         """``(T + 1, ndx)``: ``x0 ⊖ X[0]`` and ``f_k(X[k], U[k]) ⊖ X[k+1]`` (zero on a rollout)."""

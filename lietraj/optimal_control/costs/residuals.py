@@ -8,6 +8,7 @@ block, the first ``nv`` columns of ``R_x``; the velocity columns are zero unless
     StateResidual            r = x ⊖ x_ref = log(x_ref⁻¹ x)        R_x = diag(Jr⁻¹(z_H), I)          (StateSpace)
     ControlResidual          r = u − u_ref                          R_u = I
     JointPositionResidual    r = s                                  J_q = [0  I]
+    JointVelocityResidual    r = ṡ                                  R_x = [0  0  0  I]
     FramePlacementResidual   r = log6(T⁻¹ oM_f)                     J_q = Jr⁻¹(r) J_local             (Pinocchio Jlog6)
     FrameTranslationResidual r = op_f − p_ref                       J_q = linear rows of J_local_world_aligned
     FrameRotationResidual    r = log3(R_refᵀ oR_f)                  J_q = Jr3⁻¹(r) J_local,angular
@@ -373,6 +374,29 @@ class JointPositionResidual(_RobotResidual):
         N, n, nv = r.shape[0], self.nr, self.model.nv
         R_x = np.zeros((N, n, 2 * nv))
         R_x[:, np.arange(n), nv - n + np.arange(n)] = 1.0
+        return ResidualDerivatives(r, R_x, _zeros((N, n, self.nu)))
+
+
+class JointVelocityResidual(_RobotResidual):
+    """``r = ṡ`` (n,): the joint velocities (the last ``n`` entries of ``v``), for velocity limits. Linear."""
+
+    linear = True
+
+    def __init__(self, model: RobotModel, nu: int | None = None):
+        super().__init__(model, model.n, nu)
+
+    def __repr__(self) -> str:
+        return f"JointVelocityResidual({self.model.name!r})"
+
+    def value(self, X, U) -> np.ndarray:
+        self._check(X, U)
+        return X.v[:, self.model.nv - self.nr:].copy()
+
+    def derivatives(self, X, U) -> ResidualDerivatives:
+        r = self.value(X, U)
+        N, n, nv = r.shape[0], self.nr, self.model.nv
+        R_x = np.zeros((N, n, 2 * nv))
+        R_x[:, np.arange(n), 2 * nv - n + np.arange(n)] = 1.0
         return ResidualDerivatives(r, R_x, _zeros((N, n, self.nu)))
 
 

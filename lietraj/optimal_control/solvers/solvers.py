@@ -120,7 +120,9 @@ class IterationInfo:
     """One iteration: ``stop``, ``expected`` (the full-step expected decrease) and ``gap_norm`` (∞-norm of the
     gaps) at the guess it starts from; ``cost`` after it; the accepted ``step`` (0 if none), the ``regularization`` used,
     the actual and expected decrease of the taken step, the wall ``time`` in seconds, and the guess ``xs, us``
-    after the step (references, not copies: the solver never writes into an accepted guess)."""
+    after the step (references, not copies: the solver never writes into an accepted guess). A constrained solver
+    adds the largest constraint ``violation`` and the ``worst`` constraint at its last outer update, and its
+    ``penalty``."""
 
     iteration: int
     cost: float
@@ -135,6 +137,9 @@ class IterationInfo:
     solver: str
     xs: Trajectory
     us: np.ndarray
+    violation: float = math.nan
+    worst: str = ""
+    penalty: float = math.nan
 
 
 @dataclass(eq=False)
@@ -343,7 +348,7 @@ class Solver:
                 directions = self.compute_direction(state)
                 state.stop = self.stopping_criteria(state)
                 state.status = self.termination(state)
-                if state.status:
+                if state.status or not state.linearized:  # done, or an outer loop changed the problem: linearize again
                     return
                 terms = [self.expected_improvement(direction) for direction in directions]
                 step = self.try_step(state, directions, terms)
@@ -502,12 +507,16 @@ class Solver:
         """Step 6: count the iteration and hand its ``IterationInfo`` to the history and the callbacks; ``expected``
         is the full step's expected decrease at the guess it started from, ``clock`` the time it started."""
         state.iteration += 1
-        info = IterationInfo(state.iteration, state.cost, state.stop, expected, step.alpha, step.direction.reg,
-                             _gap_norm(state.gaps), step.improvement, step.expected, time.perf_counter() - clock,
-                             self.name, state.xs, state.us)
+        info = self.iteration_info(state, step, expected, clock)
         state.history.append(info)
         for callback in self.callbacks:
             callback(info)
+
+    def iteration_info(self, state: SolverState, step: Step, expected: float, clock: float) -> IterationInfo:
+        """The ``IterationInfo`` of the iteration just counted."""
+        return IterationInfo(state.iteration, state.cost, state.stop, expected, step.alpha, step.direction.reg,
+                             _gap_norm(state.gaps), step.improvement, step.expected, time.perf_counter() - clock,
+                             self.name, state.xs, state.us)
 
     # ---- the result --------------------------------------------------------------------------------------------
 

@@ -1,0 +1,406 @@
+"""Hard constraints by an augmented Lagrangian around FDDP: ``solve_constrained``.
+
+The problem: minimise the cost subject to the dynamics and to ``lower ≤ c(x_k, u_k) ≤ upper`` at the knots that
+carry constraints (``constraints.Constraint``; rows scaled by their unit ``σ``, ``ĉ = c / σ``). For multipliers
+``λ`` and a penalty ``ρ`` every constraint row adds to its knot's cost the Powell–Hestenes–Rockafellar term::
+
+    ψ(ĉ) = ρ/2 ‖ŝ − Π(ŝ)‖² − ‖λ‖² / (2ρ),   ŝ = ĉ + λ/ρ,   Π the projection on [lower/σ, upper/σ]
+    ∇ψ = λ⁺ = ρ (ŝ − Π(ŝ)),               ∇²ψ = ρ on the rows where ŝ is outside the bounds (all equality rows)
+
+so that the derivative of the augmented cost is the Lagrangian's with the first-order multiplier estimate ``λ⁺``.
+These are costs like any other (``AugmentedLagrangianActivation`` through a ``ResidualCost``, Gauss–Newton): FDDP
+minimises the augmented problem with its gaps, line search, control boxes (kept exactly by the box QP) and, with
+``second_order``, DDP's exact dynamics term, all unchanged. Around it the outer loop of the bound-constrained
+Lagrangian method (Conn, Gould & Toint's LANCELOT; Nocedal & Wright Algorithm 17.4), run inside FDDP's iterations
+rather than as separate solves: once the inner problem is solved to the tolerance ``ω`` (stationarity, gaps
+closed), either the violation is below the target ``η``, and the multipliers take ``λ ← λ⁺`` while ``ω, η``
+tighten, or it is not, and ``ρ`` grows (``η, ω`` reset to its scale). The iterate, the regularization and the
+warm-started box QPs carry on from one update to the next.
+
+Why this method. It is the one that keeps every property of the existing solvers: multiple shooting from an
+infeasible guess, the exact DDP term and the Riccati sweep are untouched, because the constraints only reshape the
+cost the sweep sees (the backward pass needs no KKT system per knot); it meets equalities and inequalities of any
+residual with the derivatives the costs already have; it tolerates infeasible starting points and reports
+infeasible problems through the penalty's growth; and its multipliers are the Lagrange multipliers at convergence.
+Its cost is more FDDP iterations than a penalty solve (the outer updates), not more work per iteration. An
+interior-point DDP would need strictly feasible iterates, a stagewise SQP a QP per knot (ProxDDP's primal-dual
+variant solves one per knot too).
+
+Stopping (the KKT conditions, each relative): stationarity ``max |Q_u| / (1 + max |l_u|)`` over the free controls
+(the reduced gradient of the Lagrangian along the closed trajectory: the Riccati sweep eliminates the states),
+feasibility ``max`` violation in each constraint's unit, complementarity ``max |λ⁺ᵢ| |ĉᵢ − bᵢ| / (1 + max |λ⁺|)``
+over the inequality rows (``bᵢ`` the bound ``λ⁺ᵢ`` pushes against), with the dynamics' gaps closed. The status is
+"converged" when all three are below their tolerances; "infeasible: <constraints>" when the penalty would pass
+``penalty_max`` with constraints still violated, or at once when a constraint has ``lower > upper``;
+"max_iterations"; "failed: <why>" when FDDP cannot go on. Never NaN: a non-finite trial is rejected by the line
+search as in FDDP.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lietraj.dynamics.lie.state import Trajectory
+from lietraj.optimal_control.constraints import Constraint, Violation
+from lietraj.optimal_control.costs.activations import Activation, ActivationDerivatives
+from lietraj.optimal_control.costs.costs import CostModel, CostSum, ResidualCost
+from lietraj.optimal_control.problem import ActionModel, Problem
+from lietraj.optimal_control.solvers.solvers import (
+    IterationInfo,
+    LogTable,
+    Solver,
+    SolverOptions,
+    SolverResult,
+    SolverState,
+)
+
+
+class AugmentedLagrangianActivation(Activation):
+    """``ψ`` of the module docstring for one constraint at ``N`` knots: ``multipliers`` (N, nr), the multipliers of
+    the scaled rows, and ``penalty`` (1,), both read at every call (the solver updates them in place)."""
+
+    def __init__(self, constraint: Constraint, multipliers: np.ndarray, penalty: np.ndarray):
+        self.nr = constraint.nr
+        self.lower, self.upper = constraint.lower / constraint.scale, constraint.upper / constraint.scale
+        self.scale, self.equality = constraint.scale, constraint.equality
+        self.multipliers, self.penalty = multipliers, penalty
+
+    def __repr__(self) -> str:
+        return f"AugmentedLagrangianActivation(nr={self.nr}, penalty={self.penalty[0]:g})"
+
+    def _excess(self, r) -> tuple[np.ndarray, float]:
+        r = self._checked(r)
+        if r.shape[0] != self.multipliers.shape[0]:
+            raise ValueError(f"{self!r}: {r.shape[0]} residuals for {self.multipliers.shape[0]} knots")
+        rho = float(self.penalty[0])
+        s = r / self.scale + self.multipliers / rho
+        return s - np.clip(s, self.lower, self.upper), rho
+
+    def value(self, r) -> np.ndarray:
+        e, rho = self._excess(r)
+        return 0.5 * rho * np.einsum("ki,ki->k", e, e) - np.einsum("ki,ki->k", self.multipliers, self.multipliers) / (
+            2.0 * rho)
+
+    def derivatives(self, r) -> ActivationDerivatives:
+        e, rho = self._excess(r)
+        value = 0.5 * rho * np.einsum("ki,ki->k", e, e) - np.einsum("ki,ki->k", self.multipliers,
+                                                                       self.multipliers) / (2.0 * rho)
+        active = (e != 0.0) | self.equality
+        return ActivationDerivatives(value, rho * e / self.scale,
+                                     diagonal=np.where(active, rho / self.scale ** 2, 0.0))
+
+
+@dataclass
+class ConstraintOptions:
+    """The outer loop's settings (module docstring): the penalty's start, growth factor and limit (past it the
+    problem is declared infeasible), and the relative tolerances of the three KKT conditions."""
+
+    penalty_init: float = 10.0
+    penalty_factor: float = 10.0
+    penalty_max: float = 1e10
+    stationarity_tol: float = 1e-6
+    feasibility_tol: float = 1e-6
+    complementarity_tol: float = 1e-6
+
+    def __post_init__(self):
+        checks = {
+            "penalty_init": 0 < self.penalty_init <= self.penalty_max, "penalty_factor": self.penalty_factor > 1,
+            "penalty_max": math.isfinite(self.penalty_max), "stationarity_tol": self.stationarity_tol > 0,
+            "feasibility_tol": self.feasibility_tol > 0, "complementarity_tol": self.complementarity_tol > 0,
+        }
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"ConstraintOptions: invalid {', '.join(f'{n}={getattr(self, n)!r}' for n in bad)}")
+
+
+@dataclass(frozen=True)
+class KKTResiduals:
+    """The three relative KKT residuals at a solution (module docstring)."""
+
+    stationarity: float
+    feasibility: float
+    complementarity: float
+
+
+@dataclass(frozen=True)
+class Multipliers:
+    """A named constraint's Lagrange multipliers: ``values`` (K, nr) at the ``knots`` (K,) that carry it (``T``: the
+    terminal knot), in the units of the cost per unit of residual (``∂cost/∂r`` at the solution)."""
+
+    knots: np.ndarray
+    values: np.ndarray
+
+
+@dataclass(eq=False, repr=False)
+class ConstrainedResult(SolverResult):
+    """``SolverResult`` with the constraints' outcome: the ``multipliers`` and the largest ``violations`` of each
+    named constraint, the ``kkt`` residuals, the final ``penalty`` and the number of ``outer_iterations``
+    (multiplier or penalty updates). ``cost`` is the problem's own cost (the history logs the augmented one)."""
+
+    multipliers: dict[str, Multipliers] = field(default_factory=dict)
+    violations: dict[str, Violation] = field(default_factory=dict)
+    kkt: KKTResiduals | None = None
+    penalty: float = math.nan
+    outer_iterations: int = 0
+
+    @property
+    def max_violation(self) -> float:
+        """The largest violation of any constraint, each in its own unit."""
+        return max((v.value for v in self.violations.values()), default=0.0)
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]}, violation={self.max_violation:.3g}, penalty={self.penalty:.3g})"
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One constraint at a run of knots: its multipliers (a view of the group's array) and where they go."""
+
+    name: str
+    constraint: Constraint
+    start: int
+    multipliers: np.ndarray
+
+
+class _Augmented:
+    """The augmented problem of ``problem`` (same dynamics objects, each cost with its knots' ``ψ`` terms), the
+    multipliers of every constraint group and the shared penalty."""
+
+    def __init__(self, problem: Problem, penalty: float):
+        self.original = problem
+        self.penalty = np.array([penalty])
+        self.slots: list[_Slot] = []
+        T = problem.T
+        owner = [None] * (T + 1)  # knot -> (group start, multiplier arrays of its group)
+        for a, b, constraints in problem.constraint_groups():
+            arrays = {name: np.zeros((b - a, c.nr)) for name, c in constraints.items()}
+            for k in range(a, b):
+                owner[k] = (a, arrays)
+        self.groups = [(a, b, constraints, owner[a][1]) for a, b, constraints in problem.constraint_groups()]
+        models, previous = [], None
+        for k, m in enumerate(problem.running):
+            if previous is None or m.cost is not previous.cost or m.constraints is not previous.constraints:
+                run_cost = self._cost(m.cost, m.constraints, k, owner[k], problem.nu)
+            previous = m
+            models.append(ActionModel(m.dynamics, run_cost, m.u_lb, m.u_ub))
+        terminal = self._cost(problem.terminal, problem.terminal_constraints, T, owner[T], 0)
+        self.problem = Problem(problem.x0, models, terminal)
+
+    def _cost(self, cost: CostModel, constraints, k: int, owner, nu: int) -> CostModel:
+        """``cost`` plus the ``ψ`` terms of the knots from ``k`` on that share it and ``constraints``."""
+        if not constraints:
+            return cost
+        total = CostSum(self.original.state_space, nu)
+        if isinstance(cost, CostSum):  # its terms themselves (shared, weights included): one sum, no copy of results
+            total.costs.update(cost.costs)
+        else:
+            total.add("cost", cost)
+        start, arrays = owner
+        run = self._run_length(k, constraints, cost)
+        for name, c in constraints.items():
+            view = arrays[name][k - start:k - start + run]
+            self.slots.append(_Slot(name, c, k, view))
+            term = f"{name} (constraint)"
+            while term in total.costs:
+                term += "'"
+            total.add(term, ResidualCost(c.residual, AugmentedLagrangianActivation(c, view, self.penalty)))
+        return total
+
+    def _run_length(self, k: int, constraints, cost) -> int:
+        """The number of knots from ``k`` with this cost and constraint set (the terminal knot: 1)."""
+        problem = self.original
+        if k == problem.T:
+            return 1
+        stop = k
+        while stop < problem.T and problem.running[stop].cost is cost and problem.running[stop].constraints is constraints:
+            stop += 1
+        return stop - k
+
+    def residuals(self, X: Trajectory, U: np.ndarray) -> list[np.ndarray]:
+        """The scaled residuals ``ĉ`` of every slot."""
+        T = self.original.T
+        out = []
+        for slot in self.slots:
+            n = slot.multipliers.shape[0]
+            knots_U = None if slot.start == T else U[slot.start:slot.start + n]
+            out.append(slot.constraint.value(X[slot.start:slot.start + n], knots_U) / slot.constraint.scale)
+        return out
+
+    def estimates(self, residuals: list[np.ndarray]) -> list[np.ndarray]:
+        """``λ⁺ = ρ (ŝ − Π(ŝ))`` of every slot."""
+        rho = float(self.penalty[0])
+        out = []
+        for slot, r in zip(self.slots, residuals):
+            c = slot.constraint
+            s = r + slot.multipliers / rho
+            out.append(rho * (s - np.clip(s, c.lower / c.scale, c.upper / c.scale)))
+        return out
+
+
+def _complementarity(slot: _Slot, r: np.ndarray, lam: np.ndarray) -> float:
+    c = slot.constraint
+    bound = np.where(lam > 0, c.upper / c.scale, c.lower / c.scale)
+    with np.errstate(invalid="ignore"):
+        gap = np.where((lam != 0) & ~c.equality, np.abs(lam) * np.abs(r - bound), 0.0)
+    return float(np.nan_to_num(gap, nan=0.0, posinf=0.0).max(initial=0.0))
+
+
+class ConstrainedLogTable(LogTable):
+    """``LogTable`` with the constraints' columns: the largest violation, the worst constraint and the penalty."""
+
+    HEADER = LogTable.HEADER + f" {'viol':>9} {'penalty':>8}  worst"
+
+    def __call__(self, info: IterationInfo) -> None:
+        if info.iteration % self.every:
+            return
+        stream = self.stream or sys.stdout
+        if self._rows % self.header_every == 0:
+            print(self.HEADER, file=stream)
+        self._rows += 1
+        print(f"{info.iteration:>5} {info.cost:>14.8e} {info.stop:>10.3e} {info.expected:>10.3e} {info.step:>8.4f} "
+              f"{info.regularization:>9.2e} {info.gap_norm:>9.2e} {1e3 * info.time:>9.2f} {info.violation:>9.2e} "
+              f"{info.penalty:>8.1e}  {info.worst}", file=stream, flush=True)
+
+
+class ConstrainedSolver(Solver):
+    """FDDP (DDP's term with ``second_order``) on the augmented problem, with the outer updates of the module
+    docstring in its ``termination`` step. ``solve`` returns a ``ConstrainedResult``."""
+
+    def __init__(self, problem: Problem, options: SolverOptions | None = None,
+                 constraint_options: ConstraintOptions | None = None, callback=None, verbose: bool = False, *,
+                 second_order: bool = False, name: str | None = None):
+        name = ("AL-FDDP-SO" if second_order else "AL-FDDP") if name is None else name
+        if not isinstance(problem, Problem):
+            raise ValueError(f"{name}: expected a Problem, got {type(problem).__name__}")
+        copts = ConstraintOptions() if constraint_options is None else constraint_options
+        if not isinstance(copts, ConstraintOptions):
+            raise ValueError(f"{name}: constraint_options must be ConstraintOptions, got {type(copts).__name__}")
+        self.constraint_options = copts
+        self.augmented = _Augmented(problem, copts.penalty_init)
+        super().__init__(self.augmented.problem, options, callback, False, second_order=second_order, name=name)
+        if verbose:
+            self.callbacks.append(ConstrainedLogTable())
+        self.verbose = verbose
+        self._reset_targets()
+        self.outer_iterations = 0
+        self._last = (math.nan, math.nan, "")  # violation, penalty, worst constraint: for the log
+
+    # ---- the outer loop ------------------------------------------------------------------------------------
+
+    def _reset_targets(self) -> None:
+        """``ω, η`` for the current penalty (Nocedal & Wright, Algorithm 17.4)."""
+        rho = float(self.augmented.penalty[0])
+        self._omega, self._eta = 1.0 / rho, rho ** -0.1
+
+    def start(self, xs0: Trajectory | None = None, us0=None) -> SolverState:
+        state = super().start(xs0, us0)
+        contradictory = self.augmented.original.contradictory_constraints()
+        if contradictory and not state.status:
+            state.status = "infeasible: lower > upper in " + "; ".join(contradictory)
+        return state
+
+    def stationarity(self, state: SolverState) -> float:
+        """The relative stationarity of the Lagrangian at the guess (module docstring)."""
+        d = state.direction
+        gradient = float(np.abs(np.where(d.free, d.Q_u, 0.0)).max(initial=0.0))
+        return gradient / (1.0 + float(np.abs(state.derivatives.running.l_u).max(initial=0.0)))
+
+    def termination(self, state: SolverState) -> str:
+        """Step 3 with the outer loop: once the augmented problem is solved to ``ω`` on a closed trajectory, the
+        KKT test, then a multiplier or penalty update; an update changes the problem, so the local model is marked
+        stale (``state.linearized``) and the iteration ends without a step."""
+        if state.feasible and self.stationarity(state) <= max(self._omega, self.constraint_options.stationarity_tol):
+            return self.outer_update(state)
+        if state.iteration >= self.options.max_iter:
+            return "max_iterations"
+        return ""
+
+    def outer_update(self, state: SolverState) -> str:
+        """The multiplier or penalty update at an inner solution, or the status that ends the solve."""
+        aug, opts = self.augmented, self.constraint_options
+        residuals = aug.residuals(state.xs, state.us)
+        estimates = aug.estimates(residuals)
+        violations = self.augmented.original.violations(state.xs, state.us)
+        worst = max(violations, key=lambda n: violations[n].value, default="")
+        feasibility = violations[worst].value if worst else 0.0
+        largest = max((float(np.abs(lam).max(initial=0.0)) for lam in estimates), default=0.0)
+        complementarity = max((_complementarity(s, r, lam) for s, r, lam in zip(aug.slots, residuals, estimates)),
+                              default=0.0) / (1.0 + largest)
+        stationarity = self.stationarity(state)
+        self._last = (feasibility, float(aug.penalty[0]), worst)
+        self.kkt = KKTResiduals(stationarity, feasibility, complementarity)
+        self.outer_iterations += 1
+        if feasibility <= self._eta or feasibility <= opts.feasibility_tol:
+            for slot, lam in zip(aug.slots, estimates):
+                slot.multipliers[...] = lam
+            if (stationarity <= opts.stationarity_tol and feasibility <= opts.feasibility_tol
+                    and complementarity <= opts.complementarity_tol):
+                return "converged"
+            rho = float(aug.penalty[0])
+            self._eta, self._omega = self._eta / rho ** 0.9, self._omega / rho
+        else:
+            rho = float(aug.penalty[0]) * opts.penalty_factor
+            if rho > opts.penalty_max:
+                bad = [f"{n} ({v.value:.3g} at knot {v.knot})" for n, v in violations.items()
+                       if v.value > opts.feasibility_tol]
+                return "infeasible: " + ", ".join(bad)
+            aug.penalty[0] = rho
+            self._reset_targets()
+        if state.iteration >= self.options.max_iter:
+            return "max_iterations"
+        state.cost = self.problem.cost(state.xs, state.us)
+        state.linearized = False
+        return ""
+
+    def iteration_info(self, state: SolverState, step, expected: float, clock: float) -> IterationInfo:
+        """The iteration's ``IterationInfo`` with the violation, the penalty and the worst constraint at the last
+        outer update."""
+        info = super().iteration_info(state, step, expected, clock)
+        info.violation, info.penalty, info.worst = self._last
+        return info
+
+    # ---- the result ----------------------------------------------------------------------------------------
+
+    def result(self, state: SolverState) -> ConstrainedResult:
+        base = super().result(state)
+        aug = self.augmented
+        original = aug.original
+        cost = original.cost(base.xs, base.us) if np.isfinite(base.cost) else base.cost
+        multipliers: dict[str, list] = {}
+        for slot in aug.slots:
+            knots = np.arange(slot.start, slot.start + slot.multipliers.shape[0])
+            multipliers.setdefault(slot.name, []).append((knots, slot.multipliers / slot.constraint.scale))
+        merged = {name: Multipliers(np.concatenate([k for k, _ in parts]), np.concatenate([v for _, v in parts]))
+                  for name, parts in multipliers.items()
+                  if len({v.shape[1] for _, v in parts}) == 1}
+        violations = original.violations(base.xs, base.us) if np.isfinite(base.cost) else {}
+        kkt = getattr(self, "kkt", None)
+        if kkt is not None and not state.status == "converged":
+            kkt = KKTResiduals(kkt.stationarity, max((v.value for v in violations.values()), default=0.0),
+                               kkt.complementarity)
+        fields = {name: getattr(base, name) for name in base.__dataclass_fields__}
+        fields["cost"] = float(cost)
+        result = ConstrainedResult(**fields, multipliers=merged, violations=violations, kkt=kkt,
+                                   penalty=float(aug.penalty[0]), outer_iterations=self.outer_iterations)
+        if self.verbose and violations:
+            worst = max(violations, key=lambda n: violations[n].value)
+            print(f"{self.name}: largest violation {violations[worst].value:.3e} ({worst}, knot {violations[worst].knot})"
+                  f", penalty {aug.penalty[0]:.1e}, {self.outer_iterations} outer update(s)")
+        return result
+
+
+def solve_constrained(problem: Problem, xs0: Trajectory | None = None, us0=None, options: SolverOptions | None = None,
+                      constraint_options: ConstraintOptions | None = None, callback=None, verbose: bool = False,
+                      second_order: bool = False) -> ConstrainedResult:
+    """Minimise ``problem``'s cost subject to its dynamics, control bounds and constraints (``ActionModel``'s
+    ``constraints``, ``Problem``'s ``terminal_constraints``) by the augmented-Lagrangian FDDP of the module
+    docstring, from a possibly infeasible guess ``(xs0, us0)`` as ``solve_fddp``. ``options.max_iter`` bounds the
+    FDDP iterations of the whole solve (default 100: constrained solves take more; raise it); ``second_order`` adds
+    DDP's dynamics term. Returns a ``ConstrainedResult`` (status "converged", "infeasible: ...", "max_iterations" or
+    "failed: ..."), never raises on a numerical failure."""
+    return ConstrainedSolver(problem, options, constraint_options, callback, verbose,
+                             second_order=second_order).solve(xs0, us0)
