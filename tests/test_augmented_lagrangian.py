@@ -1,0 +1,158 @@
+"""The augmented-Lagrangian FDDP (``solve_constrained``): LQ problems with linear equality and inequality constraints
+against cvxpy's QP solution, the statuses of infeasible and contradictory requests, and what carries over from FDDP
+(control boxes, DDP's term, infeasible guesses)."""
+
+from __future__ import annotations
+
+import io
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from lietraj.dynamics.lie.state import State
+from lietraj.optimal_control import (
+    ActionModel,
+    Constraint,
+    ConstraintOptions,
+    ConstraintSet,
+    ControlResidual,
+    CostSum,
+    LinearDynamics,
+    Problem,
+    SolverOptions,
+    StateResidual,
+    control_regularization,
+    solve_constrained,
+    solve_fddp,
+    state_regularization,
+)
+from test_problem import linear_system
+
+TIGHT = ConstraintOptions(stationarity_tol=1e-11, feasibility_tol=1e-11, complementarity_tol=1e-11)
+N, NU, T = 2, 2, 30
+
+
+def lq_problem(seed=2, u_max=0.8, s_min=0.1, goal=(0.3, 0.2), box=False, terminal=True):
+    """A random oscillator pair driven to ``goal`` (a terminal equality) with ``|u| ≤ u_max`` (a constraint, or the
+    models' control box with ``box``) and ``s_0 ≥ s_min`` at every running knot; quadratic cost. Seed 2 makes a
+    feasible problem whose inequalities are active (17 control and 6 state rows at the optimum), seed 3 an
+    infeasible one."""
+    A, B, c = linear_system(np.random.default_rng(seed), N, NU)
+    dynamics = LinearDynamics(A, B, c, 0.1)
+    space = dynamics.state_space
+    zero = State(None, np.zeros(N), np.zeros(N))
+    cost = CostSum(space, NU)
+    cost.add("state", state_regularization(space, zero, 1.0, NU))
+    cost.add("control", control_regularization(NU, 0.1 * np.ones(NU)))
+    constraints = ConstraintSet(space, NU)
+    if not box:
+        constraints.add("control limit", Constraint(ControlResidual(NU, None, space), -u_max, u_max))
+    constraints.add("s0 floor", Constraint(StateResidual(space, zero, NU), lower=[s_min, -np.inf, -np.inf, -np.inf]))
+    final = None
+    if terminal:
+        final = ConstraintSet(space, 0).add("goal", Constraint(StateResidual(space, State(None, np.array(goal),
+                                                                                            np.zeros(N)), 0)))
+    bounds = (-u_max, u_max) if box else (None, None)
+    x0 = State(None, np.array([1.0, -0.5]), np.array([0.0, 0.3]))
+    problem = Problem(x0, ActionModel(dynamics, cost, *bounds, constraints=constraints),
+                      state_regularization(space, zero, 1.0, 0), horizon=T, terminal_constraints=final)
+    return problem, (A, B, c, x0, u_max, s_min, goal)
+
+
+def cvxpy_solution(data, terminal=True):
+    A, B, c, x0, u_max, s_min, goal = data
+    X, U = cp.Variable((T + 1, 2 * N)), cp.Variable((T, NU))
+    constraints = [X[0] == np.r_[x0.s, x0.v]]
+    for k in range(T):
+        constraints += [X[k + 1] == A @ X[k] + B @ U[k] + c, cp.abs(U[k]) <= u_max, X[k, 0] >= s_min]
+    if terminal:
+        constraints.append(X[T] == np.r_[goal, np.zeros(N)])
+    qp = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(X) + 0.05 * cp.sum_squares(U)), constraints)
+    qp.solve(solver=cp.CLARABEL, tol_gap_abs=1e-12, tol_gap_rel=1e-12, tol_feas=1e-12)
+    return X.value, U.value, qp.value, constraints, qp.status
+
+
+@pytest.mark.parametrize("box", [False, True])
+def test_lq_with_equality_and_inequalities_matches_cvxpy(box):
+    problem, data = lq_problem(box=box)
+    result = solve_constrained(problem, options=SolverOptions(max_iter=200), constraint_options=TIGHT)
+    X, U, value, qp_constraints, status = cvxpy_solution(data)
+    assert status == "optimal" and result.status == "converged", result
+    assert np.abs(result.us - U).max() < 1e-8
+    assert np.abs(np.c_[result.xs.s, result.xs.v] - X).max() < 1e-8
+    assert abs(result.cost - value) < 1e-8 * abs(value)
+    assert result.max_violation < 1e-10
+    # both kinds of inequality are active somewhere, so this is not an equality-constrained problem in disguise
+    assert (np.abs(U) > data[4] - 1e-6).any() and (X[:T, 0] < data[5] + 1e-6).any()
+    # the multipliers: the goal's is cvxpy's dual (both of the Lagrangian f + λᵀ r)
+    goal = result.multipliers["goal"]
+    assert goal.knots.tolist() == [T]
+    assert np.abs(goal.values[0] - qp_constraints[-1].dual_value).max() < 1e-6 * max(1.0, np.abs(goal.values).max())
+    assert result.kkt.stationarity < 1e-11 and result.kkt.feasibility < 1e-11 and result.kkt.complementarity < 1e-11
+
+
+def test_the_infeasible_lq_problem_is_infeasible_for_both():
+    problem, data = lq_problem(seed=3)
+    result = solve_constrained(problem, options=SolverOptions(max_iter=1000))
+    assert cvxpy_solution(data)[-1] == "infeasible"
+    assert result.status.startswith("infeasible: ") and "goal" in result.status, result.status
+    assert result.penalty >= ConstraintOptions().penalty_max / ConstraintOptions().penalty_factor
+
+
+def test_without_constraints_it_is_fddp():
+    problem, _ = lq_problem(terminal=False)
+    for m in problem.running:
+        m.constraints = None
+    plain = Problem(problem.x0, problem.running, problem.terminal)
+    ours, fddp = solve_constrained(plain), solve_fddp(plain)
+    assert ours.status == fddp.status == "converged"
+    assert np.abs(ours.us - fddp.us).max() < 1e-9 and ours.outer_iterations == 1 and ours.violations == {}
+
+
+def test_second_order_and_an_infeasible_guess():
+    problem, data = lq_problem()
+    guess = problem.constant_trajectory()
+    result = solve_constrained(problem, xs0=guess, options=SolverOptions(max_iter=200), constraint_options=TIGHT,
+                               second_order=True)
+    U = cvxpy_solution(data)[1]
+    assert result.status == "converged" and result.solver == "AL-FDDP-SO"
+    assert np.abs(result.us - U).max() < 1e-8 and result.gap_norm == 0.0
+
+
+def test_unreachable_goal_is_infeasible_and_names_the_constraint():
+    problem, _ = lq_problem(u_max=0.05, s_min=-10.0, goal=(3.0, -2.0), box=True)
+    result = solve_constrained(problem, options=SolverOptions(max_iter=1000))
+    assert result.status.startswith("infeasible: goal"), result.status
+    assert "s0 floor" not in result.status  # met: only what cannot be met is named
+    assert result.violations["goal"].value > 0.1 and np.isfinite(result.cost)
+    assert np.isfinite(result.us).all() and result.xs.is_finite()
+
+
+def test_contradictory_bounds_end_at_once():
+    problem, _ = lq_problem()
+    running = problem.running[0].constraints
+    running.add("impossible", Constraint(ControlResidual(NU, None, problem.state_space), [0.0, 1.0], [0.0, 0.5]))
+    result = solve_constrained(problem)
+    assert result.status.startswith("infeasible: lower > upper in impossible (knots 0-29, row 1")
+    assert result.iterations == 0
+
+
+def test_iteration_limit_and_log():
+    problem, _ = lq_problem()
+    log = io.StringIO()
+    from lietraj.optimal_control import ConstrainedLogTable, ConstrainedSolver
+    solver = ConstrainedSolver(problem, SolverOptions(max_iter=6), callback=ConstrainedLogTable(log))
+    result = solver.solve()
+    assert result.status == "max_iterations" and result.iterations == 6
+    lines = log.getvalue().splitlines()
+    assert lines[0].split()[-3:] == ["viol", "penalty", "worst"] and len(lines) == 7
+    assert result.max_violation == max(v.value for v in problem.violations(result.xs, result.us).values())
+    assert result.cost == pytest.approx(problem.cost(result.xs, result.us), rel=1e-14)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="penalty_factor"):
+        ConstraintOptions(penalty_factor=1.0)
+    with pytest.raises(ValueError, match="expected a Problem"):
+        solve_constrained("problem")
