@@ -32,8 +32,10 @@ from pathlib import Path
 import numpy as np
 
 from lietraj.optimal_control.solution_io import save_solution
+from lietraj.optimal_control.solvers.augmented_lagrangian import ConstrainedLogTable
 from lietraj.optimal_control.solvers.solvers import LogTable, SolverOptions, SolverResult
 from lietraj.problems import PROBLEMS, SOLVERS, ProblemEntry, make_problem
+from lietraj.problems.support import CONSTRAINTS
 from lietraj.warmup import ColdStart, CompileNotice, Spec, default_specs, is_warm, mark_warm, warm_up
 
 # The shortest horizon, in knots, on which the ready problems mean something: a squat's CoM reference needs a knot
@@ -85,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--horizon", metavar="KNOTS", help=f"number of knots (at least {MIN_HORIZON})")
     solve.add_argument("--dt", metavar="SECONDS", help="time step in seconds (positive)")
     solve.add_argument("--max-iter", type=int, help="iteration limit (default: the problem's)")
+    solve.add_argument("--constraints", choices=CONSTRAINTS,
+                       help="limits as barrier costs (soft, the default) or as constraints met by the "
+                            "augmented-Lagrangian solver (hard); balance, squat, jump and trot")
     solve.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
                        help="1, or 2 to compute the dynamics' derivatives beside the costs' (default: 2 where the "
                             "machine has two cores)")
@@ -187,10 +192,10 @@ def _settings(args: argparse.Namespace, entry: ProblemEntry) -> list[Setting]:
     """The builder parameters of ``--horizon``, ``--dt`` and ``--set``, each checked against the builder's
     signature (a known name, a value of its kind) and the shared ranges, before anything is built."""
     settings = list(args.set)
-    for key in ("horizon", "dt"):
+    for key in ("horizon", "dt", "constraints"):
         text = getattr(args, key)
         if text is not None:
-            settings.append(Setting(key, _literal(text), f"--{key} {text}"))
+            settings.append(Setting(key, text if key == "constraints" else _literal(text), f"--{key} {text}"))
     accepted = {name: p for name, p in inspect.signature(entry.build).parameters.items() if name != "robot"}
     seen: dict[str, Setting] = {}
     for setting in settings:
@@ -245,6 +250,8 @@ def _what_went_wrong(result: SolverResult, options: SolverOptions) -> str:
         return f"interrupted (Ctrl-C) {done}: the result is the iterate reached so far, not a solution"
     if status.startswith("failed: "):
         return f"the solve failed {done}: {status[len('failed: '):]}"
+    if status.startswith("infeasible: "):
+        return f"the constraints cannot all be met ({done}): {status[len('infeasible: '):]}"
     if status == "max_iterations":
         gaps = f" and gaps of {result.gap_norm:.3g} left open" if result.gap_norm > 0 else ""
         return (f"the solve did not converge: {result.solver} reached the iteration limit (max_iter = {options.max_iter}; "
@@ -297,7 +304,8 @@ def _solve(args: argparse.Namespace) -> int:
                       **({} if args.max_iter is None else {"max_iter": args.max_iter}))
     print(f"{example.name}: {example.description}")
     print(f"  {example.problem}, dt = {example.dt:g} s")
-    viewer, callbacks = None, [] if args.quiet else [LogTable()]
+    table = ConstrainedLogTable if example.problem.has_constraints else LogTable
+    viewer, callbacks = None, [] if args.quiet else [table()]
     if args.view:
         from lietraj.viz.scene import RobotViewer  # meshcat loads only when a view is asked for
 

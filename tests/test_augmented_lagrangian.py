@@ -156,3 +156,22 @@ def test_bad_arguments():
         ConstraintOptions(penalty_factor=1.0)
     with pytest.raises(ValueError, match="expected a Problem"):
         solve_constrained("problem")
+
+
+def test_the_jump_with_hard_limits_meets_them_where_the_barriers_do_not():
+    """solo12's jump: with barriers the forces leave the friction cones and the torques stop at 98 % of the limits; with
+    constraints every limit holds to 1e-6 (forces in the robot's weight) and the cost is lower (the limits are used
+    whole)."""
+    from lietraj.problems import make_problem
+    hard, soft = make_problem("jump", "solo12", constraints="hard"), make_problem("jump", "solo12")
+    result, penalized = hard.solve(), soft.solve()
+    assert result.status == "converged" and penalized.status == "converged"
+    metrics, barrier = hard.metrics(result), soft.metrics(penalized)
+    assert metrics["constraint_violation"] <= 1e-6 and result.max_violation <= 1e-6
+    assert metrics["torque_ratio"] <= 1.0 + 1e-6 and metrics["friction_margin"] >= -1e-6
+    assert metrics["min_normal_force"] >= -1e-6
+    assert barrier["friction_margin"] < -1e-4  # what the constraints are for
+    assert result.cost < penalized.cost
+    assert result.kkt.stationarity <= 1e-6 and result.kkt.complementarity <= 1e-6
+    with pytest.raises(ValueError, match="solver 'fddp', or 'ddp'"):
+        hard.solve("ilqr")

@@ -254,3 +254,19 @@ def test_summary_title_of_a_failed_solve_fits_the_figure():
     box = title.get_window_extent(canvas.get_renderer())
     assert 0 <= box.x0 and box.x1 <= fig.bbox.width, "the title is clipped at the figure's edges"
     assert LONG_FAILURE in " ".join(fig.get_suptitle().split())  # wrapped at spaces, nothing lost
+
+
+# ---- hard constraints ----------------------------------------------------------------------------------------------
+
+def test_hard_constraints_log_their_violation_and_report_it(capsys):
+    code, out, err = run(capsys, "solve", "balance", "--robot", "solo12", "--constraints", "hard")
+    assert code == 0 and err == ""
+    assert out.splitlines()[2].split()[-3:] == ["viol", "penalty", "worst"]
+    assert "AL-FDDP: converged" in out
+    violation = float(next(line for line in out.splitlines() if "constraint_violation:" in line).split()[-1])
+    assert 0.0 <= violation <= 1e-6
+
+
+def test_hard_constraints_on_a_problem_without_them_is_a_user_error(capsys, nothing_built):
+    err = user_error(capsys, "solve", "talos_reach", "--constraints", "hard")
+    assert "--constraints hard: problem 'talos_reach' has no parameter 'constraints'" in err

@@ -45,10 +45,12 @@ import numpy as np
 from lietraj.dynamics.lie.state import StateSpace, Trajectory
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.optimal_control.costs.contact_residuals import (
+    DEFAULT_CONE_EPSILON,
     CenterOfPressureResidual,
     FrictionConeResidual,
     WrenchConeResidual,
 )
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.costs.residuals import (
     CenterOfMassResidual,
     FramePlacementResidual,
@@ -238,27 +240,35 @@ def _weight(model: RobotModel) -> float:
     return model.total_mass * GRAVITY
 
 
-def friction_cone(model: RobotModel, contacts, contact_index: int, mu: float, facets: int | None = 4,
-                  dynamics=None, **options) -> Constraint:
-    """Contact ``contact_index``'s force in its friction cone and pushing (``FrictionConeResidual ≤ 0``), in units of
-    the robot's weight. ``dynamics``: the ``ContactRobotDynamics`` of the knots (its contact solution is then
-    reused); ``options`` go to the residual (``epsilon``, ``damping``)."""
-    residual = FrictionConeResidual(model, contacts, contact_index, mu, facets, dynamics=dynamics, **options)
+def _contact_dynamics(dynamics, what: str):
+    if not isinstance(dynamics, ContactRobotDynamics):
+        raise TypeError(f"{what}: dynamics must be the ContactRobotDynamics of the knots, got {type(dynamics).__name__}")
+    return dynamics.model, dynamics.contacts, {"damping": dynamics.damping, "dynamics": dynamics}
+
+
+def friction_cone(dynamics: ContactRobotDynamics, contact_index: int, mu: float, facets: int | None = 4,
+                  epsilon: float = DEFAULT_CONE_EPSILON) -> Constraint:
+    """The force of contact ``contact_index`` of the knots' ``dynamics`` in its friction cone and pushing
+    (``FrictionConeResidual ≤ 0``: the pyramid of ``facets`` faces, or the smoothed exact cone with ``facets=None``),
+    in units of the robot's weight. The residual reuses the contact solution of the dynamics."""
+    model, contacts, options = _contact_dynamics(dynamics, "friction_cone")
+    residual = FrictionConeResidual(model, contacts, contact_index, mu, facets, epsilon, **options)
     return Constraint(residual, upper=0.0, scale=_weight(model))
 
 
-def center_of_pressure(model: RobotModel, contacts, contact_index: int, half_length: float, half_width: float,
-                       dynamics=None, **options) -> Constraint:
-    """The centre of pressure of a 6d contact inside its sole (``CenterOfPressureResidual ≤ 0``), in units of the
-    robot's weight times a metre."""
-    residual = CenterOfPressureResidual(model, contacts, contact_index, half_length, half_width, dynamics=dynamics,
-                                        **options)
+def center_of_pressure(dynamics: ContactRobotDynamics, contact_index: int, half_length: float,
+                       half_width: float) -> Constraint:
+    """The centre of pressure of the 6d contact ``contact_index`` of ``dynamics`` inside its sole
+    (``CenterOfPressureResidual ≤ 0``), in units of the robot's weight times a metre."""
+    model, contacts, options = _contact_dynamics(dynamics, "center_of_pressure")
+    residual = CenterOfPressureResidual(model, contacts, contact_index, half_length, half_width, **options)
     return Constraint(residual, upper=0.0, scale=_weight(model))
 
 
-def wrench_cone(model: RobotModel, contacts, mu: float, soles: dict | None = None, facets: int = 4, dynamics=None,
-                **options) -> Constraint:
-    """Every contact's friction cone and every listed sole's centre of pressure in one constraint
-    (``WrenchConeResidual ≤ 0``: one contact solution for all rows), in units of the robot's weight."""
-    residual = WrenchConeResidual(model, contacts, mu, soles, facets, dynamics=dynamics, **options)
+def wrench_cone(dynamics: ContactRobotDynamics, mu: float, soles: dict | None = None, facets: int = 4) -> Constraint:
+    """Every contact of ``dynamics`` in its friction pyramid and every listed sole's (frame -> ``(half_length,
+    half_width)``) centre of pressure inside it, in one constraint (``WrenchConeResidual ≤ 0``: one contact solution
+    for all rows), in units of the robot's weight."""
+    model, contacts, options = _contact_dynamics(dynamics, "wrench_cone")
+    residual = WrenchConeResidual(model, contacts, mu, soles, facets, **options)
     return Constraint(residual, upper=0.0, scale=_weight(model))

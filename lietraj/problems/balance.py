@@ -24,23 +24,34 @@ from lietraj.dynamics.contacts.equilibrium import quasi_static_torques
 from lietraj.dynamics.kinematics.kinematics import frame_jacobian, frame_placement
 from lietraj.dynamics.lie.state import State
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.costs.costs import CostSum, ResidualCost
+from lietraj.optimal_control.costs.costs import ResidualCost
 from lietraj.optimal_control.problem import ActionModel, Problem
 from lietraj.optimal_control.costs.residuals import FrameTranslationResidual
 from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult
 from lietraj.problems.example_problem import ExampleProblem
-from lietraj.problems.support import FEET, at_rest_cost, contact_gains, robot_with_feet, standing_cost
+from lietraj.problems.support import (
+    FEET,
+    at_rest_cost,
+    contact_gains,
+    hard_constraints,
+    robot_with_feet,
+    standing_constraints,
+    standing_cost,
+)
 
 
 def balance(robot: str = "talos_legs", lift: str | None = None, horizon: int = 60, dt: float = 0.04,
             push=(0.0, 0.1, 0.0), clearance: float | None = None, shift: float = 0.5,
-            com_weight: float = 1e4, control_weight: float = 1e-3, friction: float = 0.7) -> ExampleProblem:
+            com_weight: float = 1e4, control_weight: float = 1e-3, friction: float = 0.7,
+            constraints: str = "soft") -> ExampleProblem:
     """The balance problem of the module docstring for ``robot``. ``lift``: None, or the foot frame to lift
     (one of ``lietraj.problems.FEET[robot].frames``). ``push``: the initial base linear velocity (m/s, world axes)
     when nothing is lifted; the joints move with it so that the feet stay still. ``clearance``: how high the
     lifted foot goes (default 5 cm for a humanoid, 3 cm for a quadruped). ``shift``: the fraction of the horizon
     spent moving the CoM before the foot lifts. ``friction``: the Coulomb coefficient of the friction cones the
-    forces are kept in (with the soles' centres of pressure) by a barrier cost."""
+    forces are kept in (with the soles' centres of pressure) by a barrier cost, or with ``constraints="hard"`` by
+    constraints at the cones, soles, joint and torque limits themselves (``support.standing_constraints``)."""
+    hard = hard_constraints(constraints, "balance")
     model, feet = robot_with_feet(robot, tuple(FEET), "balance")
     if lift is not None and lift not in feet.frames:
         raise ValueError(f"balance: lift must be None or one of {', '.join(feet.frames)}, got {lift!r}")
@@ -67,25 +78,26 @@ def balance(robot: str = "talos_legs", lift: str | None = None, horizon: int = 6
         x0 = State(x0.H, x0.s, v)
     u0 = quasi_static_torques(model, x0, every)
 
-    def running_costs(dynamics, com_ref, foot_target=None) -> CostSum:
-        c = standing_cost(dynamics, feet, rest, com_ref, u0, com_weight, control_weight, friction)
+    def knot(dynamics, com_ref, foot_target=None) -> ActionModel:
+        c = standing_cost(dynamics, feet, rest, com_ref, u0, com_weight, control_weight, friction, barriers=not hard)
         if foot_target is not None:
             c.add("foot", ResidualCost(FrameTranslationResidual(model, lift, foot_target, nu=model.n)), dt * com_weight)
-        return c
+        limits = standing_constraints(dynamics, feet, friction) if hard else None
+        return ActionModel(dynamics, c, constraints=limits)
 
     terminal = at_rest_cost(model, rest, c_goal, com_weight, joint_weight=0.01)
     on_all_feet = ContactRobotDynamics(model, dt, every)
     if lift is None:
-        running = [ActionModel(on_all_feet, running_costs(on_all_feet, c_goal))] * horizon
+        running = [knot(on_all_feet, c_goal)] * horizon
         foot_goal = None
     else:
         clearance = (0.05 if feet.kind == "6d" else 0.03) if clearance is None else clearance
         foot_goal = poses[lift][:3, 3] + np.array([0.0, 0.0, clearance])
         k1 = max(1, int(round(shift * horizon)))
         s = 0.5 * (1.0 - np.cos(np.pi * np.arange(k1) / k1))
-        shifting = ActionModel(on_all_feet, running_costs(on_all_feet, c0 + np.outer(s, c_goal - c0)))
+        shifting = knot(on_all_feet, c0 + np.outer(s, c_goal - c0))
         on_lift = ContactRobotDynamics(model, dt, tuple(c for c in every if c.frame != lift))
-        on_support = ActionModel(on_lift, running_costs(on_lift, c_goal, foot_goal))
+        on_support = knot(on_lift, c_goal, foot_goal)
         running = [shifting] * k1 + [on_support] * (horizon - k1)
         terminal.add("foot", ResidualCost(FrameTranslationResidual(model, lift, foot_goal, nu=0)), com_weight)
     problem = Problem(x0, running, terminal)

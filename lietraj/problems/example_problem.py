@@ -13,6 +13,7 @@ from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.problem import Problem
+from lietraj.optimal_control.solvers.augmented_lagrangian import solve_constrained
 from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult, solve_ddp, solve_fddp, solve_ilqr
 from lietraj.problems.actuators import has_placeholder_limits
 
@@ -48,9 +49,16 @@ class ExampleProblem:
               verbose: bool = False) -> SolverResult:
         """Solve from the default guess with ``solver`` ("fddp", "ilqr" or "ddp"; default: the problem's). iLQR and
         DDP start from a state guess as Crocoddyl's SolverDDP does: their first step is the closed-loop rollout of
-        the policy computed about it."""
+        the policy computed about it. A problem with hard constraints is solved by ``solve_constrained`` (FDDP on the
+        augmented Lagrangian; "ddp" adds DDP's term)."""
         solver = self.solver if solver is None else solver
         options = self.options if options is None else options
+        if self.problem.has_constraints:
+            if solver not in ("fddp", "ddp"):
+                raise ValueError(f"{self.name}: a problem with hard constraints is solved by the augmented-Lagrangian "
+                                 f"FDDP (solver 'fddp', or 'ddp' for its second-order term), not {solver!r}")
+            return solve_constrained(self.problem, self.xs0, self.us0, options, callback=callback, verbose=verbose,
+                                     second_order=solver == "ddp")
         if solver == "fddp":
             return solve_fddp(self.problem, self.xs0, self.us0, options, callback, verbose)
         if solver in ("ilqr", "ddp"):
@@ -109,9 +117,13 @@ class ExampleProblem:
           NaN, with ``torque_limits_unknown`` = 1, when the model carries its URDF's placeholder limits
           (``lietraj.problems.actuators``: the ready problems' models have their actuators' documented ones);
 
-        and the problem's own ``checks``."""
+        with ``constraint_violation`` for a problem with hard constraints (the largest violation of any, each in its
+        own unit: forces in the robot's weight), and the problem's own ``checks``."""
         out: dict[str, float] = {"cost": float(result.cost), "iterations": float(result.iterations),
                                  "converged": float(result.converged)}
+        if self.problem.has_constraints:
+            out["constraint_violation"] = max((v.value for v in self.problem.violations(result.xs, result.us).values()),
+                                              default=0.0)
         effort = self.model.effort_limit
         limited = np.isfinite(effort) & (effort > 0)
         if has_placeholder_limits(self.model):

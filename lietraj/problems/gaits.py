@@ -74,6 +74,8 @@ from lietraj.problems.support import (
     Feet,
     add_limit_costs,
     add_wrench_cone_cost,
+    hard_constraints,
+    standing_constraints,
     contact_gains,
     robot_with_feet,
 )
@@ -101,11 +103,13 @@ def _crocoddyl_state_bounds(urdf: RobotModel) -> QuadraticBarrier:
 class _GaitBuilder:
     """The phases of a gait for one robot: stance, flight and touchdown action models with Crocoddyl's costs;
     ``crocoddyl``: exactly those of Crocoddyl's ``SimpleQuadrupedalGaitProblem`` (module docstring), where ``urdf`` is
-    the robot as its URDF describes it, whose limits Crocoddyl's state bounds read."""
+    the robot as its URDF describes it, whose limits Crocoddyl's state bounds read; ``hard``: the friction cones,
+    joint and torque limits as constraints (``support.standing_constraints``) instead of barriers."""
 
     def __init__(self, model: RobotModel, feet: Feet, dt: float, friction: float, crocoddyl: bool = False,
-                 urdf: RobotModel | None = None):
+                 urdf: RobotModel | None = None, hard: bool = False):
         self.model, self.feet, self.dt, self.friction, self.crocoddyl = model, feet, dt, friction, crocoddyl
+        self.hard = hard
         self.x0 = model.reference_state()
         self.nj, self.nv = model.n, model.nv
         self.gains = CROCODDYL_CONTACT_GAINS if crocoddyl else contact_gains(dt)
@@ -154,15 +158,19 @@ class _GaitBuilder:
             cone = WrenchConeResidual(self.model, dynamics.contacts, self.friction / np.cos(np.pi / 4), facets=4,
                                       dynamics=dynamics)
             c.add("friction cone", ResidualCost(cone, barrier_activation(cone.nr)), dt * 1e1)
-        elif support:
+        elif support and not self.hard:
             add_wrench_cone_cost(c, dynamics, self.feet, self.friction, dt * 1e2)
         c.add("posture", self._posture(self.posture_weights, n), dt * 10.0)
         c.add("control", control_regularization(n), dt * 0.1)
         if self.crocoddyl:
             c.add("state bounds", self._state_bounds(n), dt * 1e3)
-        else:
+        elif not self.hard:
             add_limit_costs(c, self.model, dt)
-        return ActionModel(dynamics, c)
+        return ActionModel(dynamics, c, constraints=self._constraints(dynamics))
+
+    def _constraints(self, dynamics):
+        """The knot's hard constraints (None for soft ones): a stance's wrench cones and every knot's limits."""
+        return standing_constraints(dynamics, self.feet, self.friction) if self.hard else None
 
     def touchdown(self, support: dict[str, np.ndarray], landing: dict[str, np.ndarray]) -> ActionModel:
         """The impact knot placing the ``landing`` feet (frame -> target point): on all feet of ``support`` (frame
@@ -179,7 +187,7 @@ class _GaitBuilder:
         else:
             c.add("control", control_regularization(n), 1e-3)  # F_u = 0 at an impact: keeps Q_uu positive definite
             dynamics = ImpulseRobotDynamics(self.model, self.contacts(support))
-        model = ActionModel(dynamics, c)
+        model = ActionModel(dynamics, c, constraints=self._constraints(dynamics))
         self.landings[id(model)] = landing
         return model
 
@@ -225,7 +233,7 @@ def _check_positive(**values) -> None:
 
 def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None, step_height: float | None = None,
          dt: float = 0.01, step_knots: int = 25, support_knots: int = 2, friction: float = 0.7,
-         formulation: str = "lietraj") -> ExampleProblem:
+         formulation: str = "lietraj", constraints: str = "soft") -> ExampleProblem:
     """A trot of ``steps`` steps (Crocoddyl's ``createTrottingProblem``, repeated): the diagonal pairs (front-right,
     hind-left) and (front-left, hind-right) swing in turn for ``step_knots`` knots each, separated by
     ``support_knots`` knots on all four feet, each swing ending in a touchdown impact. The first step is half
@@ -235,17 +243,22 @@ def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None
     ``formulation="crocoddyl"``: Crocoddyl's problem term for term (module docstring; with ``steps=2`` exactly
     ``SimpleQuadrupedalGaitProblem.createTrottingProblem``, its contact gains, friction cones, state bounds and
     impulses, and the example's guess and iteration limit), for comparing the two libraries on one problem
-    (``lietraj solve trot --set formulation=crocoddyl``)."""
+    (``lietraj solve trot --set formulation=crocoddyl``). ``constraints="hard"``: the friction cones, joint and
+    torque limits as constraints at the limits themselves (lietraj's formulation only)."""
     if formulation not in FORMULATIONS:
         raise ValueError(f"trot: formulation must be one of {', '.join(FORMULATIONS)}, got {formulation!r}")
     crocoddyl = formulation == "crocoddyl"
+    hard = hard_constraints(constraints, "trot")
+    if hard and crocoddyl:
+        raise ValueError("trot: Crocoddyl's formulation keeps its limits by penalties: constraints='hard' needs "
+                         "formulation='lietraj'")
     model, feet = robot_with_feet(robot, QUADRUPEDS, "trot")
     if not (isinstance(steps, (int, np.integer)) and steps >= 1):
         raise ValueError(f"trot: steps must be a positive integer, got {steps!r}")
     if not (isinstance(step_knots, (int, np.integer)) and step_knots >= 2 and isinstance(support_knots, (int, np.integer))
             and support_knots >= 1):
         raise ValueError(f"trot: step_knots must be >= 2 and support_knots >= 1, got {step_knots!r}, {support_knots!r}")
-    g = _GaitBuilder(model, feet, dt, friction, crocoddyl, load_robot(robot) if crocoddyl else None)
+    g = _GaitBuilder(model, feet, dt, friction, crocoddyl, load_robot(robot) if crocoddyl else None, hard)
     height = float(center_of_mass(model, g.x0)[2])
     step_length = height / 3.0 if step_length is None else step_length
     step_height = height / 4.5 if step_height is None else step_height
@@ -284,17 +297,19 @@ def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None
 
 
 def jump(robot: str = "solo12", height: float | None = None, length=None, dt: float = 0.01, ground_knots: int = 10,
-         friction: float = 0.7) -> ExampleProblem:
+         friction: float = 0.7, constraints: str = "soft") -> ExampleProblem:
     """A jump (after Crocoddyl's ``createJumpingProblem``): ``ground_knots`` on four feet to take off, a ballistic
     flight whose CoM target rises ``height`` above the straight line to the landing point (the flight lasts
     ``2 sqrt(2 height / g)``, the time such a rise takes to go up and come down), a touchdown impact putting the
     feet ``length`` (3,) from where they started, and ``ground_knots`` on four feet with the CoM over them.
     Defaults: ``height`` 1/4 of the standing CoM height and ``length`` 1/3 of it forward (Crocoddyl's 0.15 m up
-    and 0.3 m aside on ANYmal, with a fixed flight time that makes the apex higher)."""
+    and 0.3 m aside on ANYmal, with a fixed flight time that makes the apex higher). ``constraints="hard"``: the
+    friction cones, joint and torque limits as constraints at the limits themselves."""
+    hard = hard_constraints(constraints, "jump")
     model, feet = robot_with_feet(robot, QUADRUPEDS, "jump")
     if not (isinstance(ground_knots, (int, np.integer)) and ground_knots >= 1):
         raise ValueError(f"jump: ground_knots must be a positive integer, got {ground_knots!r}")
-    g = _GaitBuilder(model, feet, dt, friction)
+    g = _GaitBuilder(model, feet, dt, friction, hard=hard)
     c0 = float(center_of_mass(model, g.x0)[2])
     height = c0 / 4.0 if height is None else height
     _check_positive(dt=dt, height=height, friction=friction)

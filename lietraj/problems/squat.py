@@ -30,16 +30,27 @@ from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobot
 from lietraj.optimal_control.problem import ActionModel, Problem
 from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult
 from lietraj.problems.example_problem import ExampleProblem
-from lietraj.problems.support import FEET, at_rest_cost, contact_gains, robot_with_feet, standing_cost
+from lietraj.problems.support import (
+    FEET,
+    at_rest_cost,
+    contact_gains,
+    hard_constraints,
+    robot_with_feet,
+    standing_constraints,
+    standing_cost,
+)
 
 
 def squat(robot: str = "talos_legs", depth: float | None = None, horizon: int = 50, dt: float = 0.04,
-          com_weight: float = 1e5, control_weight: float = 1e-3, friction: float = 0.7) -> ExampleProblem:
+          com_weight: float = 1e5, control_weight: float = 1e-3, friction: float = 0.7,
+          constraints: str = "soft") -> ExampleProblem:
     """The squat of the module docstring for ``robot`` over ``horizon`` knots of ``dt`` seconds: the CoM goes
     ``depth`` metres down and back up (default: 12 % of the standing CoM height, about 10 cm for Talos and 3 cm
     for solo12). Weights: ``com_weight`` on the CoM error (m²), ``control_weight`` on the torques' deviation from
     holding the posture (N²m²). ``friction``: the Coulomb coefficient of the friction cones the forces are kept
-    in (with the soles' centres of pressure) by a barrier cost."""
+    in (with the soles' centres of pressure) by a barrier cost, or with ``constraints="hard"`` by constraints at the
+    cones, soles, joint and torque limits themselves (``support.standing_constraints``; ``solve_constrained``)."""
+    hard = hard_constraints(constraints, "squat")
     model, feet = robot_with_feet(robot, tuple(FEET), "squat")
     x0 = model.reference_state()
     c0 = center_of_mass(model, x0)
@@ -52,9 +63,10 @@ def squat(robot: str = "talos_legs", depth: float | None = None, horizon: int = 
     com_ref = c0 - np.outer(depth * 0.5 * (1.0 - np.cos(2.0 * np.pi * t)), [0.0, 0.0, 1.0])
 
     dynamics = ContactRobotDynamics(model, dt, contacts)
-    running = standing_cost(dynamics, feet, x0, com_ref, u0, com_weight, control_weight, friction)
+    running = standing_cost(dynamics, feet, x0, com_ref, u0, com_weight, control_weight, friction, barriers=not hard)
     terminal = at_rest_cost(model, x0, c0, com_weight, joint_weight=1.0)
-    problem = Problem(x0, ActionModel(dynamics, running), terminal, horizon=horizon)
+    limits = standing_constraints(dynamics, feet, friction) if hard else None
+    problem = Problem(x0, ActionModel(dynamics, running, constraints=limits), terminal, horizon=horizon)
 
     def checks(ex: ExampleProblem, result: SolverResult) -> dict[str, float]:
         reached = float(c0[2] - np.min(center_of_mass(model, result.xs)[:, 2]))

@@ -15,6 +15,7 @@ import numpy as np
 from lietraj.dynamics.contacts.contact_dynamics import Contact
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.lie.state import State
+from lietraj.optimal_control.constraints import ConstraintSet, joint_position_limits, torque_limits, wrench_cone
 from lietraj.optimal_control.costs.activations import WeightedQuadratic
 from lietraj.optimal_control.costs.contact_residuals import WrenchConeResidual, barrier_activation
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
@@ -104,6 +105,40 @@ def posture_weights(model: RobotModel, base_orientation: float, joints: float, v
                            np.full(model.nv, velocities)])
 
 
+CONSTRAINTS = ("soft", "hard")
+"""How a ready problem keeps its limits: "soft", barrier costs started inside the limits (what penalty-based
+solvers and Crocoddyl's users do); "hard", constraints at the limits themselves, met by ``solve_constrained``."""
+
+
+def hard_constraints(constraints: str, problem: str) -> bool:
+    """Whether ``constraints`` (one of ``CONSTRAINTS``) asks for hard constraints; a ValueError names the choices."""
+    if constraints not in CONSTRAINTS:
+        raise ValueError(f"{problem}: constraints must be one of {', '.join(map(repr, CONSTRAINTS))}, got "
+                         f"{constraints!r}")
+    return constraints == "hard"
+
+
+def standing_constraints(dynamics, feet: Feet, friction: float | None) -> ConstraintSet:
+    """The hard counterparts of ``add_wrench_cone_cost`` and ``add_limit_costs`` at the knots of ``dynamics``: the
+    contacts' forces in their friction pyramids of coefficient ``friction`` and the soles' centres of pressure in
+    the whole soles ("wrench cone", when ``friction`` is given and the dynamics has contacts), the joint positions
+    ("joint limits") and the torques ("torque limits") within the model's limits."""
+    model = dynamics.model
+    constraints = ConstraintSet(model.state_space, model.n)
+    if friction is not None and isinstance(dynamics, ContactRobotDynamics):
+        _check_friction(friction)
+        soles = {c.frame: feet.sole for c in dynamics.contacts} if feet.sole else None
+        constraints.add("wrench cone", wrench_cone(dynamics, friction, soles))
+    constraints.add("joint limits", joint_position_limits(model, model.n))
+    constraints.add("torque limits", torque_limits(model))
+    return constraints
+
+
+def _check_friction(friction: float) -> None:
+    if not (np.isfinite(friction) and friction > 0.0):
+        raise ValueError(f"the friction coefficient must be a positive number, got {friction!r}")
+
+
 def add_limit_costs(costs: CostSum, model: RobotModel, dt: float) -> None:
     """Add to the running cost ``costs`` the barriers on the joint limits (``joint_limit_cost``, weight
     ``JOINT_LIMIT_WEIGHT dt``) and on the torques (``torque_limit_cost``, ``TORQUE_LIMIT_WEIGHT dt``), under the
@@ -119,8 +154,7 @@ def add_wrench_cone_cost(costs: CostSum, dynamics: ContactRobotDynamics, feet: F
     ``scale · 1e4 / (m g)²``: a violation of 1 % of the robot's weight then costs as much as 1 cm of CoM error at a
     CoM weight of ``1e4 · scale``. A barrier is soft, so it is placed ``WRENCH_CONE_SAFETY`` inside the true limits
     (friction coefficient and sole size), which the solutions then respect."""
-    if not (np.isfinite(friction) and friction > 0.0):
-        raise ValueError(f"the friction coefficient must be a positive number, got {friction!r}")
+    _check_friction(friction)
     model, contacts = dynamics.model, dynamics.contacts
     soles = {c.frame: tuple(WRENCH_CONE_SAFETY * np.array(feet.sole)) for c in contacts} if feet.sole else None
     residual = WrenchConeResidual(model, contacts, WRENCH_CONE_SAFETY * friction, soles, dynamics=dynamics)
@@ -129,12 +163,13 @@ def add_wrench_cone_cost(costs: CostSum, dynamics: ContactRobotDynamics, feet: F
 
 
 def standing_cost(dynamics: ContactRobotDynamics, feet: Feet, posture: State, com_ref, u_ref, com_weight: float,
-                  control_weight: float, friction: float) -> CostSum:
+                  control_weight: float, friction: float, barriers: bool = True) -> CostSum:
     """The running cost of a robot standing on the contacts of ``dynamics``, ``dt`` times (Crocoddyl's integrated
     models): the CoM tracking ``com_ref`` ((3,) or one point per knot) weighted ``com_weight``, the state regularized
     towards ``posture`` (base orientation 10, joints 0.01, velocities 1; base position free), the torques towards
-    ``u_ref`` weighted ``control_weight``, the wrench-cone barrier of ``add_wrench_cone_cost``, and the barriers on the
-    joint and torque limits of ``add_limit_costs``."""
+    ``u_ref`` weighted ``control_weight``, and with ``barriers`` the wrench-cone barrier of ``add_wrench_cone_cost``
+    and the barriers on the joint and torque limits of ``add_limit_costs`` (without: ``standing_constraints``
+    keeps them)."""
     model, dt = dynamics.model, dynamics.dt
     space, n = model.state_space, model.n
     c = CostSum(space, n)
@@ -142,8 +177,9 @@ def standing_cost(dynamics: ContactRobotDynamics, feet: Feet, posture: State, co
     regularization = WeightedQuadratic(posture_weights(model, 10.0, 0.01, 1.0))
     c.add("posture", ResidualCost(StateResidual(space, posture, n), regularization), dt)
     c.add("control", control_regularization(n, reference=u_ref, state_space=space), dt * control_weight)
-    add_wrench_cone_cost(c, dynamics, feet, friction, dt * com_weight / 1e4)
-    add_limit_costs(c, model, dt)
+    if barriers:
+        add_wrench_cone_cost(c, dynamics, feet, friction, dt * com_weight / 1e4)
+        add_limit_costs(c, model, dt)
     return c
 
 
