@@ -97,7 +97,8 @@ class Constraint:
         if np.isposinf(self.lower).any() or np.isneginf(self.upper).any():
             raise ValueError(f"Constraint({residual!r}): lower = +inf or upper = -inf can never be met; use finite "
                              "bounds (or ±inf on the free side)")
-        if not (isinstance(scale, (int, float, np.integer, np.floating)) and math.isfinite(scale) and scale > 0):
+        if isinstance(scale, bool) or not (isinstance(scale, (int, float, np.integer, np.floating)) and math.isfinite(scale)
+                                           and scale > 0):
             raise ValueError(f"Constraint({residual!r}): scale must be a finite number > 0, got {scale!r}")
         self.scale = float(scale)
         self.equality = self.lower == self.upper
@@ -123,7 +124,8 @@ class Constraint:
     def excess(self, r: np.ndarray) -> np.ndarray:
         """Signed excess of the rows of ``r`` (N, nr) over their bounds, in units of ``scale``: ``(r − upper) /
         scale`` above, ``(r − lower) / scale`` (negative) below, 0 inside."""
-        return (np.maximum(r - self.upper, 0.0) + np.minimum(r - self.lower, 0.0)) / self.scale
+        above, below = r - self.upper, self.lower - r  # both > 0 only between contradictory bounds: the larger counts
+        return np.where(above >= below, np.maximum(above, 0.0), -np.maximum(below, 0.0)) / self.scale
 
     def violation(self, X: Trajectory, U: np.ndarray | None) -> np.ndarray:
         """The largest violation of the rows at every knot, in units of ``scale``, (N,)."""

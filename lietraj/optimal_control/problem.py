@@ -62,9 +62,12 @@ def _check_constraints(constraints, space: StateSpace, nu: int, what: str) -> No
     if not isinstance(constraints, ConstraintSet):
         raise ValueError(f"{what}: constraints must be a ConstraintSet, got {type(constraints).__name__}")
     if constraints.nu != nu:
-        raise ValueError(f"{what}: the constraints have nu = {constraints.nu}, the dynamics nu = {nu}")
-    if constraints.state_space is not None and not same_space(constraints.state_space, space):
-        raise ValueError(f"{what}: the constraints are on {constraints.state_space}, the dynamics on {space}")
+        knot = "the terminal knot takes nu = 0" if "terminal" in what else f"the dynamics have nu = {nu}"
+        raise ValueError(f"{what}: the constraints have nu = {constraints.nu}, {knot}")
+    for name, c in [("", constraints)] + list(constraints.items()):
+        if c.state_space is not None and not same_space(c.state_space, space):
+            which = f"constraint {name!r} is" if name else "constraints are"
+            raise ValueError(f"{what}: the {which} on {c.state_space}, the dynamics on {space}")
 
 
 @dataclass(eq=False)

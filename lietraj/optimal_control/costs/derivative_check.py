@@ -1,4 +1,5 @@
-"""One-call check of a cost's or a dynamics' derivatives against geometric finite differences.
+"""One-call check of the derivatives of a cost, a dynamics, a residual or a constraint against geometric finite
+differences.
 
 ``check_derivatives(obj, x, u)`` compares what ``obj`` returns with central differences on the state group
 (``numerical_jacobian``: ``x exp(±δ eᵢ)``, ``u ± δ eᵢ``, so in the tangent chart the solvers use) and reports, block
@@ -9,7 +10,13 @@ by block, the largest error and where it is:
   symmetrised differences of its own gradient ``[l_x; l_u]`` (so fix a wrong gradient first). Gauss–Newton Hessians
   are reported as skipped: they are not the second derivative; so are the blocks a cost lists in
   ``numerical_blocks`` (a ``FunctionCost``'s derivatives that the user did not give: there is nothing to check);
-- a ``DiscreteDynamics``: ``F_x``, ``F_u`` against differences of ``step``, the output measured with ``⊖``.
+- a ``DiscreteDynamics``: ``F_x``, ``F_u`` against differences of ``step``, the output measured with ``⊖``;
+- a ``Residual``, or a ``Constraint`` (``constraints``; recognised by its ``residual``, so that this module, below
+  the constraints, does not import them): ``r`` of ``derivatives`` against ``value``, and ``R_x``, ``R_u`` against
+  differences of ``value``. The blocks checked are those the costs use: a residual with ``uses_x`` (``uses_u``)
+  false is taken to have a zero ``R_x`` (``R_u``) whatever its ``derivatives`` return, so a residual that does depend
+  on a variable it says it ignores fails. ``R_u`` is skipped when there are no controls (``nu = 0``), and when
+  ``uses_u`` is false and the differences in ``u`` are zero (nothing to check).
 
 The analytic side is one batched call over all knots (what the solvers call); the numeric side one knot at a time.
 A block's relative error is ``max |analytic − numeric| / max(max |numeric|, 1)``; it passes below ``tolerance``.
@@ -25,6 +32,7 @@ import numpy as np
 from lietraj.dynamics.lie.finite_differences import numerical_jacobian
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 from lietraj.optimal_control.costs.costs import CostModel
+from lietraj.optimal_control.costs.residuals import Residual
 from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDynamics
 
 
@@ -216,12 +224,64 @@ def _check_dynamics(dyn: DiscreteDynamics, X, U, tolerance: float, eps: float) -
     return DerivativeReport(repr(dyn), N, tolerance, blocks)
 
 
-def check_derivatives(obj: CostModel | DiscreteDynamics, x: State | Trajectory, u=None, *, tolerance: float = 1e-6,
-                      eps: float = 1e-6, hessian: bool | None = None) -> DerivativeReport:
-    """Compare the derivatives of a cost or of discrete dynamics at ``x`` (a State, or a Trajectory for every
-    knot) and ``u`` ((nu,) or (N, nu); None for a terminal cost) with central differences of step ``eps`` on the
-    group. ``hessian`` forces (True) or skips (False) the second-order blocks of a cost; by default they are checked
-    when the cost's ``exact_hessian`` is true. Print the report to see each block's error and its worst entry."""
+def _residual_of(obj) -> Residual | None:
+    """The residual behind ``obj``: ``obj`` itself, or a constraint's ``residual`` (not a cost's: costs come first)."""
+    if isinstance(obj, Residual):
+        return obj
+    residual = getattr(obj, "residual", None)
+    if isinstance(residual, Residual) and callable(getattr(obj, "value", None)) and callable(
+            getattr(obj, "derivatives", None)):
+        return residual
+    return None
+
+
+def _check_residual(obj, residual: Residual, X, U, tolerance: float, eps: float) -> DerivativeReport:
+    """``r``, ``R_x``, ``R_u`` of a residual or of a constraint (``obj``: its ``value`` and ``derivatives`` are
+    called) against ``value`` and its central differences, one knot at a time."""
+    space = obj.state_space or StateSpace(X.s.shape[1], X.H is not None)
+    nu, nr, N = obj.nu, obj.nr, len(X)
+    d = obj.derivatives(X, U)
+    value = np.asarray(obj.value(X, U), dtype=float)
+    R_x = np.zeros((N, nr, space.ndx))
+    R_u = np.zeros((N, nr, nu))
+    for k in range(N):
+        x, u = _one(X, U, k)
+        if U is None:
+            R_x[k] = numerical_jacobian(lambda xx: obj.value(Trajectory.repeat(xx, 1), None)[0], x, eps=eps)
+        else:
+            R_x[k], R_u[k] = numerical_jacobian(lambda xx, uu: obj.value(Trajectory.repeat(xx, 1), uu[None])[0], x, u,
+                                                eps=eps)
+    rl = [f"r[{i}]" for i in range(nr)]
+    xl = tangent_labels(space, _joint_names(obj, space.n))
+    names = _joint_names(obj, nu)
+    ul = [f"u[{i}]" + (f" ({names[i]})" if names is not None else "") for i in range(nu)]
+    uses_x, uses_u = getattr(residual, "uses_x", True), getattr(residual, "uses_u", False)
+    analytic_x = np.asarray(d.R_x, dtype=float) if uses_x else np.zeros_like(R_x)
+    if not uses_x:
+        xl = [f"{label} (uses_x is False)" for label in xl]
+    blocks = [_compare("r", np.asarray(d.r, dtype=float), value, [rl], tolerance, N > 1),
+              _compare("R_x", analytic_x, R_x, [rl, xl], tolerance, N > 1)]
+    skipped: dict[str, str] = {}
+    if nu == 0:
+        skipped["R_u"] = "no controls (nu = 0)"
+    elif not uses_u and not R_u.any():
+        skipped["R_u"] = "uses_u is False and the differences in u are zero"
+    else:
+        analytic_u = np.asarray(d.R_u, dtype=float) if uses_u else np.zeros_like(R_u)
+        if not uses_u:
+            ul = [f"{label} (uses_u is False)" for label in ul]
+        blocks.append(_compare("R_u", analytic_u, R_u, [rl, ul], tolerance, N > 1))
+    return DerivativeReport(repr(obj), N, tolerance, blocks, skipped)
+
+
+def check_derivatives(obj, x: State | Trajectory, u=None, *, tolerance: float = 1e-6, eps: float = 1e-6,
+                      hessian: bool | None = None) -> DerivativeReport:
+    """Compare the derivatives of ``obj`` (a ``CostModel``, a ``DiscreteDynamics``, a ``Residual`` or a
+    ``Constraint``) at ``x`` (a State, or a Trajectory for every knot) and ``u`` ((nu,) or (N, nu); None when
+    ``nu = 0``) with central differences of step ``eps`` on the group (module docstring for the blocks).
+    ``hessian`` forces (True) or skips (False) the second-order blocks of a cost; by default they are checked when
+    the cost's ``exact_hessian`` is true (residuals and constraints have none). Print the report to see each block's
+    error and its worst entry."""
     if not (np.isfinite(tolerance) and tolerance > 0 and np.isfinite(eps) and eps > 0):
         raise ValueError(f"check_derivatives: tolerance and eps must be positive numbers, got {tolerance}, {eps}")
     if isinstance(obj, CostModel):
@@ -230,4 +290,9 @@ def check_derivatives(obj: CostModel | DiscreteDynamics, x: State | Trajectory, 
     if isinstance(obj, DiscreteDynamics):
         X, U = _knots(x, u, obj.nu, "check_derivatives")
         return _check_dynamics(obj, X, U, tolerance, eps)
-    raise TypeError(f"check_derivatives: obj must be a CostModel or a DiscreteDynamics, got {type(obj).__name__}")
+    residual = _residual_of(obj)
+    if residual is not None:
+        X, U = _knots(x, u, obj.nu, "check_derivatives")
+        return _check_residual(obj, residual, X, U, tolerance, eps)
+    raise TypeError("check_derivatives: obj must be a Residual, a Constraint, a CostModel or a DiscreteDynamics, got "
+                    f"{type(obj).__name__}")
