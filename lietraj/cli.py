@@ -88,8 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--dt", metavar="SECONDS", help="time step in seconds (positive)")
     solve.add_argument("--max-iter", type=int, help="iteration limit (default: the problem's)")
     solve.add_argument("--constraints", choices=CONSTRAINTS,
-                       help="limits as barrier costs (soft, the default) or as constraints met by the "
-                            "augmented-Lagrangian solver (hard); balance, squat, jump and trot")
+                       help="limits as constraints met by the augmented-Lagrangian solver (hard, the default) or as "
+                            "barrier costs (soft); balance, squat, jump and trot")
     solve.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
                        help="1, or 2 to compute the dynamics' derivatives beside the costs' (default: 2 where the "
                             "machine has two cores)")

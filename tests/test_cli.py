@@ -151,7 +151,7 @@ def test_unconverged_solve_says_why_on_stderr_and_prints_its_result_once(capsys)
     code, out, err = run(capsys, *SQUAT, "--max-iter", "1")
     assert code == 1
     assert sum("max_iterations" in line for line in out.splitlines()) == 1  # log on: the solver's line was a second
-    assert err.startswith("lietraj: error: the solve did not converge: FDDP reached the iteration limit (max_iter = 1")
+    assert err.startswith("lietraj: error: the solve did not converge: AL-FDDP reached the iteration limit (max_iter = 1")
 
 
 def test_failed_solve_says_so_exits_1_and_marks_its_files(capsys, tmp_path, monkeypatch):

@@ -43,14 +43,15 @@ from lietraj.problems.support import (
 def balance(robot: str = "talos_legs", lift: str | None = None, horizon: int = 60, dt: float = 0.04,
             push=(0.0, 0.1, 0.0), clearance: float | None = None, shift: float = 0.5,
             com_weight: float = 1e4, control_weight: float = 1e-3, friction: float = 0.7,
-            constraints: str = "soft") -> ExampleProblem:
+            constraints: str = "hard") -> ExampleProblem:
     """The balance problem of the module docstring for ``robot``. ``lift``: None, or the foot frame to lift
     (one of ``lietraj.problems.FEET[robot].frames``). ``push``: the initial base linear velocity (m/s, world axes)
     when nothing is lifted; the joints move with it so that the feet stay still. ``clearance``: how high the
     lifted foot goes (default 5 cm for a humanoid, 3 cm for a quadruped). ``shift``: the fraction of the horizon
     spent moving the CoM before the foot lifts. ``friction``: the Coulomb coefficient of the friction cones the
-    forces are kept in (with the soles' centres of pressure) by a barrier cost, or with ``constraints="hard"`` by
-    constraints at the cones, soles, joint and torque limits themselves (``support.standing_constraints``)."""
+    forces are kept in (with the soles' centres of pressure) by constraints at the cones, soles, joint and
+    torque limits themselves (``constraints="hard"``, the default: ``support.standing_constraints``, met by
+    ``solve_constrained``), or with ``constraints="soft"`` by barrier costs started inside them."""
     hard = hard_constraints(constraints, "balance")
     model, feet = robot_with_feet(robot, tuple(FEET), "balance")
     if lift is not None and lift not in feet.frames:

@@ -218,8 +218,8 @@ class _GaitBuilder:
 
     def example(self, name: str, running: list[ActionModel], description: str, checks) -> ExampleProblem:
         problem = Problem(self.x0, running, self.terminal())
-        # Crocoddyl's example solves its gaits with at most 100 iterations
-        options = SolverOptions(max_iter=100 if self.crocoddyl else 200)
+        # Crocoddyl's example solves its gaits with at most 100 iterations; hard limits take more (a1's jump: 206)
+        options = SolverOptions(max_iter=100 if self.crocoddyl else 400 if self.hard else 200)
         return ExampleProblem(name, self.model, problem, self.guess(running), xs0=problem.constant_trajectory(self.x0),
                               solver="fddp", options=options, friction=self.friction, description=description,
                               checks=checks)
@@ -233,7 +233,7 @@ def _check_positive(**values) -> None:
 
 def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None, step_height: float | None = None,
          dt: float = 0.01, step_knots: int = 25, support_knots: int = 2, friction: float = 0.7,
-         formulation: str = "lietraj", constraints: str = "soft") -> ExampleProblem:
+         formulation: str = "lietraj", constraints: str | None = None) -> ExampleProblem:
     """A trot of ``steps`` steps (Crocoddyl's ``createTrottingProblem``, repeated): the diagonal pairs (front-right,
     hind-left) and (front-left, hind-right) swing in turn for ``step_knots`` knots each, separated by
     ``support_knots`` knots on all four feet, each swing ending in a touchdown impact. The first step is half
@@ -243,12 +243,13 @@ def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None
     ``formulation="crocoddyl"``: Crocoddyl's problem term for term (module docstring; with ``steps=2`` exactly
     ``SimpleQuadrupedalGaitProblem.createTrottingProblem``, its contact gains, friction cones, state bounds and
     impulses, and the example's guess and iteration limit), for comparing the two libraries on one problem
-    (``lietraj solve trot --set formulation=crocoddyl``). ``constraints="hard"``: the friction cones, joint and
-    torque limits as constraints at the limits themselves (lietraj's formulation only)."""
+    (``lietraj solve trot --set formulation=crocoddyl``). ``constraints``: "hard" (the default of lietraj's
+    formulation) keeps the friction cones, joint and torque limits as constraints at the limits themselves, "soft"
+    (the only choice, and the default, of Crocoddyl's) by barrier costs."""
     if formulation not in FORMULATIONS:
         raise ValueError(f"trot: formulation must be one of {', '.join(FORMULATIONS)}, got {formulation!r}")
     crocoddyl = formulation == "crocoddyl"
-    hard = hard_constraints(constraints, "trot")
+    hard = hard_constraints(("soft" if crocoddyl else "hard") if constraints is None else constraints, "trot")
     if hard and crocoddyl:
         raise ValueError("trot: Crocoddyl's formulation keeps its limits by penalties: constraints='hard' needs "
                          "formulation='lietraj'")
@@ -297,14 +298,14 @@ def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None
 
 
 def jump(robot: str = "solo12", height: float | None = None, length=None, dt: float = 0.01, ground_knots: int = 10,
-         friction: float = 0.7, constraints: str = "soft") -> ExampleProblem:
+         friction: float = 0.7, constraints: str = "hard") -> ExampleProblem:
     """A jump (after Crocoddyl's ``createJumpingProblem``): ``ground_knots`` on four feet to take off, a ballistic
     flight whose CoM target rises ``height`` above the straight line to the landing point (the flight lasts
     ``2 sqrt(2 height / g)``, the time such a rise takes to go up and come down), a touchdown impact putting the
     feet ``length`` (3,) from where they started, and ``ground_knots`` on four feet with the CoM over them.
     Defaults: ``height`` 1/4 of the standing CoM height and ``length`` 1/3 of it forward (Crocoddyl's 0.15 m up
-    and 0.3 m aside on ANYmal, with a fixed flight time that makes the apex higher). ``constraints="hard"``: the
-    friction cones, joint and torque limits as constraints at the limits themselves."""
+    and 0.3 m aside on ANYmal, with a fixed flight time that makes the apex higher). ``constraints``: "hard" keeps
+    the friction cones, joint and torque limits as constraints at the limits themselves, "soft" by barrier costs."""
     hard = hard_constraints(constraints, "jump")
     model, feet = robot_with_feet(robot, QUADRUPEDS, "jump")
     if not (isinstance(ground_knots, (int, np.integer)) and ground_knots >= 1):

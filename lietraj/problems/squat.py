@@ -43,13 +43,14 @@ from lietraj.problems.support import (
 
 def squat(robot: str = "talos_legs", depth: float | None = None, horizon: int = 50, dt: float = 0.04,
           com_weight: float = 1e5, control_weight: float = 1e-3, friction: float = 0.7,
-          constraints: str = "soft") -> ExampleProblem:
+          constraints: str = "hard") -> ExampleProblem:
     """The squat of the module docstring for ``robot`` over ``horizon`` knots of ``dt`` seconds: the CoM goes
     ``depth`` metres down and back up (default: 12 % of the standing CoM height, about 10 cm for Talos and 3 cm
     for solo12). Weights: ``com_weight`` on the CoM error (m²), ``control_weight`` on the torques' deviation from
     holding the posture (N²m²). ``friction``: the Coulomb coefficient of the friction cones the forces are kept
-    in (with the soles' centres of pressure) by a barrier cost, or with ``constraints="hard"`` by constraints at the
-    cones, soles, joint and torque limits themselves (``support.standing_constraints``; ``solve_constrained``)."""
+    in (with the soles' centres of pressure) by constraints at the cones, soles, joint and
+    torque limits themselves (``constraints="hard"``, the default: ``support.standing_constraints``, met by
+    ``solve_constrained``), or with ``constraints="soft"`` by barrier costs started inside them."""
     hard = hard_constraints(constraints, "squat")
     model, feet = robot_with_feet(robot, tuple(FEET), "squat")
     x0 = model.reference_state()
