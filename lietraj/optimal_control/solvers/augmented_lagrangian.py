@@ -59,6 +59,10 @@ from lietraj.optimal_control.solvers.solvers import (
 )
 
 
+STALL = 5
+"""Steps in a row without progress after which the inner solve counts as at its floor (``ConstrainedSolver.stalled``)."""
+
+
 class AugmentedLagrangianActivation(Activation):
     """``ψ`` of the module docstring for one constraint at ``N`` knots: ``multipliers`` (N, nr), the multipliers of
     the scaled rows, and ``penalty`` (1,), both read at every call (the solver updates them in place)."""
@@ -287,6 +291,7 @@ class ConstrainedSolver(Solver):
         self.verbose = verbose
         self._reset_targets()
         self.outer_iterations = 0
+        self._best, self._flat = math.inf, 0  # the inner solve's best stationarity and steps without progress
         self._last = (math.nan, math.nan, "")  # violation, penalty, worst constraint: for the log
 
     # ---- the outer loop ------------------------------------------------------------------------------------
@@ -310,17 +315,44 @@ class ConstrainedSolver(Solver):
         return gradient / (1.0 + float(np.abs(state.derivatives.running.l_u).max(initial=0.0)))
 
     def termination(self, state: SolverState) -> str:
-        """Step 3 with the outer loop: once the augmented problem is solved to ``ω`` on a closed trajectory, the
-        KKT test, then a multiplier or penalty update; an update changes the problem, so the local model is marked
-        stale (``state.linearized``) and the iteration ends without a step."""
-        if state.feasible and self.stationarity(state) <= max(self._omega, self.constraint_options.stationarity_tol):
-            return self.outer_update(state)
+        """Step 3 with the outer loop: once the augmented problem is solved to ``ω`` on a closed trajectory (or its
+        stationarity has stalled at its rounding floor: ``stalled``), the KKT test, then a multiplier or penalty
+        update; an update changes the problem, so the local model is marked stale (``state.linearized``) and the
+        iteration ends without a step. Without constraints this is FDDP's test on the relative stationarity."""
+        if state.feasible:
+            stationarity = self.stationarity(state)
+            stalled = self.stalled(state, stationarity)
+            if not self.augmented.slots and (stationarity <= self.constraint_options.stationarity_tol or stalled):
+                self.kkt = KKTResiduals(stationarity, 0.0, 0.0)
+                return "converged" if stationarity <= self.constraint_options.stationarity_tol else self._floor(
+                    stationarity)
+            if stalled or stationarity <= max(self._omega, self.constraint_options.stationarity_tol):
+                return self.outer_update(state, stalled)
         if state.iteration >= self.options.max_iter:
             return "max_iterations"
         return ""
 
-    def outer_update(self, state: SolverState) -> str:
-        """The multiplier or penalty update at an inner solution, or the status that ends the solve."""
+    def stalled(self, state: SolverState, stationarity: float) -> bool:
+        """Whether the inner solve has stopped making progress: ``STALL`` steps in a row whose expected decrease was
+        below ``min_expected`` (nothing left to gain at this precision) without halving the stationarity. A large
+        penalty puts a floor of rounding errors under the stationarity (``ρ`` times the residuals' ε), which a
+        tolerance below it would wait for until ``max_iter``."""
+        last = state.history[-1] if state.history else None
+        if last is None or last.step == 0.0 or abs(last.expected) >= self.options.min_expected or \
+                stationarity < 0.5 * self._best:
+            self._best, self._flat = min(self._best, stationarity), 0
+            return False
+        self._flat += 1
+        return self._flat >= STALL
+
+    def _floor(self, stationarity: float) -> str:
+        return (f"failed: the stationarity stalled at {stationarity:.3g}, above stationarity_tol = "
+                f"{self.constraint_options.stationarity_tol:g}: its rounding floor at penalty "
+                f"{self.augmented.penalty[0]:.3g} (loosen stationarity_tol, or start with a smaller penalty_init)")
+
+    def outer_update(self, state: SolverState, stalled: bool = False) -> str:
+        """The multiplier or penalty update at an inner solution, or the status that ends the solve (``stalled``:
+        the inner solve is at its floor, and ends the solve if the constraints are met but not the stationarity)."""
         aug, opts = self.augmented, self.constraint_options
         residuals = aug.residuals(state.xs, state.us)
         estimates = aug.estimates(residuals)
@@ -334,12 +366,15 @@ class ConstrainedSolver(Solver):
         self._last = (feasibility, float(aug.penalty[0]), worst)
         self.kkt = KKTResiduals(stationarity, feasibility, complementarity)
         self.outer_iterations += 1
+        self._best, self._flat = math.inf, 0
         if feasibility <= self._eta or feasibility <= opts.feasibility_tol:
             for slot, lam in zip(aug.slots, estimates):
                 slot.multipliers[...] = lam
-            if (stationarity <= opts.stationarity_tol and feasibility <= opts.feasibility_tol
-                    and complementarity <= opts.complementarity_tol):
-                return "converged"
+            if feasibility <= opts.feasibility_tol and complementarity <= opts.complementarity_tol:
+                if stationarity <= opts.stationarity_tol:
+                    return "converged"
+                if stalled:
+                    return self._floor(stationarity)
             rho = float(aug.penalty[0])
             self._eta, self._omega = self._eta / rho ** 0.9, self._omega / rho
         else:
