@@ -146,7 +146,7 @@ def test_iteration_limit_and_log():
     result = solver.solve()
     assert result.status == "max_iterations" and result.iterations == 6
     lines = log.getvalue().splitlines()
-    assert lines[0].split()[-3:] == ["viol", "penalty", "worst"] and len(lines) == 7
+    assert lines[0].split()[-5:] == ["stat", "viol", "comp", "penalty", "worst"] and len(lines) == 7
     assert result.max_violation == max(v.value for v in problem.violations(result.xs, result.us).values())
     assert result.cost == pytest.approx(problem.cost(result.xs, result.us), rel=1e-14)
 

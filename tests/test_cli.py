@@ -261,7 +261,7 @@ def test_summary_title_of_a_failed_solve_fits_the_figure():
 def test_hard_constraints_log_their_violation_and_report_it(capsys):
     code, out, err = run(capsys, "solve", "balance", "--robot", "solo12", "--constraints", "hard")
     assert code == 0 and err == ""
-    assert out.splitlines()[2].split()[-3:] == ["viol", "penalty", "worst"]
+    assert out.splitlines()[2].split()[-5:] == ["stat", "viol", "comp", "penalty", "worst"]
     assert "AL-FDDP: converged" in out
     violation = float(next(line for line in out.splitlines() if "constraint_violation:" in line).split()[-1])
     assert 0.0 <= violation <= 1e-6

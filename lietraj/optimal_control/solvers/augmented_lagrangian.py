@@ -254,9 +254,10 @@ def _complementarity(slot: _Slot, r: np.ndarray, lam: np.ndarray) -> float:
 
 
 class ConstrainedLogTable(LogTable):
-    """``LogTable`` with the constraints' columns: the largest violation, the worst constraint and the penalty."""
+    """``LogTable`` with the KKT columns: the relative stationarity at the guess, the largest violation and the
+    complementarity at the last outer update, the penalty and the worst constraint."""
 
-    HEADER = LogTable.HEADER + f" {'viol':>9} {'penalty':>8}  worst"
+    HEADER = LogTable.HEADER + f" {'stat':>9} {'viol':>9} {'comp':>9} {'penalty':>8}  worst"
 
     def __call__(self, info: IterationInfo) -> None:
         if info.iteration % self.every:
@@ -266,8 +267,9 @@ class ConstrainedLogTable(LogTable):
             print(self.HEADER, file=stream)
         self._rows += 1
         print(f"{info.iteration:>5} {info.cost:>14.8e} {info.stop:>10.3e} {info.expected:>10.3e} {info.step:>8.4f} "
-              f"{info.regularization:>9.2e} {info.gap_norm:>9.2e} {1e3 * info.time:>9.2f} {info.violation:>9.2e} "
-              f"{info.penalty:>8.1e}  {info.worst}", file=stream, flush=True)
+              f"{info.regularization:>9.2e} {info.gap_norm:>9.2e} {1e3 * info.time:>9.2f} {info.stationarity:>9.2e} "
+              f"{info.violation:>9.2e} {info.complementarity:>9.2e} {info.penalty:>8.1e}  {info.worst}", file=stream,
+              flush=True)
 
 
 class ConstrainedSolver(Solver):
@@ -292,7 +294,8 @@ class ConstrainedSolver(Solver):
         self._reset_targets()
         self.outer_iterations = 0
         self._best, self._flat = math.inf, 0  # the inner solve's best stationarity and steps without progress
-        self._last = (math.nan, math.nan, "")  # violation, penalty, worst constraint: for the log
+        self._stationarity = math.nan
+        self._last = (math.nan, math.nan, math.nan, "")  # violation, complementarity, penalty, worst: for the log
 
     # ---- the outer loop ------------------------------------------------------------------------------------
 
@@ -319,8 +322,8 @@ class ConstrainedSolver(Solver):
         stationarity has stalled at its rounding floor: ``stalled``), the KKT test, then a multiplier or penalty
         update; an update changes the problem, so the local model is marked stale (``state.linearized``) and the
         iteration ends without a step. Without constraints this is FDDP's test on the relative stationarity."""
+        self._stationarity = stationarity = self.stationarity(state)
         if state.feasible:
-            stationarity = self.stationarity(state)
             stalled = self.stalled(state, stationarity)
             if not self.augmented.slots and (stationarity <= self.constraint_options.stationarity_tol or stalled):
                 self.kkt = KKTResiduals(stationarity, 0.0, 0.0)
@@ -363,7 +366,7 @@ class ConstrainedSolver(Solver):
         complementarity = max((_complementarity(s, r, lam) for s, r, lam in zip(aug.slots, residuals, estimates)),
                               default=0.0) / (1.0 + largest)
         stationarity = self.stationarity(state)
-        self._last = (feasibility, float(aug.penalty[0]), worst)
+        self._last = (feasibility, complementarity, float(aug.penalty[0]), worst)
         self.kkt = KKTResiduals(stationarity, feasibility, complementarity)
         self.outer_iterations += 1
         self._best, self._flat = math.inf, 0
@@ -392,10 +395,11 @@ class ConstrainedSolver(Solver):
         return ""
 
     def iteration_info(self, state: SolverState, step, expected: float, clock: float) -> IterationInfo:
-        """The iteration's ``IterationInfo`` with the violation, the penalty and the worst constraint at the last
-        outer update."""
+        """The iteration's ``IterationInfo`` with the stationarity of the guess it started from, and the violation,
+        complementarity, penalty and worst constraint at the last outer update."""
         info = super().iteration_info(state, step, expected, clock)
-        info.violation, info.penalty, info.worst = self._last
+        info.violation, info.complementarity, info.penalty, info.worst = self._last
+        info.stationarity = self._stationarity
         return info
 
     # ---- the result ----------------------------------------------------------------------------------------

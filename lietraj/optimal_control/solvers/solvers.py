@@ -121,8 +121,8 @@ class IterationInfo:
     gaps) at the guess it starts from; ``cost`` after it; the accepted ``step`` (0 if none), the ``regularization`` used,
     the actual and expected decrease of the taken step, the wall ``time`` in seconds, and the guess ``xs, us``
     after the step (references, not copies: the solver never writes into an accepted guess). A constrained solver
-    adds the largest constraint ``violation`` and the ``worst`` constraint at its last outer update, and its
-    ``penalty``."""
+    adds the relative ``stationarity`` of the guess, the largest constraint ``violation``, the ``worst`` constraint
+    and the ``complementarity`` at its last outer update, and its ``penalty``."""
 
     iteration: int
     cost: float
@@ -137,7 +137,9 @@ class IterationInfo:
     solver: str
     xs: Trajectory
     us: np.ndarray
+    stationarity: float = math.nan
     violation: float = math.nan
+    complementarity: float = math.nan
     worst: str = ""
     penalty: float = math.nan
 
