@@ -56,6 +56,24 @@ def test_talos_reach_is_crocoddyls_problem_and_reaches_its_optimum():
     contact_checks(m)
 
 
+def test_talos_reach_within_talos_limits():
+    """With ``limits=True`` the reach keeps Talos's torques within their URDF limits (the box) and its soles' forces
+    in the cones and centres of pressure in the soles (constraints): the hand still gets to the target, the arm
+    torques use their whole range, the cost rises; Crocoddyl's problem asks 6.7 times a limit."""
+    ex, free = talos_reach(limits=True), talos_reach()
+    result = ex.solve()
+    assert result.converged and result.solver == "AL-FDDP", result
+    m = ex.metrics(result)
+    assert m["target_distance_mm"] < 0.1 and m["constraint_violation"] <= 1e-6
+    assert 1.0 - 1e-6 <= m["torque_ratio"] <= 1.0 + 1e-9  # the box is met exactly, and binds
+    # the CoP rows are met to 1e-6 of (weight x metre): a few micrometres on the sole edge
+    assert m["cop_margin_mm"] >= -0.01 and m["friction_margin"] > 0
+    unlimited = free.solve()
+    assert free.metrics(unlimited)["torque_ratio"] > 6.0 and result.cost > 1.4 * unlimited.cost  # 5.03 and 3.48
+    with pytest.raises(ValueError, match="limits must be True or False"):
+        talos_reach(limits="yes")
+
+
 @pytest.mark.parametrize("robot", ["talos_legs", "solo12", "anymal"])
 def test_squat_reaches_its_depth_with_fixed_feet_and_forces_in_the_cones(robot):
     ex = squat(robot)

@@ -24,6 +24,7 @@ import numpy as np
 from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
 from lietraj.dynamics.contacts.equilibrium import quasi_static_torques
 from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.optimal_control.constraints import ConstraintSet, wrench_cone
 from lietraj.optimal_control.costs.activations import QuadraticBarrier, WeightedQuadratic
 from lietraj.optimal_control.costs.costs import CostSum, ResidualCost, control_regularization
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
@@ -35,11 +36,19 @@ from lietraj.problems.support import robot_with_feet
 
 GRIPPER = "gripper_left_joint"
 TARGET = (0.4, 0.0, 1.2)
+FRICTION = 0.7  # of the friction pyramids with limits=True (the other ready problems' default)
 
 
-def talos_reach(target=TARGET, horizon: int = 60, dt: float = 0.05, robot: str = "talos") -> ExampleProblem:
+def talos_reach(target=TARGET, horizon: int = 60, dt: float = 0.05, robot: str = "talos",
+                limits: bool = False) -> ExampleProblem:
     """Crocoddyl's humanoid manipulation problem (module docstring): ``target`` (3,) is the world point the left
-    gripper frame must reach, held as a running and terminal cost over ``horizon`` knots of ``dt`` seconds."""
+    gripper frame must reach, held as a running and terminal cost over ``horizon`` knots of ``dt`` seconds.
+
+    ``limits=True`` makes it a reach Talos can do: the torques within the URDF's effort limits (the controls' box),
+    the soles' forces in their friction pyramids (``FRICTION``) and centres of pressure in the soles (hard
+    constraints, ``solve_constrained``). Crocoddyl's problem has neither: its optimum asks an arm joint for 6.7 times
+    its limit, and once the torques are limited the rigid contacts alone would let the feet pull (the centre of
+    pressure 126 mm outside a sole)."""
     model, feet = robot_with_feet(robot, ("talos",), "talos_reach")
     target = np.array(target, dtype=float)
     if target.shape != (3,) or not np.isfinite(target).all():
@@ -65,7 +74,15 @@ def talos_reach(target=TARGET, horizon: int = 60, dt: float = 0.05, robot: str =
         return c
 
     dynamics = ContactRobotDynamics(model, dt, contacts)
-    problem = Problem(x0, ActionModel(dynamics, costs(n, dt)), costs(0, 1.0), horizon=horizon)
+    if not isinstance(limits, bool):
+        raise ValueError(f"talos_reach: limits must be True or False, got {limits!r}")
+    if limits:
+        effort = np.where(np.isfinite(model.effort_limit) & (model.effort_limit > 0), model.effort_limit, np.inf)
+        cone = ConstraintSet(space, n).add("wrench cone", wrench_cone(dynamics, FRICTION, feet.soles))
+        running = ActionModel(dynamics, costs(n, dt), -effort, effort, constraints=cone)
+    else:
+        running = ActionModel(dynamics, costs(n, dt))
+    problem = Problem(x0, running, costs(0, 1.0), horizon=horizon)
     p = [frame_placement(model, x0, f)[:3, 3] for f in feet.frames]
     com_ref = np.append(0.5 * (p[0] + p[1])[:2], center_of_mass(model, x0)[2])
 
@@ -78,5 +95,6 @@ def talos_reach(target=TARGET, horizon: int = 60, dt: float = 0.05, robot: str =
     return ExampleProblem(
         "talos_reach", model, problem, np.tile(quasi_static_torques(model, x0, contacts), (horizon, 1)),
         xs0=problem.constant_trajectory(), solver="fddp", options=SolverOptions(max_iter=500, reg_init=0.1),
-        description="Talos on both feet reaches a point with its left gripper (Crocoddyl's humanoid_manipulation)",
-        targets={"gripper target": target}, soles=feet.soles, checks=checks)
+        description="Talos on both feet reaches a point with its left gripper (Crocoddyl's humanoid_manipulation"
+                    + (", within its torque, friction and sole limits)" if limits else ")"),
+        friction=FRICTION, targets={"gripper target": target}, soles=feet.soles, checks=checks)
