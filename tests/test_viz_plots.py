@@ -22,6 +22,7 @@ from lietraj.optimal_control.costs.residuals import FrameTranslationResidual
 from lietraj.optimal_control.solvers.solvers import solve_fddp
 from lietraj.problems import ExampleProblem, make_problem
 from lietraj.viz.plots import (
+    CONSTRAINTS_TITLE,
     CONVERGENCE_TITLE,
     FRICTION_TITLE,
     HEIGHT_TITLE,
@@ -30,8 +31,10 @@ from lietraj.viz.plots import (
     TOP_VIEW_TITLE,
     TORQUES_TITLE,
     VELOCITIES_TITLE,
+    constraint_series,
     contact_force_series,
     plot_com_and_feet,
+    plot_constraints,
     plot_contact_forces,
     plot_convergence,
     plot_joints,
@@ -43,7 +46,7 @@ from pin_oracle import pin_model
 JOINTS = {"Joint positions", "Joint velocities", "Joint torques"}
 COM = {"CoM and feet, top view", "CoM and feet, height"}
 CONTACTS = {"Contact normal forces", "Friction ratio"}
-EVERY_PANEL = {"Convergence"} | JOINTS | COM | CONTACTS
+EVERY_PANEL = {"Convergence"} | JOINTS | COM | CONTACTS | {"Constraints: distance past the bounds"}
 
 
 # ---------------------------------------------------------------- solved problems
@@ -106,14 +109,35 @@ def line(ax, gid: str):
 
 def test_titles_are_the_documented_constants():
     assert {CONVERGENCE_TITLE, POSITIONS_TITLE, VELOCITIES_TITLE, TORQUES_TITLE, TOP_VIEW_TITLE, HEIGHT_TITLE,
-            NORMAL_FORCE_TITLE, FRICTION_TITLE} == EVERY_PANEL
+            NORMAL_FORCE_TITLE, FRICTION_TITLE, CONSTRAINTS_TITLE} == EVERY_PANEL
 
 
 def test_summary_of_contact_problems_has_every_panel(squat, reach):
+    """The squat has hard constraints (every panel); Crocoddyl's talos_reach has none (no constraints panel)."""
     for ex, result in (squat, reach):
         fig = summary_figure(ex, result)
-        assert set(panels(fig)) == EVERY_PANEL
+        assert set(panels(fig)) == EVERY_PANEL - (set() if ex.problem.has_constraints else {CONSTRAINTS_TITLE})
         assert ex.name in fig.get_suptitle() and result.status in fig.get_suptitle()
+
+
+def test_constraint_lines_are_the_distances_past_the_bounds(lift):
+    """solo12 lifting a foot (hard limits): one line per constraint, at every knot that carries it, equal to the
+    rows' largest (r - bound) / unit; the torque line by hand from the controls and the effort limits; all within the
+    tolerance above the bound, and the wrench cone touching it where the lifted foot's neighbours carry the body."""
+    ex, result = lift
+    ax = panels(plot_constraints(ex, result))[CONSTRAINTS_TITLE]
+    series = constraint_series(ex.problem, result)
+    assert {ln.get_gid() for ln in ax.get_lines()} == set(series) | {"bound"}
+    assert set(series) == {"wrench cone", "joint limits", "torque limits"}
+    for name, values in series.items():
+        np.testing.assert_array_equal(line(ax, name).get_ydata(), values)
+        assert np.isnan(values[-1]) and not np.isnan(values[:-1]).any()  # no terminal constraints
+        assert np.nanmax(values) <= 1e-6
+    effort = ex.model.effort_limit
+    np.testing.assert_allclose(series["torque limits"][:-1], (np.abs(result.us) - effort).max(axis=1), rtol=1e-12)
+    assert np.nanmax(series["wrench cone"]) > -1e-4  # the cones bind: the three feet push at their friction limit
+    with pytest.raises(ValueError, match="plot_constraints: expected an ExampleProblem whose problem has constraints"):
+        plot_constraints(make_problem("talos_reach"), result)
 
 
 def test_summary_of_an_arm_has_no_com_and_contact_panels(arm):

@@ -1,5 +1,6 @@
 """Matplotlib plots of a trajectory-optimization solution: the solver's convergence, the joints against the model's
-limits, the centre of mass and the feet, the contact forces against the friction cones, and a one-call summary.
+limits, the centre of mass and the feet, the contact forces against the friction cones, the hard constraints against
+their bounds, and a one-call summary.
 
 A solution is given either as an ``ExampleProblem`` and its ``SolverResult`` (the time step, contact phases,
 friction coefficient, soles and targets come from the problem), or problem-independently as a ``RobotModel`` with
@@ -17,7 +18,11 @@ Conventions:
   positions) are left out of the normalised panels;
 - contact forces are ``ContactRobotDynamics.contact_forces``, each contact's rows ``[f; n]`` in its reference;
   ``f_n = f_z`` and ``f_t = (f_x, f_y)``, i.e. the z axis is the normal, which holds for the problems' soles (LOCAL,
-  z along the sole normal) and point feet (LOCAL_WORLD_ALIGNED on flat ground), as in ``ExampleProblem.metrics``.
+  z along the sole normal) and point feet (LOCAL_WORLD_ALIGNED on flat ground), as in ``ExampleProblem.metrics``;
+- a constraint is drawn at every knot that carries it as ``max_i max(r_i − upper_i, lower_i − r_i) / scale``, its
+  rows' largest signed distance past their bounds in its own unit: negative inside, 0 where a bound is active (an
+  equality always), positive where it is violated; the axis is linear within ``±1e-6`` (the default tolerance)
+  and logarithmic beyond.
 
 Every function draws into new ``matplotlib.figure.Figure`` s (no pyplot: no global state, no window; saving goes
 through matplotlib's non-interactive Agg and PDF canvases) or into the Axes it is given, and returns the Figure.
@@ -45,6 +50,7 @@ from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
 from lietraj.dynamics.kinematics.kinematics import frame_id, frame_placement
 from lietraj.dynamics.model.model import JOINT_PRISMATIC, RobotModel
 from lietraj.dynamics.lie.state import Trajectory
+from lietraj.optimal_control.problem import Problem
 from lietraj.optimal_control.solvers.solvers import IterationInfo, SolverResult
 from lietraj.problems.example_problem import ExampleProblem
 from lietraj.problems.support import FEET
@@ -57,6 +63,7 @@ TOP_VIEW_TITLE = "CoM and feet, top view"
 HEIGHT_TITLE = "CoM and feet, height"
 NORMAL_FORCE_TITLE = "Contact normal forces"
 FRICTION_TITLE = "Friction ratio"
+CONSTRAINTS_TITLE = "Constraints: distance past the bounds"
 SUFFIXES = (".png", ".pdf")
 
 # Joints are drawn in colour (and named in the legend) when there are at most this many; otherwise only the
@@ -449,6 +456,50 @@ def plot_contact_forces(example: ExampleProblem, solution: SolverResult | Trajec
     return fig
 
 
+def constraint_series(problem: Problem, solution: SolverResult | Trajectory, us=None) -> dict[str, np.ndarray]:
+    """Constraint name -> its largest signed distance past the bounds (module docstring) at each knot (T+1,), NaN at
+    the knots that do not carry it; names in order of appearance (a name shared by several sets is one series)."""
+    if isinstance(solution, SolverResult):
+        xs, us = solution.xs, solution.us
+    else:
+        xs = solution
+    us = np.asarray(us, dtype=np.float64)
+    out: dict[str, np.ndarray] = {}
+    for a, b, constraints in problem.constraint_groups():
+        knots_U = None if a == problem.T else us[a:b]
+        for name, c in constraints.items():
+            r = c.value(xs[a:b], knots_U)
+            with np.errstate(invalid="ignore"):
+                past = np.maximum(r - c.upper, c.lower - r) / c.scale
+            series = out.setdefault(name, np.full(problem.T + 1, np.nan))
+            series[a:b] = np.where(np.isfinite(past), past, -np.inf).max(axis=1)
+    return {name: np.where(np.isfinite(v), v, np.nan) for name, v in out.items()}
+
+
+def plot_constraints(example: ExampleProblem, solution: SolverResult | Trajectory, us=None, *,
+                     ax: Axes | None = None) -> Figure:
+    """Each hard constraint of ``example``'s problem (a colour each) against its bounds over time
+    (``constraint_series``), with the bound at 0 and the default tolerance's band; one Axes, given or new."""
+    if not isinstance(example, ExampleProblem) or not example.problem.has_constraints:
+        raise ValueError("plot_constraints: expected an ExampleProblem whose problem has constraints")
+    sol = _solution(example, solution, us, None, "plot_constraints", need_us=True)
+    fig, (ax,) = _new_axes(None if ax is None else [ax], 1, "plot_constraints", figsize=(9.0, 3.5))
+    t = sol.times()
+    for i, (name, v) in enumerate(constraint_series(example.problem, sol.xs, sol.us).items()):
+        ax.plot(t, v, color=_PALETTE[i % len(_PALETTE)], lw=1.4, ls=_DASHES[i % len(_DASHES)], marker=".", ms=3,
+                label=name, gid=name)
+    ax.axhline(0.0, color="k", lw=1.2, ls="--", label="bound", gid="bound")
+    ax.axhspan(-1e-6, 1e-6, color=_GREY, alpha=0.4, lw=0, label="tolerance 1e-6")
+    ax.set_yscale("symlog", linthresh=1e-6)
+    ax.set_xlabel("time [s]")
+    ax.set_ylabel("(r − bound) / unit")
+    ax.set_xlim(t[0], t[-1])
+    ax.set_title(CONSTRAINTS_TITLE)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
 # ---------------------------------------------------------------- summary
 
 
@@ -457,16 +508,18 @@ def summary_figure(source: ExampleProblem | RobotModel, solution: SolverResult |
                    normalize: bool | None = None, title: str | None = None) -> Figure:
     """One Figure with the panels that apply, two per row in this order: convergence (a SolverResult with a
     non-empty history), CoM and feet top view, joint positions, CoM and feet heights, joint velocities, contact normal
-    forces, joint torques, friction ratio. The CoM panels are drawn for a floating base or when ``frames`` is given,
-    the contact panels for an ExampleProblem with contact phases. ``title`` defaults to the problem, robot, horizon
-    and the solver's outcome."""
+    forces, joint torques, friction ratio, constraints. The CoM panels are drawn for a floating base or when
+    ``frames`` is given, the contact panels for an ExampleProblem with contact phases, the constraints for one whose
+    problem has hard constraints. ``title`` defaults to the problem, robot, horizon and the solver's outcome."""
     sol = _solution(source, solution, us, dt, "summary_figure", need_us=True)
     has_history = sol.result is not None and len(sol.result.history) > 0
     has_com = sol.model.floating_base or frames is not None
     has_contacts = sol.example is not None and len(sol.example.contact_phases()) > 0
+    has_constraints = sol.example is not None and sol.example.problem.has_constraints
     panels = [p for p, shown in (("convergence", has_history), ("top", has_com), ("positions", True),
                                  ("height", has_com), ("velocities", True), ("normal", has_contacts),
-                                 ("torques", True), ("friction", has_contacts)) if shown]
+                                 ("torques", True), ("friction", has_contacts), ("constraints", has_constraints))
+              if shown]
     rows = (len(panels) + 1) // 2
     fig = Figure(layout="constrained", figsize=(15.0, 3.6 * rows))
     grid = fig.add_gridspec(rows, 2)
@@ -479,6 +532,8 @@ def summary_figure(source: ExampleProblem | RobotModel, solution: SolverResult |
         plot_com_and_feet(source, solution, dt, frames=frames, axes=[ax["top"], ax["height"]])
     if has_contacts:
         plot_contact_forces(sol.example, sol.xs, sol.us, axes=[ax["normal"], ax["friction"]])
+    if has_constraints:
+        plot_constraints(sol.example, sol.xs, sol.us, ax=ax["constraints"])
     if title is None:
         what = f"{sol.example.name}, " if sol.example is not None else ""
         title = f"{what}{sol.model.name}: T = {sol.T} knots of {sol.dt:g} s"
