@@ -30,8 +30,10 @@ Stopping (the KKT conditions, each relative): stationarity ``max |Q_u| / (1 + ma
 (the reduced gradient of the Lagrangian along the closed trajectory: the Riccati sweep eliminates the states),
 feasibility ``max`` violation in each constraint's unit, complementarity ``max |λ⁺ᵢ| |ĉᵢ − bᵢ| / (1 + max |λ⁺|)``
 over the inequality rows (``bᵢ`` the bound ``λ⁺ᵢ`` pushes against), with the dynamics' gaps closed. The status is
-"converged" when all three are below their tolerances; "infeasible: <constraints>" when the penalty would pass
-``penalty_max`` with constraints still violated, or at once when a constraint has ``lower > upper``;
+"converged" when all three are below their tolerances; "infeasible: <constraints>" when a tenfold penalty left the
+solved violation where it was (``STAGNATION``: where the constraints can be met it falls with the penalty), when the
+penalty would pass ``penalty_max``, or at once when a constraint has ``lower > upper`` (the constraints named are
+those violated at the returned iterate; a local method's verdict, as an NLP solver's "locally infeasible");
 "max_iterations"; "failed: <why>" when FDDP cannot go on. Never NaN: a non-finite trial is rejected by the line
 search as in FDDP.
 """
@@ -61,6 +63,9 @@ from lietraj.optimal_control.solvers.solvers import (
 
 STALL = 5
 """Steps in a row without progress after which the inner solve counts as at its floor (``ConstrainedSolver.stalled``)."""
+STAGNATION = 0.9
+"""A penalty increase after which the solved violation is still above this fraction of what it was at the previous
+increase (it falls about tenfold where the constraints can be met) ends the solve as infeasible."""
 
 
 class AugmentedLagrangianActivation(Activation):
@@ -295,6 +300,7 @@ class ConstrainedSolver(Solver):
         self.outer_iterations = 0
         self._best, self._flat = math.inf, 0  # the inner solve's best stationarity and steps without progress
         self._stationarity = math.nan
+        self._raised_at: float | None = None  # the violation of the inner solution at the last penalty increase
         self._last = (math.nan, math.nan, math.nan, "")  # violation, complementarity, penalty, worst: for the log
 
     # ---- the outer loop ------------------------------------------------------------------------------------
@@ -382,10 +388,14 @@ class ConstrainedSolver(Solver):
             self._eta, self._omega = self._eta / rho ** 0.9, self._omega / rho
         else:
             rho = float(aug.penalty[0]) * opts.penalty_factor
+            bad = ", ".join(f"{n} ({v.value:.3g} at knot {v.knot})" for n, v in violations.items()
+                            if v.value > opts.feasibility_tol)
             if rho > opts.penalty_max:
-                bad = [f"{n} ({v.value:.3g} at knot {v.knot})" for n, v in violations.items()
-                       if v.value > opts.feasibility_tol]
-                return "infeasible: " + ", ".join(bad)
+                return f"infeasible: {bad} at penalty_max"
+            if self._raised_at is not None and feasibility > STAGNATION * self._raised_at:
+                return (f"infeasible: {bad}: a {opts.penalty_factor:g} times larger penalty left "
+                        f"{100 * feasibility / self._raised_at:.0f} % of the violation")
+            self._raised_at = feasibility
             aug.penalty[0] = rho
             self._reset_targets()
         if state.iteration >= self.options.max_iter:
