@@ -1,23 +1,40 @@
-"""IPOPT (through casadi) as the oracle of ``solve_constrained``: a fixed-base ``Problem`` transcribed by multiple
-shooting, with lietraj's own values and derivatives as casadi callbacks.
+"""IPOPT (through casadi) as the oracle of ``solve_constrained``: a ``Problem`` transcribed by multiple shooting,
+with lietraj's own values and derivatives as casadi callbacks.
 
-The NLP, over ``w = [x_0; u_0; x_1; u_1; ..; u_{T-1}; x_T]`` (each ``x_k = [s_k; v_k]``: on a fixed base the
-tangent chart is the plain vector space, ``x ⊕ z = x + z``, so lietraj's Jacobians are the NLP's)::
+The NLP's variables are tangent increments in a local chart about a reference trajectory ``x̄_0 .. x̄_T``: knot
+``k``'s state is ``x_k = x̄_k ⊕ z_k = x̄_k exp(z_k)``, and ``w = [z_0; u_0; z_1; u_1; ..; u_{T-1}; z_T]``::
 
     minimise    Σ_k l_k(x_k, u_k) + l_T(x_T)                        Problem.cost; ∇: l_x, l_u (Problem.derivatives)
-    subject to  x_0 − x0 = 0
-                x_{k+1} − f_k(x_k, u_k) = 0,  k < T                  Problem.step; F_x, F_u (Problem.derivatives)
+    subject to  z_0 − (x0 ⊖ x̄_0) = 0
+                z_{k+1} − (f_k(x_k, u_k) ⊖ x̄_{k+1}) = 0,  k < T     Problem.step; F_x, F_u (Problem.derivatives)
                 lower ≤ r(x_k, u_k) ≤ upper  every constraint row     Constraint.value; R_x, R_u (.derivatives)
                 u_lb ≤ u_k ≤ u_ub                                    variable bounds
 
-(rows whose two bounds are infinite are left out). The objective and the constraints are each one
-``casadi.Callback`` whose Jacobian is another callback with the declared block sparsity; all share a cache keyed
-on ``w`` (IPOPT asks for f, g, ∇f and ∂g at one point in turn). The Hessian of the Lagrangian is, by default,
-central differences of its exact gradient ``∇f + ∂gᵀλ`` (block diagonal by knots, so ``2 (nx + nu)`` gradients a
-Hessian, ``Transcription.hess_lag``): IPOPT then meets ``tol = 1e-10`` in 15-20 iterations, where its
-limited-memory Hessian (``hessian="limited-memory"``) stalls on the UR5 reach at a dual infeasibility of ~1e-6
-after ~280 iterations ("Error_In_Step_Computation"), its cost right but its multipliers less so. Either way the
-KKT conditions IPOPT checks use lietraj's exact first derivatives.
+(rows whose two bounds are infinite are left out). On a fixed base the chart is the vector space (``x ⊕ z = x +
+z``) and the default reference is the zero state, so that ``z_k = x_k`` and the dynamics rows are ``x_{k+1} −
+f_k(x_k, u_k)``: lietraj's Jacobians are the NLP's. On a floating base (``State(H, s, v)``, ``H ∈ SE(3)``) the
+reference is the guess by default (``solve_ipopt``'s ``reference``: e.g. lietraj's own solution), and every
+Jacobian lietraj returns, taken in the chart ``x exp(dx)`` at the current point ``x_k``, is chained with the right
+Jacobian of ``exp`` (``Jr``, identity but on the SE(3) block ``z_H``)::
+
+    x̄ exp(z + dz) = x exp(Jr(z) dz)                   ∂l/∂z_k = Jr(z_k)ᵀ l_x,   ∂r/∂z_k = R_x Jr(z_k)
+    e_k = f_k ⊖ x̄_{k+1} = log(x̄_{k+1}⁻¹ f_k),        ∂e_k/∂(z_k, u_k) = Jr(e_k)⁻¹ [F_x Jr(z_k), F_u]
+
+(``f(x exp(dx), u + du) ≈ f exp(F_x dx + F_u du)`` is lietraj's convention, ``log(exp(e) exp(δ)) ≈ e + Jr(e)⁻¹ δ``
+the derivative of ``⊖`` in its first argument). The dynamics rows are the defects in the chart of the NEXT knot's
+reference, ``z_{k+1} − (f_k ⊖ x̄_{k+1})``, rather than ``x_{k+1} ⊖ f_k``: both vanish exactly when ``x_{k+1} = f_k``
+(within the chart, ``|w| < π`` in every SE(3) part), but this one is linear in ``z_{k+1}``, so the Lagrangian
+stays a sum of functions of one knot's ``(z_k, u_k)`` each plus linear terms, and its Hessian block diagonal by
+knots, as on a fixed base. The dynamics multipliers are then the co-states in that chart (they are not compared
+with lietraj's); the constraint and control-bound rows are the problem's own, in its units, whatever the chart.
+
+The objective and the constraints are each one ``casadi.Callback`` whose Jacobian is another callback with the
+declared block sparsity; all share a cache keyed on ``w`` (IPOPT asks for f, g, ∇f and ∂g at one point in turn).
+The Hessian of the Lagrangian is, by default, central differences of its exact gradient ``∇f + ∂gᵀλ`` (block
+diagonal by knots, so ``2 (nx + nu)`` gradients a Hessian, ``Transcription.hess_lag``): IPOPT then meets ``tol =
+1e-10`` in 15-20 iterations, where its limited-memory Hessian (``hessian="limited-memory"``) stalls on the UR5
+reach at a dual infeasibility of ~1e-6 after ~280 iterations ("Error_In_Step_Computation"), its cost right but its
+multipliers less so. Either way the KKT conditions IPOPT checks use lietraj's exact first derivatives.
 
 ``solve_ipopt`` returns an ``IpoptSolution``: the optimal ``xs`` (a ``Trajectory``), ``us``, the cost, IPOPT's
 multipliers of every constraint row (``lam_g``, the convention of ``solve_constrained``'s: ``∂cost/∂r``, positive
@@ -33,7 +50,8 @@ from dataclasses import dataclass
 import casadi
 import numpy as np
 
-from lietraj.dynamics.lie.state import Trajectory
+from lietraj.dynamics.lie import se3
+from lietraj.dynamics.lie.state import Trajectory, tangent_difference, tangent_integrate
 from lietraj.optimal_control.problem import Problem
 
 
@@ -42,8 +60,8 @@ class IpoptSolution:
     """IPOPT's answer: ``status`` (its return status), ``success``, ``iterations``, wall ``time`` (s, the solve
     alone), ``xs``, ``us``, ``cost``, the multipliers ``name -> (knots, values (K, nr))`` (0 on left-out rows) and
     ``control_multipliers`` (T, nu) (positive at ``u_ub``), the ``active`` set (``active_set``), the largest
-    dynamics ``defect`` and the ``primal_infeasibility`` and ``dual_infeasibility`` of IPOPT's last iterate (its log's
-    ``inf_pr``, ``inf_du``)."""
+    dynamics ``defect`` (``Problem.gaps``) and the ``primal_infeasibility`` and ``dual_infeasibility`` of IPOPT's
+    last iterate (its log's ``inf_pr``, ``inf_du``), and the chart's ``reference`` trajectory (module docstring)."""
 
     status: str
     success: bool
@@ -58,6 +76,7 @@ class IpoptSolution:
     defect: float
     primal_infeasibility: float
     dual_infeasibility: float
+    reference: Trajectory | None = None
 
 
 def active_set(problem: Problem, xs: Trajectory, us, tol: float = 1e-6) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -78,15 +97,20 @@ def active_set(problem: Problem, xs: Trajectory, us, tol: float = 1e-6) -> dict[
 
 
 class Transcription:
-    """The layout of ``w`` (knot by knot: ``[x_0; u_0; x_1; u_1; ..; x_T]``, so that knot ``k``'s variables ``z_k``
-    are contiguous) and of ``g``, their values and derivatives at one ``w`` (cached), and the Hessian of the
-    Lagrangian by differences."""
+    """The layout of ``w`` (knot by knot: ``[z_0; u_0; z_1; u_1; ..; z_T]``, so that knot ``k``'s variables are
+    contiguous) and of ``g``, their values and derivatives at one ``w`` (cached), and the Hessian of the
+    Lagrangian by differences. ``reference``: the chart's ``x̄_0 .. x̄_T`` (module docstring); default the zero
+    state on a fixed base (``z_k = x_k``), ``x0`` at every knot on a floating base."""
 
-    def __init__(self, problem: Problem):
+    def __init__(self, problem: Problem, reference: Trajectory | None = None):
         sp = problem.state_space
-        if sp.floating_base:
-            raise ValueError("ipopt_oracle: fixed-base problems only (the tangent chart must be the vector space)")
         self.problem, self.T, self.n, self.nx, self.nu = problem, problem.T, sp.n, sp.ndx, problem.nu
+        self.floating = sp.floating_base
+        if reference is None:
+            reference = problem.constant_trajectory() if self.floating else sp.trajectory(self.T + 1)
+        self.reference = problem.check_trajectory(reference).copy()
+        # the constant of the initial row, x0 ⊖ x̄_0 (x0 itself on a fixed base about the zero state)
+        self.start = tangent_difference(self.reference[:1], Trajectory.repeat(problem.x0, 1))[0]
         self.m = self.nx + self.nu
         self.nw = self.T * self.m + self.nx
         self.rows = []  # (name, knots a..b, constraint, kept rows, first g row)
@@ -114,17 +138,24 @@ class Transcription:
     # ---- layout
 
     def z(self, k: int) -> slice:
-        """Knot ``k``'s variables in ``w``: ``[x_k; u_k]``, ``x_T`` for ``k = T``."""
+        """Knot ``k``'s variables in ``w``: ``[z_k; u_k]``, ``z_T`` for ``k = T``."""
         return slice(k * self.m, k * self.m + (self.m if k < self.T else self.nx))
 
+    def tangents(self, w) -> np.ndarray:
+        """The chart coordinates ``z_0 .. z_T`` of ``w``, (T + 1, nx)."""
+        w = np.asarray(w, dtype=np.float64)
+        return np.vstack([w[:self.T * self.m].reshape(self.T, self.m)[:, :self.nx], w[None, self.T * self.m:]])
+
     def pack(self, xs: Trajectory, us) -> np.ndarray:
-        x = np.hstack([xs.s, xs.v])
-        return np.concatenate([np.hstack([x[:-1], np.asarray(us, dtype=np.float64)]).ravel(), x[-1]])
+        """``w`` of the states ``xs`` (``z_k = x_k ⊖ x̄_k``) and controls ``us``."""
+        Z = tangent_difference(self.reference, self.problem.check_trajectory(xs))
+        return np.concatenate([np.hstack([Z[:-1], np.asarray(us, dtype=np.float64)]).ravel(), Z[-1]])
 
     def unpack(self, w) -> tuple[Trajectory, np.ndarray]:
-        Z = w[:self.T * self.m].reshape(self.T, self.m)
-        x = np.vstack([Z[:, :self.nx], w[None, self.T * self.m:]])
-        return Trajectory(None, x[:, :self.n].copy(), x[:, self.n:].copy()), Z[:, self.nx:].copy()
+        """The states ``x_k = x̄_k ⊕ z_k`` and the controls of ``w``."""
+        w = np.asarray(w, dtype=np.float64)
+        U = w[:self.T * self.m].reshape(self.T, self.m)[:, self.nx:].copy()
+        return tangent_integrate(self.reference, self.tangents(w)), U
 
     def _jacobian_blocks(self):
         """``(g rows, knot k, width)``: the (dense) blocks of ∂g/∂w, the first ``width`` columns of ``z(k)``."""
@@ -153,48 +184,103 @@ class Transcription:
             c["f"] = self.problem.cost(c["X"], c["U"])
         return c["f"]
 
+    def _defects(self, c: dict) -> np.ndarray:
+        """``e_k = f_k(x_k, u_k) ⊖ x̄_{k+1}`` (T, nx) at the cached point (and the states ``f_k``, ``c["step"]``)."""
+        if "e" not in c:
+            c["step"] = self.problem.step(c["X"], c["U"])
+            c["e"] = tangent_difference(self.reference[1:], c["step"])
+        return c["e"]
+
     def g(self, w) -> np.ndarray:
         c = self.at(w)
         if "g" not in c:
-            p, X, U = self.problem, c["X"], c["U"]
-            x, step = np.hstack([X.s, X.v]), p.step(X, U)
-            g = [x[0] - np.concatenate([p.x0.s, p.x0.v]), (x[1:] - np.hstack([step.s, step.v])).ravel()]
+            X, U, Z = c["X"], c["U"], self.tangents(self._w)
+            g = [Z[0] - self.start, (Z[1:] - self._defects(c)).ravel()]
             for _, a, b, con, kept, _ in self.rows:
                 g.append(con.value(X[a:b], None if a == self.T else U[a:b])[:, kept].ravel())
             c["g"] = np.concatenate(g)
         return c["g"]
 
+    def _charts(self, c: dict) -> tuple[np.ndarray, np.ndarray] | None:
+        """``Jr(z_k)`` (T + 1, 6, 6) and ``Jr(e_k)⁻¹`` (T, 6, 6) of the SE(3) blocks (None on a fixed base), each in
+        one compiled call."""
+        if not self.floating:
+            return None
+        if "charts" not in c:
+            self._defects(c)
+            e, inverse = np.empty((self.T, 6)), np.empty((self.T, 6, 6))
+            se3.difference_batch(self.reference.H[1:], c["step"].H, True, e, inverse)
+            c["charts"] = (se3.exp_blocks(self.tangents(self._w)[:, :6])[2], inverse)
+        return c["charts"]
+
     def _derivatives(self, c: dict) -> dict:
-        """∇f and the dense ∂g/∂w at the cached point: ``Problem.derivatives`` and ``Constraint.derivatives``."""
+        """∇f and the blocks of ∂g/∂w at the cached point (``Problem.derivatives`` and ``Constraint.derivatives``,
+        chained with the chart's Jacobians on a floating base, module docstring): ``D`` (T, nx, nx + nu), the
+        derivative of row ``k + 1`` in ``(z_k, u_k)`` (its derivative in ``z_{k+1}`` is the identity, as that of row
+        0 in ``z_0``), and for every entry of ``rows`` the derivatives ``R`` (b - a, kept, width) of its rows in
+        their knot's variables."""
         if "grad" not in c:
             X, U = c["X"], c["U"]
             d = self.problem.derivatives(X, U)
-            c["grad"] = np.concatenate([np.hstack([d.running.l_x, d.running.l_u]).ravel(), d.terminal.l_x[0]])
-            J, nx = np.zeros((self.ng, self.nw)), self.nx
-            J[:nx, :nx] = np.eye(nx)  # x_0 - x0
-            for k in range(self.T):  # x_{k+1} - f_k(x_k, u_k)
-                rows = slice((k + 1) * nx, (k + 2) * nx)
-                J[rows, self.z(k)] = -np.hstack([d.dynamics.F_x[k], d.dynamics.F_u[k]])
-                J[rows, self.z(k + 1).start:self.z(k + 1).start + nx] = np.eye(nx)
-            for _, a, b, con, kept, g0 in self.rows:
+            charts = self._charts(c)
+            l_x, l_T = d.running.l_x.copy(), d.terminal.l_x[0].copy()
+            F_x, F_u = d.dynamics.F_x.copy(), d.dynamics.F_u.copy()
+            if charts is not None:
+                JR, JE = charts
+                l_x[:, :6] = np.einsum("kji,kj->ki", JR[:-1], l_x[:, :6])  # Jr(z_k)ᵀ l_x
+                l_T[:6] = JR[-1].T @ l_T[:6]
+                F_x[:, :, :6] = F_x[:, :, :6] @ JR[:-1]  # F_x Jr(z_k)
+                F_x[:, :6], F_u[:, :6] = JE @ F_x[:, :6], JE @ F_u[:, :6]  # Jr(e_k)⁻¹ [F_x Jr, F_u]
+            c["grad"] = np.concatenate([np.hstack([l_x, d.running.l_u]).ravel(), l_T])
+            c["D"] = -np.concatenate([F_x, F_u], axis=2)
+            c["R"] = []
+            for _, a, b, con, kept, _ in self.rows:
                 r = con.derivatives(X[a:b], None if a == self.T else U[a:b])
-                R = np.concatenate([r.R_x, r.R_u], axis=2)[:, kept]
-                for i, k in enumerate(range(a, b)):
-                    J[g0 + i * len(kept):g0 + (i + 1) * len(kept), self.z(k)] = R[i]
-            c["J"] = J
+                R_x = r.R_x[:, kept]
+                if charts is not None:
+                    R_x = np.concatenate([R_x[:, :, :6] @ charts[0][a:b], R_x[:, :, 6:]], axis=2)
+                c["R"].append(np.concatenate([R_x, r.R_u[:, kept]], axis=2))
         return c
+
+    def jacobian(self, w) -> np.ndarray:
+        """The dense ∂g/∂w."""
+        c = self._derivatives(self.at(w))
+        J, nx = np.zeros((self.ng, self.nw)), self.nx
+        J[:nx, :nx] = np.eye(nx)  # z_0 - (x0 ⊖ x̄_0)
+        for k in range(self.T):  # z_{k+1} - (f_k(x_k, u_k) ⊖ x̄_{k+1})
+            rows = slice((k + 1) * nx, (k + 2) * nx)
+            J[rows, self.z(k)] = c["D"][k]
+            J[rows, self.z(k + 1).start:self.z(k + 1).start + nx] = np.eye(nx)
+        for (_, a, b, _, kept, g0), R in zip(self.rows, c["R"]):
+            for i, k in enumerate(range(a, b)):
+                J[g0 + i * len(kept):g0 + (i + 1) * len(kept), self.z(k)] = R[i]
+        return J
 
     def grad_f(self, w) -> np.ndarray:
         return self._derivatives(self.at(w))["grad"]
 
     def jac_g(self, w) -> np.ndarray:
         """The nonzeros of ∂g/∂w in casadi's order."""
-        return self._derivatives(self.at(w))["J"][self._jacobian_nz]
+        return self.jacobian(w)[self._jacobian_nz]
 
     def lagrangian_gradient(self, w, lam_f: float, lam_g) -> np.ndarray:
-        """∇(λ_f f + λ_gᵀ g) (casadi's Lagrangian)."""
+        """∇(λ_f f + λ_gᵀ g) (casadi's Lagrangian), block by block."""
         c = self._derivatives(self.at(w))
-        return lam_f * c["grad"] + c["J"].T @ lam_g
+        T, nx, m = self.T, self.nx, self.m
+        out = lam_f * c["grad"]
+        knots = out[:T * m].reshape(T, m)  # views: (z_k, u_k) for k < T, then z_T
+        terminal = out[T * m:]
+        lam_dyn = np.asarray(lam_g[:(T + 1) * nx]).reshape(T + 1, nx)
+        knots[:, :nx] += lam_dyn[:-1]
+        terminal += lam_dyn[-1]
+        knots += np.einsum("kij,ki->kj", c["D"], lam_dyn[1:])
+        for (_, a, b, _, kept, g0), R in zip(self.rows, c["R"]):
+            contribution = np.einsum("kij,ki->kj", R, np.asarray(lam_g[g0:g0 + (b - a) * len(kept)]).reshape(b - a, -1))
+            if a == T:
+                terminal += contribution[0]
+            else:
+                knots[a:b] += contribution
+        return out
 
     def hess_lag(self, w, lam_f: float, lam_g, step: float = 1e-5) -> np.ndarray:
         """The nonzeros (upper triangle, casadi's order) of ∇²(λ_f f + λ_gᵀ g), by central differences of the exact
@@ -263,13 +349,16 @@ class _Callback(casadi.Callback):
 
 def solve_ipopt(problem: Problem, xs0: Trajectory | None = None, us0=None, hessian: str = "finite-differences",
                 tol: float = 1e-10, max_iter: int = 500, active_tol: float = 1e-6,
-                options: dict | None = None) -> IpoptSolution:
+                options: dict | None = None, reference: Trajectory | None = None) -> IpoptSolution:
     """Solve ``problem`` by IPOPT (module docstring) from the guess ``(xs0, us0)`` (defaults: zero controls and
     their rollout). ``hessian``: "finite-differences" (``Transcription.hess_lag``) or "limited-memory" (IPOPT's
-    L-BFGS). ``options``: more IPOPT options."""
-    t = Transcription(problem)
+    L-BFGS). ``options``: more IPOPT options. ``reference``: the chart's trajectory (default: the zero state on a
+    fixed base, the guess ``xs0`` on a floating base)."""
     us0 = np.zeros((problem.T, problem.nu)) if us0 is None else np.asarray(us0, dtype=np.float64)
     xs0 = problem.rollout(us0) if xs0 is None else xs0
+    if reference is None and problem.state_space.floating_base:
+        reference = xs0
+    t = Transcription(problem, reference)
     f = _Callback("f", [t.nw], casadi.Sparsity.dense(1, 1), t.f, (casadi.Sparsity.dense(1, t.nw), t.grad_f))
     g = _Callback("g", [t.nw], casadi.Sparsity.dense(t.ng, 1), t.g, (t.jacobian_sparsity, t.jac_g))
     w = casadi.MX.sym("w", t.nw)
@@ -303,9 +392,9 @@ def solve_ipopt(problem: Problem, xs0: Trajectory | None = None, us0=None, hessi
     multipliers = {name: (np.concatenate([k for k, _ in p]), np.concatenate([v for _, v in p]))
                    for name, p in parts.items()}
     control_multipliers = lam_x[:t.T * t.m].reshape(t.T, t.m)[:, t.nx:].copy()
-    defect = float(np.abs(t.g(wopt)[:(problem.T + 1) * t.nx]).max())
+    defect = float(np.abs(problem.gaps(xs, us)).max())
     log = stats["iterations"]
     return IpoptSolution(stats["return_status"], bool(stats["success"]), int(stats["iter_count"]), elapsed, xs, us,
                          problem.cost(xs, us), multipliers, control_multipliers,
                          active_set(problem, xs, us, active_tol), defect, float(log["inf_pr"][-1]),
-                         float(log["inf_du"][-1]))
+                         float(log["inf_du"][-1]), t.reference)

@@ -64,8 +64,9 @@ from lietraj.optimal_control.solvers.solvers import (
 STALL = 5
 """Steps in a row without progress after which the inner solve counts as at its floor (``ConstrainedSolver.stalled``)."""
 STAGNATION = 0.9
-"""A penalty increase after which the solved violation is still above this fraction of what it was at the previous
-increase (it falls about tenfold where the constraints can be met) ends the solve as infeasible."""
+"""Two penalty increases in a row (no multiplier update between them, each after an inner solve to its tolerance)
+after which the violation is still above this fraction of what it was at the first (it falls about tenfold where
+the constraints can be met) end the solve as infeasible."""
 
 
 class AugmentedLagrangianActivation(Activation):
@@ -379,6 +380,7 @@ class ConstrainedSolver(Solver):
         if feasibility <= self._eta or feasibility <= opts.feasibility_tol:
             for slot, lam in zip(aug.slots, estimates):
                 slot.multipliers[...] = lam
+            self._raised_at = None  # the problem moved: a later increase compares with itself only
             if feasibility <= opts.feasibility_tol and complementarity <= opts.complementarity_tol:
                 if stationarity <= opts.stationarity_tol:
                     return "converged"
@@ -392,7 +394,7 @@ class ConstrainedSolver(Solver):
                             if v.value > opts.feasibility_tol)
             if rho > opts.penalty_max:
                 return f"infeasible: {bad} at penalty_max"
-            if self._raised_at is not None and feasibility > STAGNATION * self._raised_at:
+            if not stalled and self._raised_at is not None and feasibility > STAGNATION * self._raised_at:
                 return (f"infeasible: {bad}: a {opts.penalty_factor:g} times larger penalty left "
                         f"{100 * feasibility / self._raised_at:.0f} % of the violation")
             self._raised_at = feasibility
