@@ -41,6 +41,7 @@ from lietraj.optimal_control.constraints import (
     friction_cone,
     joint_position_limits,
     joint_velocity_limits,
+    normal_forces,
     torque_limits,
     wrench_cone,
 )
@@ -120,6 +121,7 @@ def contact_constraints(name: str, rng):
         "friction cone, 4 facets": friction_cone(dyn, 1, MU),
         "friction cone, 6 facets": friction_cone(dyn, 0, MU, facets=6),
         "friction cone, exact": friction_cone(dyn, len(contacts) - 1, MU, facets=None),
+        "normal forces": normal_forces(dyn, 0.05),
     }
     if name == "talos":
         out["centre of pressure, left"] = center_of_pressure(dyn, 0, HALF_LENGTH, HALF_WIDTH)
@@ -135,7 +137,8 @@ def test_contact_constraints_pass_the_derivative_checker(name, rng):
     dyn, X, U, constraints = contact_constraints(name, rng)
     weight = dyn.model.total_mass * GRAVITY
     for kind, c in constraints.items():
-        assert c.scale == pytest.approx(weight) and (c.upper == 0.0).all() and np.isneginf(c.lower).all(), kind
+        pushing = kind == "normal forces"  # f_z >= minimum; the others are rows <= 0
+        assert c.scale == pytest.approx(weight) and (pushing or (c.upper == 0.0).all() and np.isneginf(c.lower).all())
         assert_passes(check_derivatives(c, X, U), {"r", "R_x", "R_u"})
 
 
@@ -491,6 +494,25 @@ def test_friction_cone_violations_are_in_units_of_the_robots_weight(rng):
     assert v.knot == int(np.argmax(per_knot)) and v.unit == pytest.approx(model.total_mass * 9.81)
     assert v.value == pytest.approx(per_knot.max(), rel=1e-10)
     assert np.allclose(running.violations(X[:3], U)["cone"], per_knot, rtol=1e-10, atol=1e-14)
+
+
+def test_normal_forces_bound_each_contacts_normal_row_only(rng):
+    """Solo12 on its feet: ``normal_forces`` has lower bounds on the f_z rows of every contact (a fraction of the
+    weight), nothing else, and its violation at a knot is the largest shortfall of a normal force, in weights."""
+    model, contacts, X, U = case("solo12", rng, N=4)
+    dyn = ContactRobotDynamics(model, 0.01, contacts)
+    weight = model.total_mass * GRAVITY
+    c = normal_forces(dyn, 0.3)
+    expected = np.full(c.nr, -np.inf)
+    expected[2::3] = 0.3 * weight
+    np.testing.assert_array_equal(c.lower, expected)
+    assert np.isposinf(c.upper).all() and c.scale == pytest.approx(weight)
+    tau = np.concatenate([np.zeros((len(U), 6)), U], axis=1)
+    fz = contact_dynamics(model, X[:len(U)], tau, dyn.contacts).lagrangian[:, 2::3]
+    np.testing.assert_allclose(c.violation(X[:len(U)], U), np.maximum(0.3 * weight - fz, 0.0).max(axis=1) / weight,
+                               rtol=1e-10, atol=1e-14)
+    with pytest.raises(ValueError, match="normal_forces: minimum must be a finite number"):
+        normal_forces(dyn, float("nan"))
 
 
 def test_contradictory_constraints_are_named_with_their_knots_and_row():

@@ -76,6 +76,7 @@ from lietraj.optimal_control.constraints import (
     friction_cone,
     joint_position_limits,
     joint_velocity_limits,
+    normal_forces,
     torque_limits,
     wrench_cone,
 )
@@ -134,6 +135,6 @@ __all__ = [
     "barrier_activation", "box_qp", "center_of_pressure", "check_derivatives", "com_position", "constraint_basis",
     "control_regularization", "default_weights", "euler_hessian_contraction", "exp_blocks", "frame_placement",
     "frame_position", "friction_cone", "joint_limit_cost", "joint_position_limits", "joint_velocity_limits",
-    "load_solution", "lqr", "push", "save_solution", "simulate", "solve_constrained", "solve_ddp", "solve_fddp",
+    "load_solution", "normal_forces", "lqr", "push", "save_solution", "simulate", "solve_constrained", "solve_ddp", "solve_fddp",
     "solve_ilqr", "state_regularization", "torque_limit_cost", "torque_limits", "tvlqr", "wrench_cone",
 ]

@@ -24,6 +24,7 @@ Built-ins, each a ``Constraint`` on an existing residual::
     frame_position           op_f = target (3,)                                            FrameTranslationResidual
     frame_placement          log6(T⁻¹ oM_f) = 0 (6,)                                       FramePlacementResidual
     com_position             c = target (3,)                                               CenterOfMassResidual
+    normal_forces            f_z ≥ minimum (every contact pushes: unilateral)              ContactForceResidual
     friction_cone            A f ≤ 0 (pyramid, with f_z ≥ 0), or the smoothed exact cone   FrictionConeResidual
     center_of_pressure       the CoP in the sole rectangle                                 CenterOfPressureResidual
     wrench_cone              every contact's cone and every listed sole's CoP              WrenchConeResidual
@@ -47,6 +48,7 @@ from lietraj.dynamics.model.model import RobotModel
 from lietraj.optimal_control.costs.contact_residuals import (
     DEFAULT_CONE_EPSILON,
     CenterOfPressureResidual,
+    ContactForceResidual,
     FrictionConeResidual,
     WrenchConeResidual,
 )
@@ -246,6 +248,19 @@ def _contact_dynamics(dynamics, what: str):
     if not isinstance(dynamics, ContactRobotDynamics):
         raise TypeError(f"{what}: dynamics must be the ContactRobotDynamics of the knots, got {type(dynamics).__name__}")
     return dynamics.model, dynamics.contacts, {"damping": dynamics.damping, "dynamics": dynamics}
+
+
+def normal_forces(dynamics: ContactRobotDynamics, minimum: float = 0.0) -> Constraint:
+    """Every contact of ``dynamics`` pushes on the ground: its normal force ``f_z`` (the ``z`` of the contact's
+    reference, module docstring of ``contact_residuals``) at least ``minimum`` times the robot's weight (0: the
+    unilateral contact), the other force and torque rows free; in units of the robot's weight."""
+    model, contacts, options = _contact_dynamics(dynamics, "normal_forces")
+    if not (isinstance(minimum, (int, float, np.integer, np.floating)) and math.isfinite(minimum)):
+        raise ValueError(f"normal_forces: minimum must be a finite number (a fraction of the weight), got {minimum!r}")
+    residual = ContactForceResidual(model, contacts, **options)
+    lower = np.full(residual.nr, -np.inf)
+    lower[residual.offsets[:-1] + 2] = minimum * _weight(model)
+    return Constraint(residual, lower=lower, scale=_weight(model))
 
 
 def friction_cone(dynamics: ContactRobotDynamics, contact_index: int, mu: float, facets: int | None = 4,
