@@ -239,12 +239,14 @@ def test_augmented_lagrangian_value_by_hand():
     assert np.allclose(d.gradient[:, 0], [2.65, 0.0, 0.15], rtol=1e-13)
     assert np.allclose(2.0 * d.gradient[2, 0], 0.3, rtol=1e-13)  # the first-order update keeps a converged λ
     assert np.array_equal(d.diagonal[:, 0], [2.5, 0.0, 2.5])
-    # exactly on its bound an equality row keeps its curvature ρ/σ² (ψ is smooth there: a converged equality must
-    # not lose its Hessian), an inequality row takes the inner side's 0
+    # exactly on its bound a row keeps its curvature ρ/σ², an equality (ψ is smooth there: a converged equality must
+    # not lose its Hessian) and an inequality alike (a trial clipped at the bound stops there: the model must see
+    # the bound it rests on); just inside, an inequality row has none
     c = Constraint(ControlResidual(2), lower=[1.0, -np.inf], upper=1.0, scale=2.0)
     a = AugmentedLagrangianActivation(c, np.zeros((1, 2)), np.array([10.0]))
     d = a.derivatives(np.array([[1.0, 1.0]]))
-    assert np.array_equal(d.gradient, [[0.0, 0.0]]) and np.array_equal(d.diagonal, [[2.5, 0.0]])
+    assert np.array_equal(d.gradient, [[0.0, 0.0]]) and np.array_equal(d.diagonal, [[2.5, 2.5]])
+    assert np.array_equal(a.derivatives(np.array([[1.0, 1.0 - 1e-12]])).diagonal, [[2.5, 0.0]])
 
 
 def test_augmented_lagrangian_derivatives_match_finite_differences(rng):

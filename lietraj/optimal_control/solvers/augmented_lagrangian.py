@@ -5,7 +5,7 @@ carry constraints (``constraints.Constraint``; rows scaled by their unit ``σ``,
 ``λ`` and a penalty ``ρ`` every constraint row adds to its knot's cost the Powell–Hestenes–Rockafellar term::
 
     ψ(ĉ) = ρ/2 ‖ŝ − Π(ŝ)‖² − ‖λ‖² / (2ρ),   ŝ = ĉ + λ/ρ,   Π the projection on [lower/σ, upper/σ]
-    ∇ψ = λ⁺ = ρ (ŝ − Π(ŝ)),               ∇²ψ = ρ on the rows where ŝ is outside the bounds (all equality rows)
+    ∇ψ = λ⁺ = ρ (ŝ − Π(ŝ)),               ∇²ψ = ρ on the rows where ŝ is on or past a bound (equality rows: all)
 
 so that the derivative of the augmented cost is the Lagrangian's with the first-order multiplier estimate ``λ⁺``.
 These are costs like any other (``AugmentedLagrangianActivation`` through a ``ResidualCost``, Gauss–Newton): FDDP
@@ -16,6 +16,14 @@ rather than as separate solves: once the inner problem is solved to the toleranc
 closed), either the violation is below the target ``η``, and the multipliers take ``λ ← λ⁺`` while ``ω, η``
 tighten, or it is not, and ``ρ`` grows (``η, ω`` reset to its scale). The iterate, the regularization and the
 warm-started box QPs carry on from one update to the next.
+
+A Gauss–Newton model of ``ψ`` has no curvature on a row inside its bounds, so its Newton step can drive the row far
+past them (a torque limit, on the first steps of a reach: the line search then cut the step to 1/64 for twenty
+iterations). The rows of constraints on the controls themselves (``ControlResidual``: torque limits) that are inside
+their bounds at the guess are therefore clipped at those bounds in the trial rollouts, as a box is (``forward_pass``):
+a step brings such a row onto its bound, where the model gives it its curvature ``ρ``, and from there the multiplier
+update takes over. It took the ur5 reach of ``bench_constrained`` from 72 to 28 iterations and a1's jump from 206
+to 124.
 
 Why this method. It is the one that keeps every property of the existing solvers: multiple shooting from an
 infeasible guess, the exact DDP term and the Riccati sweep are untouched, because the constraints only reshape the
@@ -50,9 +58,11 @@ from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.constraints import Constraint, Violation
 from lietraj.optimal_control.costs.activations import Activation, ActivationDerivatives
 from lietraj.optimal_control.costs.costs import CostModel, CostSum, ResidualCost
+from lietraj.optimal_control.costs.residuals import ControlResidual
 from lietraj.optimal_control.problem import ActionModel, Problem
 from lietraj.optimal_control.solvers.solvers import (
     IterationInfo,
+    _forward_pass,
     LogTable,
     Solver,
     SolverOptions,
@@ -99,7 +109,8 @@ class AugmentedLagrangianActivation(Activation):
         e, rho = self._excess(r)
         value = 0.5 * rho * np.einsum("ki,ki->k", e, e) - np.einsum("ki,ki->k", self.multipliers,
                                                                        self.multipliers) / (2.0 * rho)
-        active = (e != 0.0) | self.equality
+        s = r / self.scale + self.multipliers / rho
+        active = (s >= self.upper) | (s <= self.lower)
         return ActivationDerivatives(value, rho * e / self.scale,
                                      diagonal=np.where(active, rho / self.scale ** 2, 0.0))
 
@@ -301,6 +312,8 @@ class ConstrainedSolver(Solver):
         self.outer_iterations = 0
         self._best, self._flat = math.inf, 0  # the inner solve's best stationarity and steps without progress
         self._stationarity = math.nan
+        self._control_slots = [slot for slot in self.augmented.slots if isinstance(slot.constraint.residual,
+                                                                                     ControlResidual)]
         self._raised_at: float | None = None  # the violation of the inner solution at the last penalty increase
         self._last = (math.nan, math.nan, math.nan, "")  # violation, complementarity, penalty, worst: for the log
 
@@ -405,6 +418,29 @@ class ConstrainedSolver(Solver):
         state.cost = self.problem.cost(state.xs, state.us)
         state.linearized = False
         return ""
+
+    def forward_pass(self, state: SolverState, direction, alpha: float):
+        """FDDP's trial, with the controls of the rows of control constraints that are inside their bounds at the
+        guess clipped at those bounds: a step may bring such a row to its bound, where the model sees it (its
+        curvature), not past it."""
+        return _forward_pass(self.problem, state.xs, state.us, direction, alpha, state.gaps if self.fddp else None,
+                             self.control_bounds(state))
+
+    def control_bounds(self, state: SolverState) -> tuple[np.ndarray, np.ndarray] | None:
+        """The bounds of the trial controls (``(T, nu)`` each, None for none): the problem's box, tightened to the
+        bounds of every control-constraint row that is inside them at the guess (module docstring)."""
+        if not self._control_slots:
+            return None
+        problem = self.problem
+        lb, ub = problem.u_lb.copy(), problem.u_ub.copy()
+        rho = float(self.augmented.penalty[0])
+        for slot in self._control_slots:
+            c, n, k = slot.constraint, slot.multipliers.shape[0], slot.start
+            ref = c.residual.reference
+            s = (state.us[k:k + n] - ref) / c.scale + slot.multipliers / rho
+            lb[k:k + n] = np.where(s > c.lower / c.scale, np.maximum(lb[k:k + n], c.lower + ref), lb[k:k + n])
+            ub[k:k + n] = np.where(s < c.upper / c.scale, np.minimum(ub[k:k + n], c.upper + ref), ub[k:k + n])
+        return lb, ub
 
     def iteration_info(self, state: SolverState, step, expected: float, clock: float) -> IterationInfo:
         """The iteration's ``IterationInfo`` with the stationarity of the guess it started from, and the violation,

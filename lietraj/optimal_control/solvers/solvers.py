@@ -199,11 +199,13 @@ def _gap_norm(gaps: np.ndarray | None) -> float:
 
 
 def _forward_pass(problem: Problem, xs: Trajectory, us: np.ndarray, bp: BackwardPass, alpha: float,
-                  gaps: np.ndarray | None):
+                  gaps: np.ndarray | None, bounds: tuple | None = None):
     """The nonlinear rollout of the policy with step ``alpha`` (module docstring, step 4): ``(X, U, DX, cost)``,
     or None if it diverged. ``forward_pass.rollout_policy`` rolls each run of knots sharing one dynamics object out
-    in one compiled call where the dynamics has a compiled step, else one knot at a time."""
-    bounds = (problem.u_lb, problem.u_ub) if problem.has_control_limits else (None, None)
+    in one compiled call where the dynamics has a compiled step, else one knot at a time. The controls are clipped
+    to ``bounds`` ((T, nu) arrays), by default the problem's own."""
+    if bounds is None:
+        bounds = (problem.u_lb, problem.u_ub) if problem.has_control_limits else (None, None)
     try:
         trial = rollout_policy(problem.dynamics_sequence, problem.x0, xs, us, bp.k, bp.K, alpha, gaps, *bounds)
         if not trial.ok:
