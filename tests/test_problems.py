@@ -23,12 +23,14 @@ from lietraj.problems import PROBLEMS, make_problem, squat, talos_reach
 
 
 def contact_checks(metrics: dict[str, float]) -> None:
+    """Converged, feet still, forces in the cones and pushing, CoPs in the soles: strictly inside for barriers, to the
+    tolerance of hard constraints (1e-6 of the weight; a CoP row's 1e-6 of weight x metre is a few micrometres)."""
     assert metrics["converged"] == 1.0
     assert metrics["foot_drift_mm"] < 1.0
-    assert metrics["friction_margin"] > 0.0
-    assert metrics["min_normal_force"] > 0.0
+    assert metrics["friction_margin"] > -1e-6
+    assert metrics["min_normal_force"] > -1e-6
     if "cop_margin_mm" in metrics:
-        assert metrics["cop_margin_mm"] > 0.0
+        assert metrics["cop_margin_mm"] > -0.01
 
 
 def test_talos_reach_is_crocoddyls_problem_and_reaches_its_optimum():
