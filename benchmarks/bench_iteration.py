@@ -87,7 +87,7 @@ def lietraj_stages(problem, guess) -> dict[str, float]:
     problem._dynamics_derivatives(xs, us, D.dynamics)
     stages = {
         "dynamics derivatives": dynamics,
-        "cost derivatives": median_time(lambda: problem._cost_derivatives(xs, us, D)),
+        "cost derivatives": median_time(lambda: problem.cost_derivatives(xs, us, D)),
         "backward pass": median_time(lambda: backward_pass(D, 1e-9)),
         "forward pass: rollout": median_time(lambda: rollout_policy(problem.dynamics_sequence, problem.x0, xs, us,
                                                                     bp.k, bp.K, 1.0)),

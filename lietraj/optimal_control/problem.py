@@ -352,9 +352,9 @@ class Problem:
             out = self.empty_derivatives()
         if executor is None:
             self._dynamics_derivatives(X, U, out.dynamics)
-            self._cost_derivatives(X, U, out)
+            self.cost_derivatives(X, U, out)
             return out
-        costs = executor.submit(self._cost_derivatives, X, U, out)
+        costs = executor.submit(self.cost_derivatives, X, U, out)
         try:
             self._dynamics_derivatives(X, U, out.dynamics, executor)
         except BaseException:
@@ -363,8 +363,9 @@ class Problem:
         costs.result()
         return out
 
-    def _cost_derivatives(self, X: Trajectory, U: np.ndarray, out: ProblemDerivatives) -> None:
-        """The running and terminal cost derivatives, into ``out``."""
+    def cost_derivatives(self, X: Trajectory, U: np.ndarray, out: ProblemDerivatives) -> None:
+        """The running and terminal cost derivatives, into ``out`` (``derivatives`` without the dynamics': for a
+        solver whose costs changed at the same guess, e.g. an augmented Lagrangian's multipliers)."""
         names = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
         r = out.running
         for a, b, cost in self._cost_runs:

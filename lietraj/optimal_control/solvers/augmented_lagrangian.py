@@ -61,7 +61,9 @@ from lietraj.optimal_control.costs.costs import CostModel, CostSum, ResidualCost
 from lietraj.optimal_control.costs.residuals import ControlResidual
 from lietraj.optimal_control.problem import ActionModel, Problem
 from lietraj.optimal_control.solvers.solvers import (
+    _NUMERICAL_ERRORS,
     IterationInfo,
+    SolveFailed,
     _forward_pass,
     LogTable,
     Solver,
@@ -316,6 +318,7 @@ class ConstrainedSolver(Solver):
         self.outer_iterations = 0
         self._best, self._flat = math.inf, 0  # the inner solve's best stationarity and steps without progress
         self._stationarity = math.nan
+        self._costs_changed = False  # an outer update changed the costs at the current guess
         self._control_slots = [slot for slot in self.augmented.slots if isinstance(slot.constraint.residual,
                                                                                      ControlResidual)]
         self._raised_at: float | None = None  # the violation of the inner solution at the last penalty increase
@@ -420,8 +423,21 @@ class ConstrainedSolver(Solver):
         if state.iteration >= self.options.max_iter:
             return "max_iterations"
         state.cost = self.problem.cost(state.xs, state.us)
-        state.linearized = False
+        state.linearized, self._costs_changed = False, True
         return ""
+
+    def linearize(self, state: SolverState) -> None:
+        """Step 1; after an outer update, at the same guess, only the costs' derivatives (the multipliers and the
+        penalty are in the costs; the dynamics' Jacobians and the gaps stand)."""
+        if not self._costs_changed:
+            super().linearize(state)
+            return
+        self._costs_changed = False
+        try:
+            self.problem.cost_derivatives(state.xs, state.us, state.derivatives)
+        except _NUMERICAL_ERRORS as e:
+            raise SolveFailed(f"the derivatives cannot be evaluated ({e})") from e
+        state.hessian, state.linearized = None, True
 
     def forward_pass(self, state: SolverState, direction, alpha: float):
         """FDDP's trial, with the controls of the rows of control constraints that are inside their bounds at the
