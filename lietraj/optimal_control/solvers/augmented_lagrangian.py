@@ -257,6 +257,17 @@ class _Augmented:
             out.append(slot.constraint.value(X[slot.start:slot.start + n], knots_U) / slot.constraint.scale)
         return out
 
+    def violations(self, residuals: list[np.ndarray]) -> dict[str, Violation]:
+        """``Problem.violations`` from the slots' scaled residuals (no second evaluation of the constraints)."""
+        out: dict[str, Violation] = {}
+        for slot, r in zip(self.slots, residuals):
+            c = slot.constraint
+            v = np.abs(c.excess(r * c.scale)).max(axis=1, initial=0.0)
+            k = int(np.argmax(v))
+            if slot.name not in out or v[k] > out[slot.name].value:
+                out[slot.name] = Violation(float(v[k]), slot.start + k, c.scale)
+        return out
+
     def estimates(self, residuals: list[np.ndarray]) -> list[np.ndarray]:
         """``λ⁺ = ρ (ŝ − Π(ŝ))`` of every slot."""
         rho = float(self.penalty[0])
@@ -319,6 +330,7 @@ class ConstrainedSolver(Solver):
         self._best, self._flat = math.inf, 0  # the inner solve's best stationarity and steps without progress
         self._stationarity = math.nan
         self._costs_changed = False  # an outer update changed the costs at the current guess
+        self._bounds_key, self._bounds = None, None  # the trial controls' bounds of the last guess
         self._control_slots = [slot for slot in self.augmented.slots if isinstance(slot.constraint.residual,
                                                                                      ControlResidual)]
         self._raised_at: float | None = None  # the violation of the inner solution at the last penalty increase
@@ -386,7 +398,7 @@ class ConstrainedSolver(Solver):
         aug, opts = self.augmented, self.constraint_options
         residuals = aug.residuals(state.xs, state.us)
         estimates = aug.estimates(residuals)
-        violations = self.augmented.original.violations(state.xs, state.us)
+        violations = aug.violations(residuals)
         worst = max(violations, key=lambda n: violations[n].value, default="")
         feasibility = violations[worst].value if worst else 0.0
         largest = max((float(np.abs(lam).max(initial=0.0)) for lam in estimates), default=0.0)
@@ -451,6 +463,9 @@ class ConstrainedSolver(Solver):
         bounds of every control-constraint row that is inside them at the guess (module docstring)."""
         if not self._control_slots:
             return None
+        key = (state.us, self.outer_iterations)  # the array itself: held here, its id cannot pass to another
+        if self._bounds_key is not None and self._bounds_key[0] is key[0] and self._bounds_key[1] == key[1]:
+            return self._bounds  # the trials of one line search share them
         problem = self.problem
         lb, ub = problem.u_lb.copy(), problem.u_ub.copy()
         rho = float(self.augmented.penalty[0])
@@ -460,6 +475,7 @@ class ConstrainedSolver(Solver):
             s = (state.us[k:k + n] - ref) / c.scale + slot.multipliers / rho
             lb[k:k + n] = np.where(s > c.lower / c.scale, np.maximum(lb[k:k + n], c.lower + ref), lb[k:k + n])
             ub[k:k + n] = np.where(s < c.upper / c.scale, np.minimum(ub[k:k + n], c.upper + ref), ub[k:k + n])
+        self._bounds_key, self._bounds = key, (lb, ub)
         return lb, ub
 
     def iteration_info(self, state: SolverState, step, expected: float, clock: float) -> IterationInfo:
