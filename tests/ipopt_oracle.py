@@ -398,3 +398,30 @@ def solve_ipopt(problem: Problem, xs0: Trajectory | None = None, us0=None, hessi
                          problem.cost(xs, us), multipliers, control_multipliers,
                          active_set(problem, xs, us, active_tol), defect, float(log["inf_pr"][-1]),
                          float(log["inf_du"][-1]), t.reference)
+
+
+def assert_same_active_sets(problem, result, oracle, tolerances=(2e-7, 5e-6)) -> None:
+    """The active sets of ``result`` (lietraj's) and ``oracle`` (IPOPT's) equal IPOPT's at every tolerance: one rule
+    classifies both solutions, and it is not ambiguous (every row is within the smallest tolerance of its bound or
+    further than the largest, in both)."""
+    sets = [active_set(problem, xs, us, tol) for xs, us in ((result.xs, result.us), (oracle.xs, oracle.us))
+            for tol in tolerances]
+    for key, (knots, active) in oracle.active.items():
+        for other in sets:
+            assert np.array_equal(other[key][0], knots) and np.array_equal(other[key][1], active), key
+
+
+def assert_derivatives_are_differences(t: Transcription, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The transcription's ∇f and ∂g/∂w at ``w`` (lietraj's derivatives in the NLP's layout) equal the central
+    differences of its f and g to 1e-6, and the declared sparsity holds every nonzero; returns the differences of f
+    and g and the analytic ∂g/∂w, dense."""
+    h = 1e-6 * np.maximum(1.0, np.abs(w))
+    E = np.diag(h)
+    grad = np.array([(t.f(w + e) - t.f(w - e)) for e in E]) / (2 * h)
+    jac = np.array([(t.g(w + e) - t.g(w - e)) for e in E]).T / (2 * h)
+    assert np.abs(t.grad_f(w) - grad).max() < 1e-6 * max(1.0, np.abs(grad).max())
+    dense = np.zeros((t.ng, t.nw))
+    dense[t._jacobian_nz] = t.jac_g(w)
+    assert np.abs(dense - jac).max() < 1e-6 * max(1.0, np.abs(jac).max())
+    assert np.count_nonzero(jac[dense == 0]) == 0  # the declared sparsity holds every nonzero
+    return grad, jac, dense

@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 
 from conftest import relative_error
-from ipopt_oracle import Transcription, active_set, solve_ipopt
+from ipopt_oracle import assert_derivatives_are_differences, assert_same_active_sets, Transcription, active_set, solve_ipopt
 from lietraj.dynamics.lie.state import tangent_difference, tangent_integrate
 from lietraj.optimal_control.solvers.augmented_lagrangian import ConstraintOptions, solve_constrained
 from lietraj.optimal_control.solvers.solvers import SolverOptions
@@ -76,13 +76,7 @@ def test_same_optimum_active_set_and_multipliers_as_ipopt(second_order):
     assert r.status == "converged", (r.status, r.iterations, r.kkt)
     assert abs(r.cost - oracle.cost) <= 1e-6 * abs(oracle.cost), (r.cost, oracle.cost)
 
-    # One rule classifies both solutions (a row is active within `tol` of a bound, in its unit), and it is not
-    # ambiguous: every row is within 2e-7 of its bound or further than 5e-6, in both solutions.
-    sets = [active_set(c.problem, xs, us, tol) for xs, us in ((r.xs, r.us), (oracle.xs, oracle.us))
-            for tol in (2e-7, 5e-6)]
-    for key, (knots, active) in oracle.active.items():
-        for other in sets:
-            assert np.array_equal(other[key][0], knots) and np.array_equal(other[key][1], active), key
+    assert_same_active_sets(c.problem, r, oracle)
     # The multipliers agree: the cone's to 2e-5 of the largest (they are ~0.005 per newton), the inactive
     # constraints' are zero (IPOPT's interior-point ones below 1e-9).
     for key, (knots, lam) in oracle.multipliers.items():
@@ -128,16 +122,8 @@ def test_the_chart_s_derivatives_are_its_values(rng):
     assert np.abs(tangent_difference(back[0], xs)).max() < 1e-12 and np.array_equal(back[1], us)
     w = t.pack(xs, us) + 0.2 * rng.normal(size=t.nw)
     assert np.linalg.norm(t.tangents(w)[:, 3:6], axis=1).max() > 0.5
-    h = 1e-6 * np.maximum(1.0, np.abs(w))
-    E = np.diag(h)
-    grad = np.array([(t.f(w + e) - t.f(w - e)) for e in E]) / (2 * h)
-    jac = np.array([(t.g(w + e) - t.g(w - e)) for e in E]).T / (2 * h)
-    assert relative_error(t.grad_f(w), grad) < 1e-6
-    dense = np.zeros((t.ng, t.nw))
-    dense[t._jacobian_nz] = t.jac_g(w)
+    grad, jac, dense = assert_derivatives_are_differences(t, w)
     assert np.array_equal(dense, t.jacobian(w))
-    assert relative_error(dense, jac) < 1e-6
-    assert np.count_nonzero(jac[dense == 0]) == 0  # the declared sparsity holds every nonzero
     lam = rng.normal(size=t.ng)
     assert relative_error(t.lagrangian_gradient(w, 0.5, lam), 0.5 * grad + jac.T @ lam) < 1e-6
     X, U = t.unpack(w)

@@ -22,7 +22,7 @@ import pytest
 
 import lietraj
 from conftest import relative_error
-from ipopt_oracle import Transcription, active_set, solve_ipopt
+from ipopt_oracle import assert_derivatives_are_differences, assert_same_active_sets, Transcription, solve_ipopt
 from lietraj.dynamics.algorithms.rnea import rnea
 from lietraj.dynamics.kinematics.kinematics import frame_placement
 from lietraj.optimal_control import (
@@ -112,13 +112,7 @@ def test_same_optimum_active_set_and_multipliers_as_ipopt(name, limit, second_or
     assert r.status == "converged", (r.status, r.iterations, r.kkt)
     assert abs(r.cost - oracle.cost) <= 1e-6 * abs(oracle.cost), (r.cost, oracle.cost)
 
-    # One rule classifies both solutions (a row is active within `tol` of a bound), and it is not ambiguous: every
-    # row is within 2e-7 of its bound or further than 5e-6, in both solutions.
-    sets = [active_set(c.problem, xs, us, tol) for xs, us in ((r.xs, r.us), (oracle.xs, oracle.us))
-            for tol in (2e-7, 5e-6)]
-    for key, (knots, active) in oracle.active.items():
-        for other in sets:
-            assert np.array_equal(other[key][0], knots) and np.array_equal(other[key][1], active), key
+    assert_same_active_sets(c.problem, r, oracle)
     # The multipliers agree, and every active inequality row has one: the limits bind.
     for key, (knots, lam) in oracle.multipliers.items():
         assert np.array_equal(r.multipliers[key].knots, knots), key
@@ -145,15 +139,7 @@ def test_the_transcription_s_derivatives_are_its_values(rng):
     c = ur5("constraint")
     t = Transcription(c.problem)
     w = t.pack(c.problem.rollout(c.us0), c.us0) + 0.05 * rng.normal(size=t.nw)
-    h = 1e-6 * np.maximum(1.0, np.abs(w))
-    E = np.diag(h)
-    grad = np.array([(t.f(w + e) - t.f(w - e)) for e in E]) / (2 * h)
-    jac = np.array([(t.g(w + e) - t.g(w - e)) for e in E]).T / (2 * h)
-    assert relative_error(t.grad_f(w), grad) < 1e-6
-    dense = np.zeros((t.ng, t.nw))
-    dense[t._jacobian_nz] = t.jac_g(w)
-    assert relative_error(dense, jac) < 1e-6
-    assert np.count_nonzero(jac[dense == 0]) == 0  # the declared sparsity holds every nonzero
+    assert_derivatives_are_differences(t, w)
 
 
 def test_a_stalled_inner_solve_ends_before_max_iter():

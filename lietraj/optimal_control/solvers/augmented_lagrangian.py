@@ -49,7 +49,6 @@ search as in FDDP.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -294,17 +293,9 @@ class ConstrainedLogTable(LogTable):
 
     HEADER = LogTable.HEADER + f" {'stat':>9} {'viol':>9} {'comp':>9} {'penalty':>8}  worst"
 
-    def __call__(self, info: IterationInfo) -> None:
-        if info.iteration % self.every:
-            return
-        stream = self.stream or sys.stdout
-        if self._rows % self.header_every == 0:
-            print(self.HEADER, file=stream)
-        self._rows += 1
-        print(f"{info.iteration:>5} {info.cost:>14.8e} {info.stop:>10.3e} {info.expected:>10.3e} {info.step:>8.4f} "
-              f"{info.regularization:>9.2e} {info.gap_norm:>9.2e} {1e3 * info.time:>9.2f} {info.stationarity:>9.2e} "
-              f"{info.violation:>9.2e} {info.complementarity:>9.2e} {info.penalty:>8.1e}  {info.worst}", file=stream,
-              flush=True)
+    def row(self, info: IterationInfo) -> str:
+        return (f"{super().row(info)} {info.stationarity:>9.2e} {info.violation:>9.2e} {info.complementarity:>9.2e} "
+                f"{info.penalty:>8.1e}  {info.worst}")
 
 
 class ConstrainedSolver(Solver):

@@ -190,8 +190,12 @@ class LogTable:
         if self._rows % self.header_every == 0:
             print(self.HEADER, file=stream)
         self._rows += 1
-        print(f"{info.iteration:>5} {info.cost:>14.8e} {info.stop:>10.3e} {info.expected:>10.3e} {info.step:>8.4f} "
-              f"{info.regularization:>9.2e} {info.gap_norm:>9.2e} {1e3 * info.time:>9.2f}", file=stream, flush=True)
+        print(self.row(info), file=stream, flush=True)
+
+    def row(self, info: IterationInfo) -> str:
+        """The line of one iteration, under ``HEADER``."""
+        return (f"{info.iteration:>5} {info.cost:>14.8e} {info.stop:>10.3e} {info.expected:>10.3e} {info.step:>8.4f} "
+                f"{info.regularization:>9.2e} {info.gap_norm:>9.2e} {1e3 * info.time:>9.2f}")
 
 
 def _gap_norm(gaps: np.ndarray | None) -> float:
