@@ -14,8 +14,9 @@ minimises the augmented problem with its gaps, line search, control boxes (kept 
 Lagrangian method (Conn, Gould & Toint's LANCELOT; Nocedal & Wright Algorithm 17.4), run inside FDDP's iterations
 rather than as separate solves: once the inner problem is solved to the tolerance ``ω`` (stationarity, gaps
 closed), either the violation is below the target ``η``, and the multipliers take ``λ ← λ⁺`` while ``ω, η``
-tighten, or it is not, and ``ρ`` grows (``η, ω`` reset to its scale). The iterate, the regularization and the
-warm-started box QPs carry on from one update to the next.
+tighten (``ω`` more slowly than Algorithm 17.4: ``INNER_TIGHTENING``), or it is not, and ``ρ`` grows (``η, ω``
+reset to its scale). The iterate, the regularization and the warm-started box QPs carry on from one update to the
+next.
 
 A Gauss–Newton model of ``ψ`` has no curvature on a row inside its bounds, so its Newton step can drive the row far
 past them (a torque limit, on the first steps of a reach: the line search then cut the step to 1/64 for twenty
