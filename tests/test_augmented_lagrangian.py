@@ -179,20 +179,25 @@ def test_bad_arguments():
         solve_constrained("problem")
 
 
-def test_the_jump_with_hard_limits_meets_them_where_the_barriers_do_not():
-    """solo12's jump: with barriers the forces leave the friction cones and the torques stop at 98 % of the limits; with
-    constraints every limit holds to 1e-6 (forces in the robot's weight) and the cost is lower (the limits are used
-    whole)."""
+def test_the_constraints_example():
+    """examples/constraints.py: Talos ends with its right hand exactly at the 1 m it must at least reach (the bound
+    active, its multiplier pushing up), its left hand still on target; solo12's jump with barriers lets the forces
+    leave the cones and stops the torques at 98 % of their limits, with constraints every limit holds to 1e-6 and the
+    cost is lower (the limits are used whole)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    import constraints as example
+    reach = example.reach_with_the_right_hand_up(False)
+    assert reach["converged"] == 1.0 and reach["violation"] <= 1e-6
+    assert abs(reach["hand_height"] - example.LOW) <= 1e-6 and reach["multiplier"] < 0.0
+    assert reach["left_hand_mm"] < 0.1
+    jump = example.jump_with_barriers_and_with_constraints(False)
+    hard, soft = jump["hard"], jump["soft"]
+    assert hard["converged"] == soft["converged"] == 1.0
+    assert hard["constraint_violation"] <= 1e-6 and hard["torque_ratio"] <= 1.0 + 1e-6
+    assert hard["friction_margin"] >= -1e-6 and hard["min_normal_force"] >= -1e-6
+    assert soft["friction_margin"] < -1e-4 and hard["cost"] < soft["cost"]
     from lietraj.problems import make_problem
-    hard, soft = make_problem("jump", "solo12"), make_problem("jump", "solo12", constraints="soft")
-    result, penalized = hard.solve(), soft.solve()
-    assert result.status == "converged" and penalized.status == "converged"
-    metrics, barrier = hard.metrics(result), soft.metrics(penalized)
-    assert metrics["constraint_violation"] <= 1e-6 and result.max_violation <= 1e-6
-    assert metrics["torque_ratio"] <= 1.0 + 1e-6 and metrics["friction_margin"] >= -1e-6
-    assert metrics["min_normal_force"] >= -1e-6
-    assert barrier["friction_margin"] < -1e-4  # what the constraints are for
-    assert result.cost < penalized.cost
-    assert result.kkt.stationarity <= 1e-6 and result.kkt.complementarity <= 1e-6
     with pytest.raises(ValueError, match="solver 'fddp', or 'ddp'"):
-        hard.solve("ilqr")
+        make_problem("jump", "solo12").solve("ilqr")
