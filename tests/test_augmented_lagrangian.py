@@ -172,6 +172,24 @@ def test_iteration_limit_and_log():
     assert result.cost == pytest.approx(problem.cost(result.xs, result.us), rel=1e-14)
 
 
+def test_a_warm_start_from_the_solution_ends_at_once():
+    """Solved again from its own solution, with its multipliers and penalty, the LQ problem converges at the first
+    outer update with the same controls; from the solution alone (zero multipliers) it needs the outer loop again."""
+    problem, _ = lq_problem()
+    options = SolverOptions(max_iter=200)
+    first = solve_constrained(problem, options=options, constraint_options=TIGHT)
+    warm = solve_constrained(problem, first.xs, first.us, options, TIGHT, warm_start=first)
+    cold = solve_constrained(problem, first.xs, first.us, options, TIGHT)
+    assert first.converged and warm.converged and cold.converged
+    assert warm.iterations <= 1 and warm.outer_iterations <= 2, warm
+    assert cold.iterations + cold.outer_iterations > 3 * (warm.iterations + warm.outer_iterations), cold
+    assert np.abs(warm.us - first.us).max() < 1e-9
+    for name, m in first.multipliers.items():
+        np.testing.assert_allclose(warm.multipliers[name].values, m.values, rtol=1e-6, atol=1e-9)
+    with pytest.raises(ValueError, match="warm_start takes a ConstrainedResult"):
+        solve_constrained(problem, warm_start=object())
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="penalty_factor"):
         ConstraintOptions(penalty_factor=1.0)

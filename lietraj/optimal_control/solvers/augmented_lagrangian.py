@@ -336,6 +336,26 @@ class ConstrainedSolver(Solver):
         rho = float(self.augmented.penalty[0])
         self._omega, self._eta = 1.0 / rho, rho ** -0.1
 
+    def warm_start(self, previous: ConstrainedResult) -> None:
+        """Start the outer loop where ``previous`` (a result of this problem or of one with the same constraint names
+        and knots, e.g. the last solve of a receding horizon) ended: its multipliers, wherever a constraint of the same
+        name and size is at the same knot (zeros elsewhere), and its penalty."""
+        if not isinstance(previous, ConstrainedResult):
+            raise ValueError(f"{self.name}: warm_start takes a ConstrainedResult, got {type(previous).__name__}")
+        for slot in self.augmented.slots:
+            given = previous.multipliers.get(slot.name)
+            slot.multipliers[...] = 0.0
+            if given is None or given.values.shape[1] != slot.constraint.nr:
+                continue
+            knots = np.arange(slot.start, slot.start + slot.multipliers.shape[0])
+            rows = np.searchsorted(given.knots, knots)
+            found = (rows < len(given.knots)) & (given.knots[np.minimum(rows, len(given.knots) - 1)] == knots)
+            slot.multipliers[found] = given.values[rows[found]] * slot.constraint.scale
+        if math.isfinite(previous.penalty):
+            self.augmented.penalty[0] = min(max(previous.penalty, self.constraint_options.penalty_init),
+                                            self.constraint_options.penalty_max)
+        self._reset_targets()
+
     def start(self, xs0: Trajectory | None = None, us0=None) -> SolverState:
         state = super().start(xs0, us0)
         contradictory = self.augmented.original.contradictory_constraints()
@@ -511,12 +531,15 @@ class ConstrainedSolver(Solver):
 
 def solve_constrained(problem: Problem, xs0: Trajectory | None = None, us0=None, options: SolverOptions | None = None,
                       constraint_options: ConstraintOptions | None = None, callback=None, verbose: bool = False,
-                      second_order: bool = False) -> ConstrainedResult:
+                      second_order: bool = False, warm_start: ConstrainedResult | None = None) -> ConstrainedResult:
     """Minimise ``problem``'s cost subject to its dynamics, control bounds and constraints (``ActionModel``'s
     ``constraints``, ``Problem``'s ``terminal_constraints``) by the augmented-Lagrangian FDDP of the module
     docstring, from a possibly infeasible guess ``(xs0, us0)`` as ``solve_fddp``. ``options.max_iter`` bounds the
     FDDP iterations of the whole solve (default 100: constrained solves take more; raise it); ``second_order`` adds
-    DDP's dynamics term. Returns a ``ConstrainedResult`` (status "converged", "infeasible: ...", "max_iterations" or
-    "failed: ..."), never raises on a numerical failure."""
-    return ConstrainedSolver(problem, options, constraint_options, callback, verbose,
-                             second_order=second_order).solve(xs0, us0)
+    DDP's dynamics term; ``warm_start``, a previous result, its multipliers and penalty (``ConstrainedSolver.
+    warm_start``: pass its ``xs, us`` as the guess too). Returns a ``ConstrainedResult`` (status "converged",
+    "infeasible: ...", "max_iterations" or "failed: ..."), never raises on a numerical failure."""
+    solver = ConstrainedSolver(problem, options, constraint_options, callback, verbose, second_order=second_order)
+    if warm_start is not None:
+        solver.warm_start(warm_start)
+    return solver.solve(xs0, us0)
