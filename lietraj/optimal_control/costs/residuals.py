@@ -354,50 +354,39 @@ class _RobotResidual(Residual):
         return ResidualDerivatives(r, R_x, _zeros((N, self.nr, self.nu)))
 
 
-class JointPositionResidual(_RobotResidual):
+class _JointCoordinates(_RobotResidual):
+    """The ``n`` joint coordinates of the state's positions or velocities (``velocities``): linear, its Jacobian one
+    identity block in the joint columns of ``z_s`` or ``z_ṡ``."""
+
+    linear = True
+    velocities = False
+
+    def __init__(self, model: RobotModel, nu: int | None = None):
+        super().__init__(model, model.n, nu)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model.name!r})"
+
+    def value(self, X, U) -> np.ndarray:
+        self._check(X, U)
+        return (X.v[:, self.model.nv - self.nr:] if self.velocities else X.s).copy()
+
+    def derivatives(self, X, U) -> ResidualDerivatives:
+        r = self.value(X, U)
+        N, n, nv = r.shape[0], self.nr, self.model.nv
+        R_x = np.zeros((N, n, 2 * nv))
+        R_x[:, np.arange(n), (2 * nv if self.velocities else nv) - n + np.arange(n)] = 1.0
+        return ResidualDerivatives(r, R_x, _zeros((N, n, self.nu)))
+
+
+class JointPositionResidual(_JointCoordinates):
     """``r = s`` (n,): the joint positions, for the joint-limit barrier. Linear."""
 
-    linear = True
 
-    def __init__(self, model: RobotModel, nu: int | None = None):
-        super().__init__(model, model.n, nu)
-
-    def __repr__(self) -> str:
-        return f"JointPositionResidual({self.model.name!r})"
-
-    def value(self, X, U) -> np.ndarray:
-        self._check(X, U)
-        return X.s.copy()
-
-    def derivatives(self, X, U) -> ResidualDerivatives:
-        r = self.value(X, U)
-        N, n, nv = r.shape[0], self.nr, self.model.nv
-        R_x = np.zeros((N, n, 2 * nv))
-        R_x[:, np.arange(n), nv - n + np.arange(n)] = 1.0
-        return ResidualDerivatives(r, R_x, _zeros((N, n, self.nu)))
-
-
-class JointVelocityResidual(_RobotResidual):
+class JointVelocityResidual(_JointCoordinates):
     """``r = ṡ`` (n,): the joint velocities (the last ``n`` entries of ``v``), for velocity limits. Linear."""
 
-    linear = True
-
-    def __init__(self, model: RobotModel, nu: int | None = None):
-        super().__init__(model, model.n, nu)
-
-    def __repr__(self) -> str:
-        return f"JointVelocityResidual({self.model.name!r})"
-
-    def value(self, X, U) -> np.ndarray:
-        self._check(X, U)
-        return X.v[:, self.model.nv - self.nr:].copy()
-
-    def derivatives(self, X, U) -> ResidualDerivatives:
-        r = self.value(X, U)
-        N, n, nv = r.shape[0], self.nr, self.model.nv
-        R_x = np.zeros((N, n, 2 * nv))
-        R_x[:, np.arange(n), 2 * nv - n + np.arange(n)] = 1.0
-        return ResidualDerivatives(r, R_x, _zeros((N, n, self.nu)))
+    velocities = True
 
 
 def _frame(model: RobotModel, frame: int | str, what: str) -> int:
