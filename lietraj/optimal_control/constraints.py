@@ -192,6 +192,17 @@ class Violation:
     unit: float
 
 
+def largest_violations(parts) -> dict[str, Violation]:
+    """The largest of each name over ``parts``, ``(name, first knot, per-knot violations (N,), unit)`` for every set
+    or run of knots that carries the constraint (a name shared by several is one entry)."""
+    out: dict[str, Violation] = {}
+    for name, first, v, unit in parts:
+        k = int(np.argmax(v))
+        if name not in out or v[k] > out[name].value:
+            out[name] = Violation(float(v[k]), first + k, unit)
+    return out
+
+
 # ---------------------------------------------------------------- built-ins
 
 

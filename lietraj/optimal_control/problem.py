@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, tangent_difference, tangent_integrate
-from lietraj.optimal_control.constraints import ConstraintSet, Violation
+from lietraj.optimal_control.constraints import ConstraintSet, Violation, largest_violations
 from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel
 from lietraj.optimal_control.dynamics.discrete_dynamics import (
     DiscreteDerivatives,
@@ -308,14 +308,8 @@ class Problem:
         """The largest violation of each named constraint over all the knots that carry it (a name shared by
         several sets, e.g. a friction cone in every stance phase, is one entry), in the constraint's unit."""
         U = np.asarray(U, dtype=np.float64)
-        out: dict[str, Violation] = {}
-        for a, b, constraints in self.constraint_groups():
-            knots_U = None if a == self.T else U[a:b]
-            for name, v in constraints.violations(X[a:b], knots_U).items():
-                k = int(np.argmax(v))
-                if name not in out or v[k] > out[name].value:
-                    out[name] = Violation(float(v[k]), a + k, constraints[name].scale)
-        return out
+        return largest_violations((name, a, v, constraints[name].scale) for a, b, constraints in self.constraint_groups()
+                                  for name, v in constraints.violations(X[a:b], None if a == self.T else U[a:b]).items())
 
     def contradictory_constraints(self) -> list[str]:
         """``"name (knots a-b)"`` for every constraint with a row whose ``lower > upper``: no solution can meet it."""

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lietraj.dynamics.lie.state import Trajectory
-from lietraj.optimal_control.constraints import Constraint, Violation
+from lietraj.optimal_control.constraints import Constraint, Violation, largest_violations
 from lietraj.optimal_control.costs.activations import Activation, ActivationDerivatives
 from lietraj.optimal_control.costs.costs import CostModel, CostSum, ResidualCost
 from lietraj.optimal_control.costs.residuals import ControlResidual
@@ -93,32 +93,33 @@ class AugmentedLagrangianActivation(Activation):
     def __init__(self, constraint: Constraint, multipliers: np.ndarray, penalty: np.ndarray):
         self.nr = constraint.nr
         self.lower, self.upper = constraint.lower / constraint.scale, constraint.upper / constraint.scale
-        self.scale, self.equality = constraint.scale, constraint.equality
+        self.scale = constraint.scale
         self.multipliers, self.penalty = multipliers, penalty
 
     def __repr__(self) -> str:
         return f"AugmentedLagrangianActivation(nr={self.nr}, penalty={self.penalty[0]:g})"
 
-    def _excess(self, r) -> tuple[np.ndarray, float]:
+    def shifted(self, r) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(ŝ, ŝ − Π(ŝ), ρ)`` at the residuals ``r`` (N, nr), in their own units (module docstring)."""
         r = self._checked(r)
         if r.shape[0] != self.multipliers.shape[0]:
             raise ValueError(f"{self!r}: {r.shape[0]} residuals for {self.multipliers.shape[0]} knots")
         rho = float(self.penalty[0])
         s = r / self.scale + self.multipliers / rho
-        return s - np.clip(s, self.lower, self.upper), rho
+        return s, s - np.clip(s, self.lower, self.upper), rho
 
-    def value(self, r) -> np.ndarray:
-        e, rho = self._excess(r)
+    def _psi(self, e: np.ndarray, rho: float) -> np.ndarray:
         return 0.5 * rho * np.einsum("ki,ki->k", e, e) - np.einsum("ki,ki->k", self.multipliers, self.multipliers) / (
             2.0 * rho)
 
+    def value(self, r) -> np.ndarray:
+        _, e, rho = self.shifted(r)
+        return self._psi(e, rho)
+
     def derivatives(self, r) -> ActivationDerivatives:
-        e, rho = self._excess(r)
-        value = 0.5 * rho * np.einsum("ki,ki->k", e, e) - np.einsum("ki,ki->k", self.multipliers,
-                                                                       self.multipliers) / (2.0 * rho)
-        s = r / self.scale + self.multipliers / rho
+        s, e, rho = self.shifted(r)
         active = (s >= self.upper) | (s <= self.lower)
-        return ActivationDerivatives(value, rho * e / self.scale,
+        return ActivationDerivatives(self._psi(e, rho), rho * e / self.scale,
                                      diagonal=np.where(active, rho / self.scale ** 2, 0.0))
 
 
@@ -186,12 +187,16 @@ class ConstrainedResult(SolverResult):
 
 @dataclass(eq=False)
 class _Slot:
-    """One constraint at a run of knots: its multipliers (a view of the group's array) and where they go."""
+    """One constraint at a run of knots: its ``ψ`` (its multipliers a view of the group's array), where it starts."""
 
     name: str
     constraint: Constraint
     start: int
-    multipliers: np.ndarray
+    activation: AugmentedLagrangianActivation
+
+    @property
+    def multipliers(self) -> np.ndarray:
+        return self.activation.multipliers
 
 
 class _Augmented:
@@ -208,7 +213,6 @@ class _Augmented:
             arrays = {name: np.zeros((b - a, c.nr)) for name, c in constraints.items()}
             for k in range(a, b):
                 owner[k] = (a, arrays)
-        self.groups = [(a, b, constraints, owner[a][1]) for a, b, constraints in problem.constraint_groups()]
         models, previous = [], None
         for k, m in enumerate(problem.running):
             if previous is None or m.cost is not previous.cost or m.constraints is not previous.constraints:
@@ -230,12 +234,12 @@ class _Augmented:
         start, arrays = owner
         run = self._run_length(k, constraints, cost)
         for name, c in constraints.items():
-            view = arrays[name][k - start:k - start + run]
-            self.slots.append(_Slot(name, c, k, view))
+            activation = AugmentedLagrangianActivation(c, arrays[name][k - start:k - start + run], self.penalty)
+            self.slots.append(_Slot(name, c, k, activation))
             term = f"{name} (constraint)"
             while term in total.costs:
                 term += "'"
-            total.add(term, ResidualCost(c.residual, AugmentedLagrangianActivation(c, view, self.penalty)))
+            total.add(term, ResidualCost(c.residual, activation))
         return total
 
     def _run_length(self, k: int, constraints, cost) -> int:
@@ -249,42 +253,35 @@ class _Augmented:
         return stop - k
 
     def residuals(self, X: Trajectory, U: np.ndarray) -> list[np.ndarray]:
-        """The scaled residuals ``ĉ`` of every slot."""
+        """The residuals ``c`` of every slot, in their own units."""
         T = self.original.T
         out = []
         for slot in self.slots:
             n = slot.multipliers.shape[0]
             knots_U = None if slot.start == T else U[slot.start:slot.start + n]
-            out.append(slot.constraint.value(X[slot.start:slot.start + n], knots_U) / slot.constraint.scale)
+            out.append(slot.constraint.value(X[slot.start:slot.start + n], knots_U))
         return out
 
     def violations(self, residuals: list[np.ndarray]) -> dict[str, Violation]:
-        """``Problem.violations`` from the slots' scaled residuals (no second evaluation of the constraints)."""
-        out: dict[str, Violation] = {}
-        for slot, r in zip(self.slots, residuals):
-            c = slot.constraint
-            v = np.abs(c.excess(r * c.scale)).max(axis=1, initial=0.0)
-            k = int(np.argmax(v))
-            if slot.name not in out or v[k] > out[slot.name].value:
-                out[slot.name] = Violation(float(v[k]), slot.start + k, c.scale)
-        return out
+        """``Problem.violations`` from the slots' residuals (no second evaluation of the constraints)."""
+        return largest_violations((slot.name, slot.start, np.abs(slot.constraint.excess(r)).max(axis=1, initial=0.0),
+                                   slot.constraint.scale) for slot, r in zip(self.slots, residuals))
 
     def estimates(self, residuals: list[np.ndarray]) -> list[np.ndarray]:
         """``λ⁺ = ρ (ŝ − Π(ŝ))`` of every slot."""
-        rho = float(self.penalty[0])
         out = []
         for slot, r in zip(self.slots, residuals):
-            c = slot.constraint
-            s = r + slot.multipliers / rho
-            out.append(rho * (s - np.clip(s, c.lower / c.scale, c.upper / c.scale)))
+            _, e, rho = slot.activation.shifted(r)
+            out.append(rho * e)
         return out
 
 
 def _complementarity(slot: _Slot, r: np.ndarray, lam: np.ndarray) -> float:
+    """``max |λ⁺ᵢ| |ĉᵢ − bᵢ|`` over the slot's inequality rows (module docstring), ``r`` in the constraint's units."""
     c = slot.constraint
-    bound = np.where(lam > 0, c.upper / c.scale, c.lower / c.scale)
+    bound = np.where(lam > 0, c.upper, c.lower)
     with np.errstate(invalid="ignore"):
-        gap = np.where((lam != 0) & ~c.equality, np.abs(lam) * np.abs(r - bound), 0.0)
+        gap = np.where((lam != 0) & ~c.equality, np.abs(lam) * np.abs(r - bound) / c.scale, 0.0)
     return float(np.nan_to_num(gap, nan=0.0, posinf=0.0).max(initial=0.0))
 
 
@@ -328,6 +325,7 @@ class ConstrainedSolver(Solver):
                                                                                      ControlResidual)]
         self._raised_at: float | None = None  # the violation of the inner solution at the last penalty increase
         self._last = (math.nan, math.nan, math.nan, "")  # violation, complementarity, penalty, worst: for the log
+        self.kkt: KKTResiduals | None = None  # at the last outer update
 
     # ---- the outer loop ------------------------------------------------------------------------------------
 
@@ -481,11 +479,10 @@ class ConstrainedSolver(Solver):
             return self._bounds  # the trials of one line search share them
         problem = self.problem
         lb, ub = problem.u_lb.copy(), problem.u_ub.copy()
-        rho = float(self.augmented.penalty[0])
         for slot in self._control_slots:
             c, n, k = slot.constraint, slot.multipliers.shape[0], slot.start
             ref = c.residual.reference
-            s = (state.us[k:k + n] - ref) / c.scale + slot.multipliers / rho
+            s, _, _ = slot.activation.shifted(state.us[k:k + n] - ref)  # the residual u − ref, as the cost sees it
             lb[k:k + n] = np.where(s > c.lower / c.scale, np.maximum(lb[k:k + n], c.lower + ref), lb[k:k + n])
             ub[k:k + n] = np.where(s < c.upper / c.scale, np.minimum(ub[k:k + n], c.upper + ref), ub[k:k + n])
         self._bounds_key, self._bounds = key, (lb, ub)
@@ -514,7 +511,7 @@ class ConstrainedSolver(Solver):
                   for name, parts in multipliers.items()
                   if len({v.shape[1] for _, v in parts}) == 1}
         violations = original.violations(base.xs, base.us) if np.isfinite(base.cost) else {}
-        kkt = getattr(self, "kkt", None)
+        kkt = self.kkt
         if kkt is not None and not state.status == "converged":
             kkt = KKTResiduals(kkt.stationarity, max((v.value for v in violations.values()), default=0.0),
                                kkt.complementarity)
