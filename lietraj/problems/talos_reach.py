@@ -24,7 +24,7 @@ import numpy as np
 from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
 from lietraj.dynamics.contacts.equilibrium import quasi_static_torques
 from lietraj.dynamics.kinematics.kinematics import frame_placement
-from lietraj.optimal_control.constraints import ConstraintSet, wrench_cone
+from lietraj.optimal_control.constraints import ConstraintSet, torque_limits, wrench_cone
 from lietraj.optimal_control.costs.activations import QuadraticBarrier, WeightedQuadratic
 from lietraj.optimal_control.costs.costs import CostSum, ResidualCost, control_regularization
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
@@ -77,9 +77,9 @@ def talos_reach(target=TARGET, horizon: int = 60, dt: float = 0.05, robot: str =
     if not isinstance(limits, bool):
         raise ValueError(f"talos_reach: limits must be True or False, got {limits!r}")
     if limits:
-        effort = np.where(np.isfinite(model.effort_limit) & (model.effort_limit > 0), model.effort_limit, np.inf)
+        torques = torque_limits(model)  # its bounds, as the controls' box: the box QP keeps them at every iterate
         cone = ConstraintSet(space, n).add("wrench cone", wrench_cone(dynamics, FRICTION, feet.soles))
-        running = ActionModel(dynamics, costs(n, dt), -effort, effort, constraints=cone)
+        running = ActionModel(dynamics, costs(n, dt), torques.lower, torques.upper, constraints=cone)
     else:
         running = ActionModel(dynamics, costs(n, dt))
     problem = Problem(x0, running, costs(0, 1.0), horizon=horizon)
