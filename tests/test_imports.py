@@ -1,6 +1,6 @@
 """The import graph of lietraj: no cycle between its modules, and the layers import one way (DESIGN.md):
-``optimal_control`` imports ``dynamics``, ``problems`` imports both, ``viz`` and the command line sit on top;
-never the reverse.
+``optimal_control`` imports ``dynamics``, ``sim`` (the MuJoCo plant) only ``dynamics``, ``mpc`` the ``optimal_control``
+layer, ``problems`` imports both, ``viz`` and the command line sit on top; never the reverse.
 
 Every ``import`` statement of a module counts, at module level or inside a function or an ``if TYPE_CHECKING``
 block: a lazy or type-only import is still a dependency that a reader must untangle."""
@@ -91,7 +91,10 @@ def test_no_import_cycle_inside_lietraj():
 LAYERS = {  # a package and the lietraj packages it must not import
     "lietraj.dynamics": ("lietraj.optimal_control", "lietraj.problems", "lietraj.viz", "lietraj.cli",
                          "lietraj.warmup"),
-    "lietraj.optimal_control": ("lietraj.problems", "lietraj.viz", "lietraj.cli", "lietraj.warmup"),
+    "lietraj.optimal_control": ("lietraj.problems", "lietraj.viz", "lietraj.cli", "lietraj.warmup", "lietraj.mpc",
+                                "lietraj.sim"),
+    "lietraj.sim": ("lietraj.optimal_control", "lietraj.mpc", "lietraj.problems", "lietraj.viz", "lietraj.cli"),
+    "lietraj.mpc": ("lietraj.sim", "lietraj.problems", "lietraj.viz", "lietraj.cli"),
     "lietraj.problems": ("lietraj.viz", "lietraj.cli", "lietraj.warmup"),
     "lietraj.viz": ("lietraj.cli", "lietraj.warmup"),
 }
@@ -111,11 +114,13 @@ ARCHITECTURE = (  # the README's layers, lowest first: a module may import its o
     ("lietraj.dynamics.lie",),
     ("lietraj.dynamics.model", "lietraj.dynamics._checks", "lietraj.dynamics._spatial"),
     ("lietraj.dynamics.kinematics", "lietraj.dynamics.algorithms", "lietraj.dynamics.contacts"),
+    ("lietraj.sim",),
     ("lietraj.optimal_control.lanes", "lietraj.optimal_control.dynamics"),
     ("lietraj.optimal_control.costs", "lietraj.optimal_control.constraints"),
     ("lietraj.optimal_control.problem",),
     ("lietraj.optimal_control.solvers",),
     ("lietraj.optimal_control.feedback", "lietraj.optimal_control.solution_io"),
+    ("lietraj.mpc",),
     ("lietraj.problems",),
     ("lietraj.viz",),
     ("lietraj.warmup",),

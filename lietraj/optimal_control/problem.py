@@ -172,17 +172,12 @@ class Problem:
                 raise ValueError("Problem: running must hold at least one ActionModel")
             if horizon is not None and self._horizon(horizon) != len(models):
                 raise ValueError(f"Problem: horizon = {horizon} but {len(models)} running models were given")
-        for k, m in enumerate(models):
-            if not isinstance(m, ActionModel):
-                raise ValueError(f"Problem: running model {k} must be an ActionModel, got {type(m).__name__}")
+        if not isinstance(models[0], ActionModel):
+            raise ValueError(f"Problem: running model 0 must be an ActionModel, got {type(models[0]).__name__}")
         space = models[0].dynamics.state_space
         self.nu = models[0].dynamics.nu
         for k, m in enumerate(models):
-            if not same_space(m.dynamics.state_space, space):
-                raise ValueError(f"Problem: running model {k} has the state space {m.dynamics.state_space}, model 0 "
-                                 f"has {space}")
-            if m.dynamics.nu != self.nu:
-                raise ValueError(f"Problem: running model {k} has nu = {m.dynamics.nu}, model 0 has nu = {self.nu}")
+            self._check_model(m, space, f"running model {k}")
         if self.nu == 0:
             raise ValueError("Problem: the dynamics have no controls (nu = 0): there is nothing to optimise")
         if not isinstance(terminal, CostModel):
@@ -200,14 +195,48 @@ class Problem:
         self.running = models
         self.terminal = terminal
         self.T = len(models)
+        self.u_lb = np.stack([m.u_lb for m in models])
+        self.u_ub = np.stack([m.u_ub for m in models])
+        self.terminal_constraints = terminal_constraints
+        self._group_knots()
+
+    def _check_model(self, m, space: StateSpace, what: str) -> None:
+        if not isinstance(m, ActionModel):
+            raise ValueError(f"Problem: {what} must be an ActionModel, got {type(m).__name__}")
+        if not same_space(m.dynamics.state_space, space):
+            raise ValueError(f"Problem: {what} has the state space {m.dynamics.state_space}, model 0 has {space}")
+        if m.dynamics.nu != self.nu:
+            raise ValueError(f"Problem: {what} has nu = {m.dynamics.nu}, model 0 has nu = {self.nu}")
+
+    def _group_knots(self) -> None:
+        """The runs of knots that share a dynamics, a cost or a constraint set (module docstring)."""
+        models = self.running
         self.dynamics_sequence = [m.dynamics for m in models]
         self._dynamics_runs = _runs(self.dynamics_sequence)
         self._cost_runs = _runs([m.cost for m in models])
-        self.u_lb = np.stack([m.u_lb for m in models])
-        self.u_ub = np.stack([m.u_ub for m in models])
         self.has_control_limits = any(m.has_control_limits for m in models)
-        self.terminal_constraints = terminal_constraints
         self._constraint_runs = [run for run in _runs([m.constraints for m in models]) if run[2] is not None]
+
+    def shift(self, model: ActionModel) -> None:
+        """Recede the horizon by one knot, in place: knot 0 leaves, every knot moves one place forward and ``model``
+        becomes the last running knot (a receding-horizon controller's step). No model is rebuilt or copied: the
+        knots keep their objects, only the grouping into runs is read again (``O(T)`` list work, no array work but
+        the two bound rows)."""
+        self._check_model(model, self.state_space, "the shifted-in model")
+        self.running.pop(0)
+        self.running.append(model)
+        for bound, new in ((self.u_lb, model.u_lb), (self.u_ub, model.u_ub)):
+            bound[:-1] = bound[1:]
+            bound[-1] = new
+        self._group_knots()
+
+    def set_initial_state(self, x: State) -> None:
+        """Write ``x`` into ``x0`` (checked: the problem's space, finite), in place (a controller's measured state)."""
+        self.state_space.check(x)
+        if self.x0.H is not None:
+            self.x0.H[...] = x.H
+        self.x0.s[...] = x.s
+        self.x0.v[...] = x.v
 
     @staticmethod
     def _horizon(horizon) -> int:

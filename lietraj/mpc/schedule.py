@@ -1,0 +1,137 @@
+"""What a receding horizon walks along: a ``Schedule`` of phases, each a run of knots of one ``ActionModel``.
+
+A controller solves, at tick ``t`` (the ``t``-th knot of the schedule), the window of knots ``t .. t + T − 1``. A
+contact schedule is a sequence of phases (a stance, a swing, a touchdown impact: Crocoddyl's action models one per
+knot, here one model per phase, whose knots the problem evaluates in one batched call); a cyclic schedule repeats
+its phases (a gait), an acyclic one holds its last phase once it reaches it (a balance, a reach held at its end).
+Moving the window by one knot (``Problem.shift``) hands the problem the model of knot ``t + T``: no model is built
+while the controller runs.
+
+Per-knot references (a swing foot's path, a CoM path) live on a phase, not on its model: ``Phase.references`` lists
+``(residual, attribute, values)`` with one row of ``values`` per knot of the phase, and when the window covers the
+phase's knots ``a .. b − 1`` the residual's attribute is set to ``values[a:b]`` (a view) before the solve. The
+residual's object is shared by every knot of the phase, so a phase with references may appear only once in a window:
+a cycle must then be at least ``T + knots − 1`` knots long (``Schedule.window`` says so when it is not; build two
+strides of distinct models for a short gait).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lietraj.optimal_control.constraints import ConstraintSet
+from lietraj.optimal_control.costs.costs import CostModel
+from lietraj.optimal_control.problem import ActionModel
+
+
+@dataclass(eq=False)
+class Phase:
+    """``knots`` knots of ``model``; ``references``: ``(residual, attribute, values)`` whose ``values`` have one row
+    per knot (a ``Trajectory`` of ``knots`` states for a ``StateResidual``'s ``reference``), set sliced to the knots
+    a window covers (module docstring); ``name`` labels logs and errors."""
+
+    model: ActionModel
+    knots: int
+    references: Sequence[tuple[object, str, object]] = ()
+    name: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.model, ActionModel):
+            raise ValueError(f"Phase {self.name!r}: model must be an ActionModel, got {type(self.model).__name__}")
+        if isinstance(self.knots, bool) or not isinstance(self.knots, (int, np.integer)) or self.knots < 1:
+            raise ValueError(f"Phase {self.name!r}: knots must be a positive integer, got {self.knots!r}")
+        self.references = tuple(self.references)
+        for item in self.references:
+            if len(item) != 3 or not isinstance(item[1], str) or not hasattr(item[0], item[1]):
+                raise ValueError(f"Phase {self.name!r}: a reference is (residual, attribute name, values) with an "
+                                 f"attribute the residual has, got {item!r}")
+            if len(item[2]) != self.knots:
+                raise ValueError(f"Phase {self.name!r}: the values of {type(item[0]).__name__}.{item[1]} have "
+                                 f"{len(item[2])} rows for {self.knots} knots")
+
+
+@dataclass(eq=False)
+class Segment:
+    """The knots ``offset .. offset + count − 1`` of ``phase`` at the window's knots ``start .. start + count − 1``."""
+
+    phase: Phase
+    offset: int
+    start: int
+    count: int
+
+
+class Schedule:
+    """Phases in order (module docstring), their terminal cost and terminal constraints (of the problem every window
+    solves), ``cyclic``: repeat them forever, else hold the last phase's model after the end. The phases' models
+    share one state space and control size (``Problem`` checks them)."""
+
+    def __init__(self, phases: Sequence[Phase], terminal: CostModel, cyclic: bool = False,
+                 terminal_constraints: ConstraintSet | None = None):
+        phases = list(phases)
+        if not phases or not all(isinstance(p, Phase) for p in phases):
+            raise ValueError("Schedule: phases must be a non-empty sequence of Phase")
+        if not isinstance(terminal, CostModel):
+            raise ValueError(f"Schedule: terminal must be a CostModel, got {type(terminal).__name__}")
+        self.phases, self.terminal, self.cyclic = phases, terminal, bool(cyclic)
+        self.terminal_constraints = terminal_constraints
+        self.starts = np.cumsum([0] + [p.knots for p in phases])
+        self.length = int(self.starts[-1])  # the knots of one pass (one cycle)
+
+    @classmethod
+    def constant(cls, model: ActionModel, terminal: CostModel, terminal_constraints: ConstraintSet | None = None,
+                 name: str = "") -> Schedule:
+        """One model at every knot (a reach, a balance): the window is the same problem at every tick."""
+        return cls([Phase(model, 1, name=name)], terminal, cyclic=False, terminal_constraints=terminal_constraints)
+
+    def __repr__(self) -> str:
+        return (f"Schedule({len(self.phases)} phases, {self.length} knots{', cyclic' if self.cyclic else ''}: "
+                + ", ".join(f"{p.name or 'phase'}×{p.knots}" for p in self.phases) + ")")
+
+    def locate(self, knot: int) -> tuple[int, int]:
+        """``(phase index, offset in it)`` of the schedule's knot ``knot`` (≥ 0); past the end of an acyclic schedule
+        the last phase with an offset past its knots (its model holds, its references repeat their last row)."""
+        if knot < 0:
+            raise ValueError(f"Schedule: knot must be >= 0, got {knot}")
+        if self.cyclic:
+            knot %= self.length
+        i = min(int(np.searchsorted(self.starts, knot, side="right")) - 1, len(self.phases) - 1)
+        return i, knot - int(self.starts[i])
+
+    def model(self, knot: int) -> ActionModel:
+        """The running model of the schedule's knot ``knot``."""
+        return self.phases[self.locate(knot)[0]].model
+
+    def window(self, first: int, T: int) -> list[Segment]:
+        """The segments of the window of ``T`` knots from the schedule's knot ``first``, in order; ValueError when a
+        phase with references would cover two parts of it (module docstring)."""
+        segments: list[Segment] = []
+        for k in range(T):
+            i, offset = self.locate(first + k)
+            phase = self.phases[i]
+            last = segments[-1] if segments else None
+            if last is not None and last.phase is phase and last.offset + last.count == offset:
+                last.count += 1
+            else:
+                segments.append(Segment(phase, offset, k, 1))
+        seen: set[int] = set()
+        for seg in segments:
+            if seg.phase.references and id(seg.phase) in seen:
+                raise ValueError(f"Schedule: phase {seg.phase.name!r} (with per-knot references) appears twice in a "
+                                 f"window of {T} knots: make the cycle at least {T + seg.phase.knots - 1} knots long "
+                                 "(e.g. two strides of distinct models)")
+            seen.add(id(seg.phase))
+        return segments
+
+    def apply_references(self, segments: list[Segment]) -> None:
+        """Set every reference of the window's phases to the rows its knots cover (held rows repeat the last)."""
+        for seg in segments:
+            for residual, attribute, values in seg.phase.references:
+                stop = seg.offset + seg.count
+                if stop <= seg.phase.knots:
+                    setattr(residual, attribute, values[seg.offset:stop])
+                else:  # past the end of an acyclic schedule: the last row holds
+                    rows = np.minimum(np.arange(seg.offset, stop), seg.phase.knots - 1)
+                    setattr(residual, attribute, values[rows])

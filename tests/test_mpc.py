@@ -1,0 +1,283 @@
+"""The receding-horizon controller: the shifted window is the problem built afresh, a tick solved to convergence is
+the solve of that problem, the schedule's segments and references, the deadline, failures that keep the previous
+plan, hard constraints, and a closed loop on a plant of the model itself (a perfect model: the loop must track)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lietraj
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.lie.state import Trajectory
+from lietraj.mpc import MPCOptions, ModelPredictiveController, Phase, Push, Schedule, closed_loop
+from lietraj.optimal_control import (
+    ActionModel,
+    Constraint,
+    ConstraintOptions,
+    ConstraintSet,
+    ControlResidual,
+    CostSum,
+    FrameTranslationResidual,
+    Problem,
+    ResidualCost,
+    RobotDynamics,
+    SolverOptions,
+    control_regularization,
+    solve_constrained,
+    solve_fddp,
+    state_regularization,
+)
+
+DT, T = 0.01, 20
+
+
+@pytest.fixture(scope="module")
+def ur5():
+    return lietraj.load_robot("ur5")
+
+
+def start_state(robot):
+    x = robot.state_space.neutral()
+    x.s[:] = [0.0, -1.0, 1.0, -1.5, -1.5, 0.0]
+    return x
+
+
+def reach(robot, x0, target, horizon=T, limits=False):
+    """The tool frame to ``target`` (3,) or per knot (horizon, 3); the torques as constraints with ``limits``."""
+    sp, n = robot.state_space, robot.n
+    tool = FrameTranslationResidual(robot, "tool0", target, nu=n)
+    running = CostSum(sp, n)
+    running.add("tool", ResidualCost(tool), 1e3 * DT)
+    running.add("state", state_regularization(sp, x0, 1.0, n), DT)
+    running.add("control", control_regularization(n), 1e-3 * DT)
+    terminal_tool = FrameTranslationResidual(robot, "tool0", np.asarray(target).reshape(-1, 3)[-1], nu=0)
+    terminal = CostSum(sp, 0)
+    terminal.add("tool", ResidualCost(terminal_tool), 1e3)
+    terminal.add("state", state_regularization(sp, x0, 1.0, 0), 1.0)
+    constraints = None
+    if limits:
+        constraints = ConstraintSet(sp, n).add("torque", Constraint(ControlResidual(n, None, sp), -20.0, 20.0))
+    model = ActionModel(RobotDynamics(robot, DT), running, constraints=constraints)
+    return model, terminal, tool, terminal_tool
+
+
+class ModelPlant:
+    """The robot's own dynamics at a 1 ms step: a plant with no model error, recording its pushes."""
+
+    def __init__(self, robot, x0, fail_at=None):
+        self.space = robot.state_space
+        self.dynamics = RobotDynamics(robot, 0.001)
+        self.x, self.time, self.pushes, self.fail_at = x0.copy(), 0.0, [], fail_at
+
+    def state(self):
+        return self.x.copy()
+
+    def step(self, u, duration=None):
+        for _ in range(max(1, round((duration or 0.001) / 0.001))):
+            if self.fail_at is not None and self.time >= self.fail_at:
+                raise RuntimeError(f"the simulation diverged at t = {self.time:.3f} s")
+            self.x = self.dynamics.step_trajectory(Trajectory.repeat(self.x, 1), np.asarray(u)[None])[0]
+            self.time += 0.001
+
+    def push(self, body, force, torque=(0.0, 0.0, 0.0), duration=0.1):
+        self.pushes.append((self.time, body, tuple(force)))
+
+
+def test_a_shifted_problem_is_the_problem_built_with_the_shifted_models(ur5):
+    x0 = start_state(ur5)
+    a = reach(ur5, x0, [0.4, 0.1, 0.5])[0]
+    b = reach(ur5, x0, [0.3, -0.2, 0.6])[0]
+    b = ActionModel(b.dynamics, b.cost, -np.full(6, 5.0), np.full(6, 5.0))
+    terminal = reach(ur5, x0, [0.4, 0.1, 0.5])[1]
+    models = [a] * 5 + [b] * 3
+    shifted = Problem(x0, list(models), terminal)
+    for k in range(4):
+        shifted.shift(a if k % 2 else b)
+        models = models[1:] + [a if k % 2 else b]
+    fresh = Problem(x0, models, terminal)
+    rng = np.random.default_rng(0)
+    X, U = ur5.state_space.random_trajectory(9, rng), rng.normal(size=(8, 6))
+    assert shifted.cost(X, U) == pytest.approx(fresh.cost(X, U), rel=1e-14)
+    np.testing.assert_array_equal(shifted.u_lb, fresh.u_lb)
+    np.testing.assert_array_equal(shifted.u_ub, fresh.u_ub)
+    assert shifted._cost_runs == fresh._cost_runs and shifted.has_control_limits
+    d1, d2 = shifted.derivatives(X, U), fresh.derivatives(X, U)
+    np.testing.assert_allclose(d1.running.l_xx, d2.running.l_xx, rtol=1e-14)
+    np.testing.assert_allclose(d1.dynamics.F_x, d2.dynamics.F_x, rtol=1e-14)
+    with pytest.raises(ValueError, match="shifted-in model"):
+        shifted.shift("not a model")
+
+
+def test_a_schedule_gives_each_window_its_phases_and_the_rows_of_their_references(ur5):
+    x0 = start_state(ur5)
+    model, terminal, tool, _ = reach(ur5, x0, np.zeros((4, 3)), horizon=4)
+    path = np.arange(12.0).reshape(4, 3)
+    other = reach(ur5, x0, [0.0, 0.0, 1.0])[0]
+    cyclic = Schedule([Phase(other, 3, name="hold"), Phase(model, 4, [(tool, "target", path)], name="move")],
+                      terminal, cyclic=True)
+    segments = cyclic.window(5, 5)  # knots 5, 6 (move 2, 3), 7-9 (hold 0-2)
+    with pytest.raises(ValueError, match="appears twice"):
+        cyclic.window(5, 6)  # knot 10 is move 0 again: one residual cannot hold rows 2-3 and 0
+    assert [(s.phase.name, s.offset, s.start, s.count) for s in segments] == [("move", 2, 0, 2), ("hold", 0, 2, 3)]
+    assert [(s.phase.name, s.offset, s.count) for s in cyclic.window(8, 6)] == [("hold", 1, 2), ("move", 0, 4)]
+    cyclic.apply_references(cyclic.window(5, 4))
+    np.testing.assert_array_equal(tool.target, path[2:4])
+    held = Schedule([Phase(other, 2), Phase(model, 4, [(tool, "target", path)])], terminal)
+    segments = held.window(4, 5)  # knots 4, 5: move 2, 3; then the last knot held
+    assert [(s.offset, s.count) for s in segments] == [(2, 5)]
+    held.apply_references(segments)
+    np.testing.assert_array_equal(tool.target, path[[2, 3, 3, 3, 3]])
+    assert held.model(100) is model and cyclic.model(7 * 3 + 1) is other
+    with pytest.raises(ValueError, match="rows"):
+        Phase(model, 3, [(tool, "target", path)])
+
+
+def test_a_tick_solved_to_convergence_is_the_solve_of_the_window_built_afresh(ur5):
+    """After ticks from the plant's states, the tick's plan equals FDDP on the same window problem built from
+    scratch (same models, references and measured state): the shift and the warm start change nothing but speed."""
+    x0 = start_state(ur5)
+    p0 = frame_placement(ur5, x0, "tool0")[:3, 3]
+    model, terminal, tool, terminal_tool = reach(ur5, x0, np.tile(p0, (T, 1)))
+
+    def moving(t):
+        return p0 + 0.1 * np.array([np.sin(3 * t), np.cos(3 * t) - 1.0, 0.0])
+
+    def update(c):
+        tool.target = np.array([moving(c.time + DT * k) for k in range(T)])
+        terminal_tool.target = moving(c.time + DT * T)
+
+    options = SolverOptions(tol=1e-16)
+    mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0,
+                                    MPCOptions(T, iterations=50, solver_options=options), update=update)
+    plant = ModelPlant(ur5, x0)
+    for _ in range(4):
+        tick = mpc.tick(plant.state())
+        plant.step(tick.u, DT)
+    x = plant.state()
+    tick = mpc.tick(x)
+    assert tick.knot == 4 and mpc.time == pytest.approx(4 * DT)
+    fresh_model, fresh_terminal, _, fresh_tool = reach(ur5, x0, np.array([moving(4 * DT + DT * k) for k in range(T)]))
+    fresh_tool.target = moving(4 * DT + DT * T)
+    fresh = solve_fddp(Problem(x, fresh_model, fresh_terminal, horizon=T),
+                       us0=np.zeros((T, 6)), options=SolverOptions(max_iter=200, tol=1e-16))
+    assert tick.status == "converged" and fresh.converged
+    np.testing.assert_allclose(tick.plan.us, fresh.us, atol=1e-5 * np.abs(fresh.us).max())
+    np.testing.assert_allclose(tick.plan.K, fresh.K, atol=1e-5 * np.abs(fresh.K).max())
+    assert tick.iterations < fresh.iterations  # the warm start pays
+
+
+def test_the_feedback_policy_interpolates_the_plan_between_its_knots(ur5):
+    x0 = start_state(ur5)
+    model, terminal, _, _ = reach(ur5, x0, [0.4, 0.2, 0.4])
+    mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0, MPCOptions(T))
+    tick = mpc.start()
+    plan, space = tick.plan, ur5.state_space
+    np.testing.assert_allclose(tick.control(plan.xs[0]), tick.u, atol=1e-12)
+    np.testing.assert_allclose(tick.control(plan.reference(0, 0.004), 0.004), tick.u, atol=1e-12)
+    middle = plan.reference(0, 0.5 * DT)
+    np.testing.assert_allclose(space.difference(plan.xs[0], middle), 0.5 * space.difference(plan.xs[0], plan.xs[1]),
+                               atol=1e-12)
+    z = np.random.default_rng(1).normal(size=12) * 1e-3
+    np.testing.assert_allclose(tick.control(space.integrate(middle, z), 0.5 * DT), tick.u + plan.K[0] @ z, atol=1e-12)
+
+
+def test_the_deadline_bounds_the_iterations_of_a_tick(ur5):
+    x0 = start_state(ur5)
+    model, terminal, _, _ = reach(ur5, x0, [0.5, 0.3, 0.3])
+    mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0,
+                                    MPCOptions(T, iterations=100, deadline=1e-6, start_iterations=1))
+    mpc.start()
+    tick = mpc.tick(x0)
+    assert tick.status == "deadline" and tick.iterations == 1 and tick.overran  # one iteration is always taken
+    with pytest.raises(ValueError, match="deadline"):
+        MPCOptions(T, deadline=0.0)
+    with pytest.raises(ValueError, match="horizon"):
+        MPCOptions(0)
+
+
+def test_a_failed_tick_keeps_the_previous_plan_one_knot_on(ur5):
+    x0 = start_state(ur5)
+    model, terminal, tool, _ = reach(ur5, x0, [0.5, 0.3, 0.3])
+    broken = {"now": False}
+
+    def update(c):
+        tool.target = [np.nan if broken["now"] else 0.5, 0.3, 0.3]
+
+    mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0, MPCOptions(T, iterations=3),
+                                    update=update)
+    first = mpc.start()
+    second = mpc.tick(first.plan.xs[1])
+    broken["now"] = True
+    with pytest.raises(ValueError, match="NaN"):  # the residual refuses a NaN target: bad input raises at once
+        mpc.tick(second.plan.xs[1])
+
+
+def test_a_solve_that_fails_inside_keeps_the_previous_policy(ur5):
+    x0 = start_state(ur5)
+    model, terminal, _, _ = reach(ur5, x0, [0.5, 0.3, 0.3])
+    mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0, MPCOptions(T, iterations=3))
+    first = mpc.start()
+    far = first.plan.xs[1].copy()
+    far.v[:] = 1e200  # the rollout from here is not finite: the solve fails, the tick falls back
+    tick = mpc.tick(far)
+    assert tick.failed and "previous plan, knot 1" in tick.status and tick.plan is first.plan
+    np.testing.assert_array_equal(tick.u, first.plan.us[1])
+    again = mpc.tick(first.plan.xs[2])
+    assert not again.failed and again.plan_knot == 0
+
+
+def test_hard_constraints_hold_at_every_tick_and_the_multipliers_move_with_the_window(ur5):
+    x0 = start_state(ur5)
+    model, terminal, _, _ = reach(ur5, x0, [0.3, 0.4, 0.6], limits=True)
+    tight = ConstraintOptions(stationarity_tol=1e-8, feasibility_tol=1e-9, complementarity_tol=1e-9)
+    mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0,
+                                    MPCOptions(T, iterations=100, constraint_options=tight))
+    plant = ModelPlant(ur5, x0)
+    for _ in range(3):
+        tick = mpc.tick(plant.state())
+        assert tick.status == "converged", tick.status
+        assert np.abs(tick.plan.us).max() <= 20.0 + 1e-5
+        plant.step(tick.u, DT)
+    fresh = solve_constrained(Problem(plant.state(), model, terminal, horizon=T), constraint_options=tight)
+    tick = mpc.tick(plant.state())
+    assert np.abs(fresh.us).max() == pytest.approx(20.0, abs=1e-5)  # the limit binds
+    np.testing.assert_allclose(tick.plan.us, fresh.us, atol=1e-5 * np.abs(fresh.us).max())
+
+
+def test_a_closed_loop_on_a_perfect_plant_tracks_a_moving_target_and_applies_its_pushes(ur5):
+    x0 = start_state(ur5)
+    p0 = frame_placement(ur5, x0, "tool0")[:3, 3]
+    model, terminal, tool, terminal_tool = reach(ur5, x0, np.tile(p0, (T, 1)))
+
+    def moving(t):
+        return p0 + 0.1 * np.array([np.sin(2 * t), 1.0 - np.cos(2 * t), 0.0])
+
+    def update(c):
+        tool.target = np.array([moving(c.time + DT * k) for k in range(T)])
+        terminal_tool.target = moving(c.time + DT * T)
+
+    mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0, MPCOptions(T, iterations=2),
+                                    update=update)
+    plant = ModelPlant(ur5, x0)
+    log = closed_loop(mpc, plant, 0.5, pushes=[Push(0.2, "wrist_3_link", [5.0, 0.0, 0.0])])
+    assert not log.error and not log.stopped and len(log.ticks) == 50
+    errors = [np.linalg.norm(frame_placement(ur5, x, "tool0")[:3, 3] - moving(t)) for t, x in zip(log.times, log.states)]
+    assert max(errors[10:]) < 0.02, max(errors[10:])
+    assert plant.pushes and plant.pushes[0][0] == pytest.approx(0.2, abs=1e-9)
+    stats = log.statistics()
+    assert stats["ticks"] == 50 and stats["failed_ticks"] == 0 and stats["tick_median_ms"] > 0
+    assert log.simulated_time == pytest.approx(0.5)
+
+
+def test_a_plant_that_fails_ends_the_loop_with_its_log(ur5):
+    x0 = start_state(ur5)
+    model, terminal, _, _ = reach(ur5, x0, [0.5, 0.3, 0.3])
+    mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0, MPCOptions(T))
+    log = closed_loop(mpc, ModelPlant(ur5, x0, fail_at=0.05), 1.0)
+    assert "diverged at t = 0.050 s" in log.error and len(log.ticks) == 6  # the tick at 0.05 s, then its step fails
+    stopped = closed_loop(ModelPredictiveController(Schedule.constant(model, terminal), x0, MPCOptions(T)),
+                          ModelPlant(ur5, x0), 1.0, stop=lambda x: "moved" if abs(x.s[0]) > 1e-3 else None)
+    assert stopped.stopped.startswith("moved at t = ") and not stopped.error
+    with pytest.raises(ValueError, match="duration"):
+        closed_loop(mpc, ModelPlant(ur5, x0), -1.0)
