@@ -121,14 +121,20 @@ def test_a_schedule_gives_each_window_its_phases_and_the_rows_of_their_reference
         cyclic.window(5, 6)  # knot 10 is move 0 again: one residual cannot hold rows 2-3 and 0
     assert [(s.phase.name, s.offset, s.start, s.count) for s in segments] == [("move", 2, 0, 2), ("hold", 0, 2, 3)]
     assert [(s.phase.name, s.offset, s.count) for s in cyclic.window(8, 6)] == [("hold", 1, 2), ("move", 0, 4)]
-    cyclic.apply_references(cyclic.window(5, 4))
+    cyclic.apply_references(cyclic.window(5, 4), 5)
     np.testing.assert_array_equal(tool.target, path[2:4])
     held = Schedule([Phase(other, 2), Phase(model, 4, [(tool, "target", path)])], terminal)
     segments = held.window(4, 5)  # knots 4, 5: move 2, 3; then the last knot held
     assert [(s.offset, s.count) for s in segments] == [(2, 5)]
-    held.apply_references(segments)
+    held.apply_references(segments, 4)
     np.testing.assert_array_equal(tool.target, path[[2, 3, 3, 3, 3]])
     assert held.model(100) is model and cyclic.model(7 * 3 + 1) is other
+    np.testing.assert_allclose(cyclic.times([0, 3, 7, 16]), [0.0, 3 * DT, 7 * DT, 16 * DT])
+    np.testing.assert_allclose(held.times([5, 6, 9]), [5 * DT, 6 * DT, 9 * DT])
+    moving = Schedule([Phase(other, 3), Phase(model, 4, [(tool, "target", lambda t: np.outer(t, [1.0, 2.0, 3.0]))])],
+                      terminal, cyclic=True)
+    moving.apply_references(moving.window(8 + 7, 3), 8 + 7)  # knots 15-17 (hold 1-2, move 0): move 0 is at 17 DT
+    np.testing.assert_allclose(tool.target, [[17 * DT, 34 * DT, 51 * DT]])
     with pytest.raises(ValueError, match="rows"):
         Phase(model, 3, [(tool, "target", path)])
 

@@ -181,7 +181,6 @@ class ModelPredictiveController:
         self._solver = None if self.constrained else self._make_solver(options.iterations)
         self.last: Tick | None = None
         self.ticks = 0
-        self._time = 0.0
         self._solved_knot = 0  # the knot of the window the warm start's multipliers belong to
 
     # ---- the solver ---------------------------------------------------------------------------------------------
@@ -200,7 +199,7 @@ class ModelPredictiveController:
     @property
     def time(self) -> float:
         """The schedule's time at the current window's first knot (the sum of the knots' ``dt`` before it)."""
-        return self._time
+        return float(self.schedule.times([self.knot])[0])
 
     # ---- ticks ------------------------------------------------------------------------------------------------
 
@@ -221,7 +220,6 @@ class ModelPredictiveController:
 
     def _recede(self) -> None:
         T, warm = self.options.horizon, self._warm
-        self._time += float(self.problem.running[0].dynamics.dt)
         self.knot += 1
         self.problem.shift(self.schedule.model(self.knot + T - 1))
         warm.xs[:T] = warm.xs[1:].copy()
@@ -231,7 +229,7 @@ class ModelPredictiveController:
         clock = time.perf_counter()
         self.problem.state_space.check(x)
         segments = self.schedule.window(self.knot, self.options.horizon)
-        self.schedule.apply_references(segments)
+        self.schedule.apply_references(segments, self.knot)
         if self.update is not None:
             self.update(self)
         self.problem.set_initial_state(x)

@@ -8,11 +8,13 @@ Moving the window by one knot (``Problem.shift``) hands the problem the model of
 while the controller runs.
 
 Per-knot references (a swing foot's path, a CoM path) live on a phase, not on its model: ``Phase.references`` lists
-``(residual, attribute, values)`` with one row of ``values`` per knot of the phase, and when the window covers the
-phase's knots ``a .. b − 1`` the residual's attribute is set to ``values[a:b]`` (a view) before the solve. The
-residual's object is shared by every knot of the phase, so a phase with references may appear only once in a window:
-a cycle must then be at least ``T + knots − 1`` knots long (``Schedule.window`` says so when it is not; build two
-strides of distinct models for a short gait).
+``(residual, attribute, values)``. ``values`` is an array with one row per knot of the phase (when the window covers
+the phase's knots ``a .. b − 1`` the residual's attribute is set to ``values[a:b]``, a view, before the solve), or a
+function of the schedule's times (seconds) of the covered knots returning their rows: a reference that moves on from
+cycle to cycle (footholds that advance with a commanded velocity). The residual's object is shared by every knot of
+the phase, so a phase with references may appear only once in a window: a cycle must then be at least
+``T + knots − 1`` knots long (``Schedule.window`` says so when it is not; build two strides of distinct models for a
+short gait).
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from lietraj.optimal_control.problem import ActionModel
 @dataclass(eq=False)
 class Phase:
     """``knots`` knots of ``model``; ``references``: ``(residual, attribute, values)`` whose ``values`` have one row
-    per knot (a ``Trajectory`` of ``knots`` states for a ``StateResidual``'s ``reference``), set sliced to the knots
-    a window covers (module docstring); ``name`` labels logs and errors."""
+    per knot (a ``Trajectory`` of ``knots`` states for a ``StateResidual``'s ``reference``) or are a function of the
+    covered knots' times, set to the knots a window covers (module docstring); ``name`` labels logs and errors."""
 
     model: ActionModel
     knots: int
@@ -48,7 +50,7 @@ class Phase:
             if len(item) != 3 or not isinstance(item[1], str) or not hasattr(item[0], item[1]):
                 raise ValueError(f"Phase {self.name!r}: a reference is (residual, attribute name, values) with an "
                                  f"attribute the residual has, got {item!r}")
-            if len(item[2]) != self.knots:
+            if not callable(item[2]) and len(item[2]) != self.knots:
                 raise ValueError(f"Phase {self.name!r}: the values of {type(item[0]).__name__}.{item[1]} have "
                                  f"{len(item[2])} rows for {self.knots} knots")
 
@@ -79,6 +81,8 @@ class Schedule:
         self.terminal_constraints = terminal_constraints
         self.starts = np.cumsum([0] + [p.knots for p in phases])
         self.length = int(self.starts[-1])  # the knots of one pass (one cycle)
+        steps = np.concatenate([np.full(p.knots, float(p.model.dynamics.dt)) for p in phases])
+        self._clock = np.concatenate([[0.0], np.cumsum(steps)])  # the time at each knot of one pass, and at its end
 
     @classmethod
     def constant(cls, model: ActionModel, terminal: CostModel, terminal_constraints: ConstraintSet | None = None,
@@ -99,6 +103,16 @@ class Schedule:
             knot %= self.length
         i = min(int(np.searchsorted(self.starts, knot, side="right")) - 1, len(self.phases) - 1)
         return i, knot - int(self.starts[i])
+
+    def times(self, knots) -> np.ndarray:
+        """The schedule's time (s) at each of the ``knots`` (the sum of the ``dt`` of the knots before it; an acyclic
+        schedule's last knot repeats after its end)."""
+        knots = np.asarray(knots, dtype=np.int64)
+        if self.cyclic:
+            cycles, within = np.divmod(knots, self.length)
+            return cycles * self._clock[-1] + self._clock[within]
+        past = np.maximum(knots - (self.length - 1), 0)
+        return self._clock[np.minimum(knots, self.length - 1)] + past * float(self.phases[-1].model.dynamics.dt)
 
     def model(self, knot: int) -> ActionModel:
         """The running model of the schedule's knot ``knot``."""
@@ -125,12 +139,15 @@ class Schedule:
             seen.add(id(seg.phase))
         return segments
 
-    def apply_references(self, segments: list[Segment]) -> None:
-        """Set every reference of the window's phases to the rows its knots cover (held rows repeat the last)."""
+    def apply_references(self, segments: list[Segment], first: int) -> None:
+        """Set every reference of the window's phases (the window starting at the schedule's knot ``first``) to the
+        rows its knots cover (past the end of an acyclic schedule the last row holds)."""
         for seg in segments:
             for residual, attribute, values in seg.phase.references:
                 stop = seg.offset + seg.count
-                if stop <= seg.phase.knots:
+                if callable(values):
+                    setattr(residual, attribute, values(self.times(first + seg.start + np.arange(seg.count))))
+                elif stop <= seg.phase.knots:
                     setattr(residual, attribute, values[seg.offset:stop])
                 else:  # past the end of an acyclic schedule: the last row holds
                     rows = np.minimum(np.arange(seg.offset, stop), seg.phase.knots - 1)
