@@ -95,7 +95,9 @@ LAYERS = {  # a package and the lietraj packages it must not import
                                 "lietraj.sim"),
     "lietraj.sim": ("lietraj.optimal_control", "lietraj.mpc", "lietraj.problems", "lietraj.viz", "lietraj.cli"),
     "lietraj.mpc": ("lietraj.sim", "lietraj.problems", "lietraj.viz", "lietraj.cli"),
-    "lietraj.problems": ("lietraj.viz", "lietraj.cli", "lietraj.warmup"),
+    "lietraj.problems": ("lietraj.viz", "lietraj.cli", "lietraj.warmup", "lietraj.scenarios", "lietraj.mpc",
+                         "lietraj.sim"),
+    "lietraj.scenarios": ("lietraj.viz", "lietraj.cli", "lietraj.warmup"),
     "lietraj.viz": ("lietraj.cli", "lietraj.warmup"),
 }
 
@@ -122,6 +124,7 @@ ARCHITECTURE = (  # the README's layers, lowest first: a module may import its o
     ("lietraj.optimal_control.feedback", "lietraj.optimal_control.solution_io"),
     ("lietraj.mpc",),
     ("lietraj.problems",),
+    ("lietraj.scenarios",),
     ("lietraj.viz",),
     ("lietraj.warmup",),
     ("lietraj.cli",),

@@ -1,0 +1,93 @@
+"""A closed-loop scenario: a robot, a task as a receding-horizon controller, and what to measure, run on a plant.
+
+``Scenario`` is the data (its controller, the state it starts from, the pushes, how long, how to tell a fall, what
+tracking errors mean for the task); ``run_scenario`` builds the MuJoCo plant from the robot's own URDF (unless a
+plant is given), runs ``mpc.closed_loop`` and returns a ``ScenarioReport``: the loop's log, the tick-time
+statistics, the real-time factor, the task's tracking errors and whether the robot fell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lietraj.dynamics.lie.state import State
+from lietraj.dynamics.model.model import RobotModel
+from lietraj.mpc.closed_loop import ClosedLoopLog, Plant, Push, closed_loop
+from lietraj.mpc.controller import ModelPredictiveController
+
+
+@dataclass(eq=False)
+class Scenario:
+    """``controller`` runs ``robot`` from ``x0`` for ``duration`` seconds with ``pushes``; ``fell(state)`` returns why
+    the robot fell (None while it stands; ends the run); ``tracking(log)`` the task's errors by name (in the units
+    their names say); ``plant_options`` go to ``MujocoPlant``; ``inner_period`` is the feedback loop's period."""
+
+    name: str
+    description: str
+    robot: RobotModel
+    controller: ModelPredictiveController
+    x0: State
+    duration: float
+    pushes: Sequence[Push] = ()
+    fell: Callable[[State], str | None] | None = None
+    tracking: Callable[[ClosedLoopLog], dict[str, float]] | None = None
+    plant_options: dict = field(default_factory=dict)
+    inner_period: float = 0.001
+
+
+@dataclass(eq=False)
+class ScenarioReport:
+    """The run's ``log``, its ``statistics`` (``ClosedLoopLog.statistics``) and ``tracking`` errors, and ``fell``:
+    the reason the robot fell ("" if it did not)."""
+
+    scenario: Scenario
+    log: ClosedLoopLog
+    statistics: dict[str, float]
+    tracking: dict[str, float]
+    fell: str
+
+    @property
+    def ok(self) -> bool:
+        """Whether the whole duration ran: no fall, no plant failure."""
+        return not self.fell and not self.log.error
+
+    def lines(self) -> list[str]:
+        """The report as text lines: tick times, deadline overruns, failed ticks, real-time factor, tracking."""
+        s = self.statistics
+        out = [f"{self.scenario.description}",
+               f"simulated {self.log.simulated_time:.2f} s in {self.log.wall_time:.2f} s of wall time "
+               f"(real-time factor {s['real_time_factor']:.2f}), {s['ticks']} ticks",
+               f"tick time: median {s['tick_median_ms']:.2f} ms, 99th percentile {s['tick_p99_ms']:.2f} ms, max "
+               f"{s['tick_max_ms']:.2f} ms; deadline overruns {s['overruns']}, failed ticks {s['failed_ticks']}"]
+        out += [f"{name}: {value:.4g}" for name, value in self.tracking.items()]
+        if self.log.error:
+            out.append(f"the simulation stopped: {self.log.error}")
+        out.append(f"fell: {self.fell}" if self.fell else "fell: no")
+        return out
+
+
+def run_scenario(scenario: Scenario, plant: Plant | None = None, on_tick=None) -> ScenarioReport:
+    """Run ``scenario`` on ``plant`` (default: a ``lietraj.sim.MujocoPlant`` of its robot, reset to ``x0``)."""
+    if plant is None:
+        from lietraj.sim import MujocoPlant  # MuJoCo loads when a scenario runs on it, not when one is built
+        plant = MujocoPlant(scenario.robot, **scenario.plant_options)
+        plant.reset(scenario.x0)
+    log = closed_loop(scenario.controller, plant, scenario.duration, inner_period=scenario.inner_period,
+                      pushes=scenario.pushes, stop=scenario.fell, on_tick=on_tick)
+    tracking = scenario.tracking(log) if scenario.tracking is not None and log.ticks else {}
+    return ScenarioReport(scenario, log, log.statistics(), tracking, log.stopped)
+
+
+def fell_below(model: RobotModel, height: float, tilt: float = np.radians(60.0)) -> Callable[[State], str | None]:
+    """A fall test: the base below ``height`` (m) or tilted more than ``tilt`` (rad) from upright."""
+    def fell(x: State) -> str | None:
+        if x.H[2, 3] < height:
+            return f"the base is {x.H[2, 3]:.3f} m high (below {height:.3f} m)"
+        angle = float(np.arccos(np.clip(x.H[2, 2], -1.0, 1.0)))
+        if angle > tilt:
+            return f"the base is tilted {np.degrees(angle):.0f} degrees"
+        return None
+    return fell
