@@ -40,14 +40,16 @@ class Scenario:
 
 @dataclass(eq=False)
 class ScenarioReport:
-    """The run's ``log``, its ``statistics`` (``ClosedLoopLog.statistics``) and ``tracking`` errors, and ``fell``:
-    the reason the robot fell ("" if it did not)."""
+    """The run's ``log``, its ``statistics`` (``ClosedLoopLog.statistics``) and ``tracking`` errors, ``fell``: the
+    reason the robot fell ("" if it did not), and the plant's ``contact_forces`` at every tick (contact geometry ->
+    normal force, N; empty dicts when the plant has no such method)."""
 
     scenario: Scenario
     log: ClosedLoopLog
     statistics: dict[str, float]
     tracking: dict[str, float]
     fell: str
+    contact_forces: list[dict[str, float]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -70,15 +72,24 @@ class ScenarioReport:
 
 
 def run_scenario(scenario: Scenario, plant: Plant | None = None, on_tick=None) -> ScenarioReport:
-    """Run ``scenario`` on ``plant`` (default: a ``lietraj.sim.MujocoPlant`` of its robot, reset to ``x0``)."""
+    """Run ``scenario`` on ``plant`` (default: a ``lietraj.sim.MujocoPlant`` of its robot, reset to ``x0``);
+    ``on_tick(tick, state)`` as ``closed_loop``'s."""
     if plant is None:
         from lietraj.sim import MujocoPlant  # MuJoCo loads when a scenario runs on it, not when one is built
         plant = MujocoPlant(scenario.robot, **scenario.plant_options)
         plant.reset(scenario.x0)
+    forces: list[dict[str, float]] = []
+    measure = getattr(plant, "contact_forces", None)
+
+    def record(tick, x) -> None:
+        forces.append(measure() if measure is not None else {})
+        if on_tick is not None:
+            on_tick(tick, x)
+
     log = closed_loop(scenario.controller, plant, scenario.duration, inner_period=scenario.inner_period,
-                      pushes=scenario.pushes, stop=scenario.fell, on_tick=on_tick)
+                      pushes=scenario.pushes, stop=scenario.fell, on_tick=record)
     tracking = scenario.tracking(log) if scenario.tracking is not None and log.ticks else {}
-    return ScenarioReport(scenario, log, log.statistics(), tracking, log.stopped)
+    return ScenarioReport(scenario, log, log.statistics(), tracking, log.stopped, forces)
 
 
 def fell_below(model: RobotModel, height: float, tilt: float = np.radians(60.0)) -> Callable[[State], str | None]:
