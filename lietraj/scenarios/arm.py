@@ -76,4 +76,5 @@ def arm_tracking(robot: str = "ur5", duration: float = 5.0, radius: float = 0.15
 
     pushes = [Push(duration / 3.0, wrist, [0.0, push, 0.0]), Push(2.0 * duration / 3.0, wrist, [0.0, 0.0, -push])]
     return Scenario("arm", f"{robot} tracks a circle of {100 * radius:.0f} cm radius every {period:g} s, pushed twice "
-                    f"({push:g} N at the wrist)", model, controller, x0, duration, pushes, None, tracking)
+                    f"({push:g} N at the wrist)", model, controller, x0, duration, pushes, None, tracking,
+                    tracked="tool", measure=lambda x: frame_placement(model, x, tool)[:3, 3], reference=target)

@@ -73,5 +73,6 @@ def humanoid_balance(robot: str = "talos", duration: float = 6.0, depth: float =
               for i, d in enumerate(directions)]
     task = f"squats {100 * depth:.0f} cm every {period:g} s" if depth > 0 else "balances"
     return Scenario("balance", f"{robot} {task} for {duration:g} s, pushed three times ({push:.3g} N on the torso, "
-                    "0.1 s)", model, controller, x0, duration, pushes, fell_below(model, 0.7 * float(x0.H[2, 3]),
-                                                                                  np.radians(45.0)), tracking)
+                    "0.1 s)", model, controller, x0, duration, pushes,
+                    fell_below(model, 0.7 * float(x0.H[2, 3]), np.radians(45.0)), tracking, tracked="CoM",
+                    measure=lambda x: center_of_mass(model, x), reference=lambda t: com_path([t])[0])

@@ -23,7 +23,9 @@ from lietraj.mpc.controller import ModelPredictiveController
 class Scenario:
     """``controller`` runs ``robot`` from ``x0`` for ``duration`` seconds with ``pushes``; ``fell(state)`` returns why
     the robot fell (None while it stands; ends the run); ``tracking(log)`` the task's errors by name (in the units
-    their names say); ``plant_options`` go to ``MujocoPlant``; ``inner_period`` is the feedback loop's period."""
+    their names say); the point the task moves, ``tracked`` (its name), is ``measure(state)`` (3,) and should be at
+    ``reference(t)`` (3,) (world frame, m); ``plant_options`` go to ``MujocoPlant``; ``inner_period`` is the feedback
+    loop's period."""
 
     name: str
     description: str
@@ -34,6 +36,9 @@ class Scenario:
     pushes: Sequence[Push] = ()
     fell: Callable[[State], str | None] | None = None
     tracking: Callable[[ClosedLoopLog], dict[str, float]] | None = None
+    tracked: str = ""
+    measure: Callable[[State], np.ndarray] | None = None
+    reference: Callable[[float], np.ndarray] | None = None
     plant_options: dict = field(default_factory=dict)
     inner_period: float = 0.001
 
@@ -50,6 +55,14 @@ class ScenarioReport:
     tracking: dict[str, float]
     fell: str
     contact_forces: list[dict[str, float]] = field(default_factory=list)
+
+    def series(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(t, actual, reference)``: the tick times (N,) and the tracked point measured and asked for, (N, 3) each
+        (empty without a tracked point)."""
+        sc, t = self.scenario, np.array(self.log.times)
+        if sc.measure is None or sc.reference is None or not len(t):
+            return t, np.zeros((len(t), 3)), np.zeros((len(t), 3))
+        return t, np.array([sc.measure(x) for x in self.log.states]), np.array([sc.reference(ti) for ti in t])
 
     @property
     def ok(self) -> bool:

@@ -170,4 +170,5 @@ def quadruped_trot(robot: str = "solo12", velocity: float | None = None, duratio
     pushes = [Push(duration * (i + 1) / 4.0, model.body_names[0], [0.0, s * push, 0.0]) for i, s in enumerate(sides)]
     return Scenario("trot", f"{robot} trots at {v:g} m/s for {duration:g} s, pushed sideways three times ({push:.3g} N "
                     "on the base, 0.1 s)", model, controller, x0, duration, pushes,
-                    fell_below(model, 0.5 * float(x0.H[2, 3])), tracking)
+                    fell_below(model, 0.5 * float(x0.H[2, 3])), tracking, tracked="CoM",
+                    measure=lambda x: center_of_mass(model, x), reference=lambda t: com_path(np.array([t]))[0])
