@@ -1,11 +1,15 @@
-"""The ``lietraj`` command: ``lietraj list`` shows the ready problems and their robots; ``lietraj solve PROBLEM``
-builds one, solves it with the solver's log on the terminal, prints what the solution achieves, and saves it.
+"""The ``lietraj`` command: ``lietraj list`` shows the ready problems, the closed-loop scenarios and their robots;
+``lietraj solve PROBLEM`` builds one, solves it with the solver's log on the terminal, prints what the solution
+achieves, and saves it; ``lietraj mpc SCENARIO`` runs a receding-horizon controller against MuJoCo and prints its
+tick times, tracking and whether the robot fell.
 
     lietraj solve talos_reach
     lietraj solve squat --robot solo12 --solver ilqr --horizon 60 --dt 0.03 --save squat.npz
     lietraj solve balance --robot talos_legs --set lift=right_sole_link
     lietraj solve jump --robot anymal --plot jump.png --html jump.html
     lietraj solve trot --view
+    lietraj mpc trot --robot solo12 --duration 10 --plot trot.png --html trot.html
+    lietraj mpc squat --set depth=0.08
     lietraj warmup                  # compile the kernels of every ready problem ahead of time, on every core
 
 Every mistake of the user's (an option, a parameter, an output file) is reported before the solve, and before
@@ -34,8 +38,10 @@ import numpy as np
 from lietraj.optimal_control.solution_io import save_solution
 from lietraj.optimal_control.solvers.augmented_lagrangian import ConstrainedLogTable
 from lietraj.optimal_control.solvers.solvers import LogTable, SolverOptions, SolverResult
-from lietraj.problems import PROBLEMS, SOLVERS, ProblemEntry, make_problem
+from lietraj.mpc import SOLVERS as MPC_SOLVERS
+from lietraj.problems import PROBLEMS, SOLVERS, make_problem
 from lietraj.problems.support import CONSTRAINTS
+from lietraj.scenarios import SCENARIOS, make_scenario, run_scenario
 from lietraj.warmup import ColdStart, CompileNotice, Spec, default_specs, is_warm, mark_warm, warm_up
 
 # The shortest horizon, in knots, on which the ready problems mean something: a squat's CoM reference needs a knot
@@ -101,6 +107,18 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--view", action="store_true",
                        help="show the iterates and then the solution in the browser (local Meshcat server)")
     solve.add_argument("--quiet", action="store_true", help="no per-iteration log")
+    mpc = commands.add_parser("mpc", help="run a receding-horizon controller in closed loop against MuJoCo")
+    mpc.add_argument("scenario", choices=sorted(SCENARIOS))
+    mpc.add_argument("--robot", help="the robot (default: the scenario's first; see `lietraj list`)")
+    mpc.add_argument("--duration", metavar="SECONDS", help="simulated time (default: the scenario's)")
+    mpc.add_argument("--solver", choices=MPC_SOLVERS, help="the solver of every tick (default fddp)")
+    mpc.add_argument("--iterations", metavar="N", help="solver iterations per tick at most (default 1)")
+    mpc.add_argument("--set", type=_parameter, action="append", default=[], metavar="KEY=VALUE",
+                     help="another parameter of the scenario, e.g. velocity=0.3, depth=0.08 or push=50")
+    mpc.add_argument("--plot", metavar="FILE", help="write tick times, tracking and contact forces (.png or .pdf)")
+    mpc.add_argument("--html", metavar="FILE",
+                     help="write the simulated motion, the plan's end as a ghost, as one self-contained HTML page")
+    mpc.add_argument("--quiet", action="store_true", help="no progress lines")
     warmup = commands.add_parser("warmup", help="compile the kernels ahead of time (what a first run does)")
     warmup.add_argument("problems", nargs="*", metavar="PROBLEM",
                         help=f"only these problems (default: every ready problem: {', '.join(PROBLEMS)})")
@@ -110,9 +128,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _list() -> None:
-    for name, entry in PROBLEMS.items():
-        print(f"{name}: {entry.summary}")
-        print(f"    robots: {', '.join(entry.robots)} (default {entry.robots[0]})")
+    for title, registry in (("problems (lietraj solve PROBLEM)", PROBLEMS),
+                            ("closed-loop scenarios against MuJoCo (lietraj mpc SCENARIO)", SCENARIOS)):
+        print(title)
+        for name, entry in registry.items():
+            print(f"  {name}: {entry.summary}")
+            print(f"      robots: {', '.join(entry.robots)} (default {entry.robots[0]})")
 
 
 def _check_output(path: str | None, suffixes: tuple[str, ...], option: str) -> None:
@@ -184,25 +205,30 @@ def _check_range(setting: Setting) -> None:
                          "for nothing")
     if key == "dt" and not value > 0:
         raise ValueError(f"{setting.text}: the time step must be a positive number of seconds")
+    if key == "duration" and not value > 0:
+        raise ValueError(f"{setting.text}: the duration must be a positive number of seconds")
     if key == "friction" and not value > 0:
         raise ValueError(f"{setting.text}: the friction coefficient must be a positive number")
 
 
-def _settings(args: argparse.Namespace, entry: ProblemEntry) -> list[Setting]:
-    """The builder parameters of ``--horizon``, ``--dt`` and ``--set``, each checked against the builder's
-    signature (a known name, a value of its kind) and the shared ranges, before anything is built."""
+def _settings(args: argparse.Namespace, build, what: str, options: tuple[str, ...], names: tuple[str, ...] = ()
+              ) -> list[Setting]:
+    """The builder parameters of the ``options`` given (``--horizon``, ``--dt``, ...; those in ``names`` kept as
+    typed, the others read as literals) and of ``--set``, each checked against the signature of ``build`` (a known
+    name, a value of its kind) and the shared ranges, before anything is built; ``what`` ("problem 'squat'") names
+    the builder in the messages."""
     settings = list(args.set)
-    for key in ("horizon", "dt", "constraints"):
+    for key in options:
         text = getattr(args, key)
         if text is not None:
-            settings.append(Setting(key, text if key == "constraints" else _literal(text), f"--{key} {text}"))
-    accepted = {name: p for name, p in inspect.signature(entry.build).parameters.items() if name != "robot"}
+            settings.append(Setting(key, text if key in names else _literal(text), f"--{key} {text}"))
+    accepted = {name: p for name, p in inspect.signature(build).parameters.items() if name != "robot"}
     seen: dict[str, Setting] = {}
     for setting in settings:
         if setting.key == "robot":
             raise ValueError(f"{setting.text}: the robot is an option of its own: --robot {setting.value}")
         if setting.key not in accepted:
-            raise ValueError(f"{setting.text}: problem {args.problem!r} has no parameter {setting.key!r}; its "
+            raise ValueError(f"{setting.text}: {what} has no parameter {setting.key!r}; its "
                              f"parameters: {', '.join(accepted)}")
         if setting.key in seen:
             raise ValueError(f"{seen[setting.key].text} and {setting.text} both set {setting.key}; give it once")
@@ -280,7 +306,8 @@ def _solve(args: argparse.Namespace) -> int:
         raise ValueError(f"--max-iter {args.max_iter}: the iteration limit must be 0 or more")
     if args.threads < 1:
         raise ValueError(f"--threads {args.threads}: at least 1")
-    settings = _settings(args, entry)
+    settings = _settings(args, entry.build, f"problem {args.problem!r}", ("horizon", "dt", "constraints"),
+                         ("constraints",))
     _check_output(args.save, (".npz",), "--save")
     _check_output(args.plot, (".png", ".pdf"), "--plot")
     _check_output(args.html, (".html", ".htm"), "--html")
@@ -361,6 +388,65 @@ def _solve(args: argparse.Namespace) -> int:
     return 0 if result.converged else 130 if _interrupted(result) else 1
 
 
+def _mpc(args: argparse.Namespace) -> int:
+    """``lietraj mpc``: build the scenario, run it against MuJoCo with a progress line per simulated second, print
+    its report, write the files asked for; exit 1 if the robot fell or the simulation failed."""
+    entry = SCENARIOS[args.scenario]
+    if args.robot is not None and args.robot not in entry.robots:
+        raise ValueError(f"--robot {args.robot}: scenario {args.scenario!r} takes the robots {', '.join(entry.robots)}")
+    settings = _settings(args, entry.build, f"scenario {args.scenario!r}", ("duration", "iterations", "solver"),
+                         ("solver",))
+    _check_output(args.plot, (".png", ".pdf"), "--plot")
+    _check_output(args.html, (".html", ".htm"), "--html")
+    CompileNotice().install()
+    try:
+        scenario = make_scenario(args.scenario, args.robot, **{s.key: s.value for s in settings})
+    except _BUILD_ERRORS as e:
+        if not settings:
+            raise
+        raise ValueError(_blame(e, settings)) from e
+    options = scenario.controller.options
+    deadline = "none" if options.deadline is None else f"{1e3 * options.deadline:g} ms"
+    print(scenario.description)
+    print(f"  {options.horizon} knots a window, {options.iterations} {options.solver} iteration(s) a tick, deadline "
+          f"{deadline}; MuJoCo at {1e3 * scenario.inner_period:g} ms with the feedback policy")
+    report = run_scenario(scenario, on_tick=None if args.quiet else _progress(scenario))
+    for line in report.lines()[1:]:  # its first line, the description, opened the run
+        print(line)
+    if args.plot:
+        from lietraj.viz.closed_loop import save_closed_loop_plot  # matplotlib loads only when a plot is asked for
+
+        print(f"plot written to {save_closed_loop_plot(args.plot, report)}")
+    if args.html:
+        from lietraj.viz.closed_loop import export_closed_loop_html
+
+        print(f"animation written to {export_closed_loop_html(report, args.html)}")
+    if not report.ok:
+        print(f"lietraj: error: {report.fell or report.log.error}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def _progress(scenario):
+    """An ``on_tick`` printing, once per simulated second, the ticks' median time and the tracked point's error."""
+    window: list[float] = []
+    state = {"next": 1.0, "start": None}
+
+    def show(tick, x) -> None:
+        state["start"] = tick.knot if state["start"] is None else state["start"]
+        window.append(tick.solve_time)
+        t = scenario.controller.time
+        if t + 1e-9 >= state["next"]:
+            error = ""
+            if scenario.measure is not None:
+                miss = np.linalg.norm(scenario.measure(x) - scenario.reference(t))
+                error = f", {scenario.tracked} {1e3 * miss:.1f} mm from its reference"
+            print(f"  t = {t:5.2f} s: ticks {1e3 * float(np.median(window)):.2f} ms median{error}", flush=True)
+            window.clear()
+            state["next"] += 1.0
+
+    return show
+
+
 def _warmup(args: argparse.Namespace) -> int:
     unknown = [p for p in args.problems if p not in PROBLEMS]
     if unknown:
@@ -382,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         _list()
         return 0
     try:
-        return _warmup(args) if args.command == "warmup" else _solve(args)
+        return {"warmup": _warmup, "mpc": _mpc}.get(args.command, _solve)(args)
     except KeyboardInterrupt:  # before the solve's first iteration, or while writing the files: nothing to keep
         print("lietraj: error: interrupted (Ctrl-C)", file=sys.stderr)
         return 130

@@ -270,3 +270,40 @@ def test_hard_constraints_log_their_violation_and_report_it(capsys):
 def test_hard_constraints_on_a_problem_without_them_is_a_user_error(capsys, nothing_built):
     err = user_error(capsys, "solve", "talos_reach", "--constraints", "hard")
     assert "--constraints hard: problem 'talos_reach' has no parameter 'constraints'" in err
+
+
+# ---- lietraj mpc ----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def no_scenario_built(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the command built a scenario before rejecting its options")
+
+    monkeypatch.setattr(cli, "make_scenario", refuse)
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["mpc", "trot", "--robot", "ur5"], "--robot ur5: scenario 'trot' takes the robots"),
+    (["mpc", "trot", "--duration", "-1"], "--duration -1: the duration must be a positive number"),
+    (["mpc", "squat", "--set", "depth=abc"], "--set depth=abc: expected a finite number"),
+    (["mpc", "arm", "--set", "speed=2"], "--set speed=2: scenario 'arm' has no parameter 'speed'"),
+    (["mpc", "arm", "--plot", "tick.txt"], "--plot tick.txt: the file must end in .png or .pdf"),
+])
+def test_mpc_mistakes_are_one_line_before_anything_is_built(capsys, no_scenario_built, argv, named):
+    assert named in user_error(capsys, *argv)
+
+
+def test_mpc_builder_rejections_name_the_option(capsys):
+    assert "--iterations 0: MPCOptions: invalid iterations=0" in user_error(capsys, "mpc", "arm", "--iterations", "0")
+
+
+def test_mpc_runs_a_scenario_and_reports_it(capsys):
+    code, out, err = run(capsys, "mpc", "arm", "--duration", "1.2")
+    assert code == 0 and not err
+    assert "t =  1.00 s: ticks" in out and "tool error median (mm)" in out and "fell: no" in out
+    assert out.count("tracks a circle") == 1
+
+
+def test_list_shows_the_scenarios(capsys):
+    code, out, _ = run(capsys, "list")
+    assert code == 0 and "lietraj mpc SCENARIO" in out and "trot: a quadruped trots" in out

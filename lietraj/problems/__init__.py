@@ -9,7 +9,7 @@ maps each name to its builder and the robots it supports (the command line's ``l
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from lietraj.problems.balance import balance
@@ -50,16 +50,22 @@ PROBLEMS: dict[str, ProblemEntry] = {
 def make_problem(name: str, robot: str | None = None, **parameters) -> ExampleProblem:
     """``PROBLEMS[name]`` built for ``robot`` (default: the problem's first robot) with the builder's keyword
     ``parameters`` (e.g. ``horizon``, ``dt``)."""
-    if name not in PROBLEMS:
-        raise ValueError(f"unknown problem {name!r}; known: {', '.join(PROBLEMS)}")
-    entry = PROBLEMS[name]
+    return build_entry(PROBLEMS, "problem", name, robot, parameters)
+
+
+def build_entry(registry: Mapping, kind: str, name: str, robot: str | None, parameters: dict):
+    """``registry[name].build(robot=..., **parameters)``: a ValueError names the ``kind`` ("problem", "scenario") and
+    what it takes when the name, the robot (default: the entry's first) or a parameter is unknown."""
+    if name not in registry:
+        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(registry)}")
+    entry = registry[name]
     robot = entry.robots[0] if robot is None else robot
     if robot not in entry.robots:
-        raise ValueError(f"problem {name!r} takes the robots {', '.join(entry.robots)}; got {robot!r}")
+        raise ValueError(f"{kind} {name!r} takes the robots {', '.join(entry.robots)}; got {robot!r}")
     accepted = [p for p in inspect.signature(entry.build).parameters if p != "robot"]
     unknown = [k for k in parameters if k not in accepted]
     if unknown:
-        raise ValueError(f"problem {name!r} has no parameter {', '.join(map(repr, unknown))}; its parameters: "
+        raise ValueError(f"{kind} {name!r} has no parameter {', '.join(map(repr, unknown))}; its parameters: "
                          f"{', '.join(accepted)}")
     return entry.build(robot=robot, **parameters)
 

@@ -76,3 +76,12 @@ def humanoid_balance(robot: str = "talos", duration: float = 6.0, depth: float =
                     "0.1 s)", model, controller, x0, duration, pushes,
                     fell_below(model, 0.7 * float(x0.H[2, 3]), np.radians(45.0)), tracking, tracked="CoM",
                     measure=lambda x: center_of_mass(model, x), reference=lambda t: com_path([t])[0])
+
+
+def humanoid_squat(robot: str = "talos", duration: float = 6.0, depth: float = 0.05, period: float = 2.0,
+                   horizon: int = 20, dt: float = 0.03, push: float | None = None, friction: float = 0.7,
+                   iterations: int = 1, solver: str = "fddp") -> Scenario:
+    """``humanoid_balance`` squatting: the CoM goes ``depth`` (m) down and back up every ``period`` seconds."""
+    if not depth > 0:
+        raise ValueError(f"humanoid_squat: depth must be a positive number of metres, got {depth!r}")
+    return humanoid_balance(robot, duration, depth, period, horizon, dt, push, friction, iterations, solver)
