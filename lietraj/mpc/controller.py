@@ -170,6 +170,10 @@ class ModelPredictiveController:
         if update is not None and not callable(update):
             raise ValueError("ModelPredictiveController: update must be callable")
         self.schedule, self.options, self.update = schedule, options, update
+        # The step the line search took on the last tick's first iteration. Successive windows differ by a knot and a
+        # measurement, so the step a tick can take is close to the last one's: its search starts at twice that,
+        # not at 1 (a rejected trial costs a rollout and a cost evaluation: a third of a tick on solo12's trot).
+        self._first_step = 1.0
         T = options.horizon
         self.knot = 0  # the schedule's knot at which the current window starts
         self.problem = Problem(x0, [schedule.model(k) for k in range(T)], schedule.terminal,
@@ -185,8 +189,14 @@ class ModelPredictiveController:
 
     # ---- the solver ---------------------------------------------------------------------------------------------
 
-    def _solver_options(self, iterations: int) -> SolverOptions:
-        return replace(self.options.solver_options or SolverOptions(), max_iter=iterations)
+    def _solver_options(self, iterations: int, first: bool = False) -> SolverOptions:
+        """The solver's options for a tick: ``iterations`` at most; for its ``first`` iteration the line search
+        started at twice the last tick's first step (``_first_step``)."""
+        base = replace(self.options.solver_options or SolverOptions(), max_iter=iterations)
+        if not first:
+            return base
+        start = min(1.0, 2.0 * self._first_step)
+        return replace(base, alphas=tuple(a for a in base.alphas if a <= start + 1e-12) or base.alphas[-1:])
 
     def _make_solver(self, iterations: int) -> Solver:
         opts, second_order = self._solver_options(iterations), self.options.solver == "ddp"
@@ -236,12 +246,12 @@ class ModelPredictiveController:
         warm = self._warm
         warm.xs[0] = x
         solver = self._make_solver(iterations) if self.constrained else self._solver
-        if solver is not self._solver:
-            if warm.constrained is not None:
-                solver.warm_start(_shifted(warm.constrained, self.knot - self._solved_knot))
-        else:
-            solver.options = self._solver_options(iterations)
-        result, overran = _run(solver, warm.xs, warm.us, clock, deadline)
+        if self.constrained and warm.constrained is not None:
+            solver.warm_start(_shifted(warm.constrained, self.knot - self._solved_knot))
+        solver.options = self._solver_options(iterations, first=self.last is not None)
+        result, overran = _run(solver, warm.xs, warm.us, clock, deadline, self._solver_options(iterations))
+        if result.history:
+            self._first_step = result.history[0].step or min(solver.options.alphas)
         plan_ok = not result.status.startswith("failed") and np.isfinite(result.us).all() and result.xs.is_finite() \
             and np.isfinite(result.K).all()
         elapsed = time.perf_counter() - clock
@@ -263,10 +273,11 @@ class ModelPredictiveController:
         return tick
 
 
-def _run(solver: Solver, xs: Trajectory, us: np.ndarray, clock: float, deadline: float | None
-         ) -> tuple[SolverResult, bool]:
+def _run(solver: Solver, xs: Trajectory, us: np.ndarray, clock: float, deadline: float | None,
+         then: SolverOptions) -> tuple[SolverResult, bool]:
     """Iterate from the guess until the solver's own status, or until the next iteration would pass the deadline
-    (measured from ``clock``): the result (status "deadline" then) and whether the tick overran."""
+    (measured from ``clock``): the result (status "deadline" then) and whether the tick overran. The solver's
+    options serve the first iteration, ``then`` the others."""
     state = solver.start(xs, us)
     longest = 0.0
     while not state.status:
@@ -275,6 +286,7 @@ def _run(solver: Solver, xs: Trajectory, us: np.ndarray, clock: float, deadline:
             state.status = "deadline"
             break
         solver.iterate(state)
+        solver.options = then
         longest = max(longest, time.perf_counter() - now)
     result = solver.result(state)
     return result, deadline is not None and time.perf_counter() - clock > deadline
