@@ -3,10 +3,17 @@ a push, solo12 trots at its commanded velocity; each report says what it measure
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from lietraj.scenarios import arm_tracking, quadruped_trot, run_scenario
 from lietraj.scenarios.balance import humanoid_balance
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_an_arm_tracks_a_moving_target_through_a_push():
@@ -27,3 +34,17 @@ def test_solo12_trots_at_its_commanded_velocity():
     assert report.ok, report.lines()
     assert report.tracking["forward velocity (m/s)"] == pytest.approx(0.2, abs=0.05)
     assert abs(report.tracking["lateral drift at the end (cm)"]) < 3.0
+
+
+@pytest.mark.parametrize("script, expected", [
+    ("mpc_arm.py", "tool from the target after the first 0.5 s"),
+    ("mpc_squat.py", "talos squats 5 cm every 2 s"),
+    ("mpc_trot.py", "forward velocity (m/s)"),
+])
+def test_the_examples_run(tmp_path, script, expected):
+    """Each closed-loop example, 1 s of it, in a fresh process with the source tree on the path."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--duration", "1"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert expected in run.stdout and "fell: yes" not in run.stdout and "stopped" not in run.stdout
