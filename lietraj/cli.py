@@ -427,14 +427,16 @@ def _mpc(args: argparse.Namespace) -> int:
 
 
 def _progress(scenario):
-    """An ``on_tick`` printing, once per simulated second, the ticks' median time and the tracked point's error."""
+    """An ``on_tick`` printing, once per simulated second, the ticks' median time and the tracked point's error, and
+    at once every tick whose solve failed (the previous plan goes on)."""
     window: list[float] = []
-    state = {"next": 1.0, "start": None}
+    state = {"next": 1.0}
 
     def show(tick, x) -> None:
-        state["start"] = tick.knot if state["start"] is None else state["start"]
         window.append(tick.solve_time)
         t = scenario.controller.time
+        if tick.failed:
+            print(f"  t = {t:5.2f} s: the tick's solve {tick.status}; its feedback policy goes on", flush=True)
         if t + 1e-9 >= state["next"]:
             error = ""
             if scenario.measure is not None:

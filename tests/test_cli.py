@@ -307,3 +307,28 @@ def test_mpc_runs_a_scenario_and_reports_it(capsys):
 def test_list_shows_the_scenarios(capsys):
     code, out, _ = run(capsys, "list")
     assert code == 0 and "lietraj mpc SCENARIO" in out and "trot: a quadruped trots" in out
+
+
+def test_mpc_says_when_the_simulation_fails_and_exits_1(capsys):
+    code, out, err = run(capsys, "mpc", "arm", "--duration", "1", "--set", "push=1e9")
+    assert code == 1 and "the simulation stopped: SimulationDiverged" in out
+    assert err.startswith("lietraj: error: SimulationDiverged") and err.count("\n") == 1
+
+
+def test_mpc_reports_a_failed_tick_as_it_happens(capsys, monkeypatch):
+    from lietraj.mpc import controller as mpc_controller
+
+    real = mpc_controller._run
+    calls = {"n": 0}
+
+    def failing_once(solver, *args):
+        calls["n"] += 1
+        result, overran = real(solver, *args)
+        if calls["n"] == 30:
+            result.status = "failed: a test's failure"
+        return result, overran
+
+    monkeypatch.setattr(mpc_controller, "_run", failing_once)
+    code, out, _ = run(capsys, "mpc", "arm", "--duration", "0.5")
+    assert code == 0 and "the tick's solve failed: a test's failure (previous plan, knot 1); its feedback policy goes on" in out
+    assert "failed ticks 1" in out

@@ -48,3 +48,9 @@ def test_the_examples_run(tmp_path, script, expected):
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
     assert expected in run.stdout and "fell: yes" not in run.stdout and "stopped" not in run.stdout
+
+
+def test_a_diverging_simulation_ends_the_run_with_the_log_so_far(capsys):
+    report = run_scenario(arm_tracking("ur5", duration=1.0, push=1e9))
+    assert not report.ok and report.log.error.startswith("SimulationDiverged: MuJoCo simulation of ur5 diverged")
+    assert 0 < len(report.log.ticks) < 100 and any("the simulation stopped" in line for line in report.lines())
