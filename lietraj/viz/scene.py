@@ -1,8 +1,8 @@
 """Meshcat scene of a robot: its URDF visuals placed by forward kinematics, and animations of trajectories.
 
-``RobotViewer`` records the scene, draws a trajectory's extras (ghosts, centre of mass, contact forces,
-targets), serves it live (``lietraj.viz.server``) and redraws a solver's iterates; ``lietraj.viz.html`` writes it
-to a page.
+``RobotViewer`` records the scene, draws a trajectory's extras (ghosts, a moving plan ghost, centre of mass,
+contact forces, targets), serves it live (``lietraj.viz.server``) and redraws a solver's iterates;
+``lietraj.viz.html`` writes it to a page.
 
 The scene is a tree of meshcat nodes under ``/meshcat/<model name>``::
 
@@ -11,9 +11,10 @@ The scene is a tree of meshcat nodes under ``/meshcat/<model name>``::
                             mesh or primitive (scale and the primitive's own axes in the object's matrix)
     robot/world/<visual>    visuals of links fixed in the world (a fixed base's base link)
     ghosts/<k>/...          translucent copies of the robot at knot k
+    plan/<body>/<visual>    a translucent copy that moves with the robot (``animate(plan=...)``: one state per knot)
     com/line, com/marker    the centre-of-mass path and a sphere following it
     forces/<i>/shaft|head   one arrow per contact i, from the contact point along the world force
-    targets/<name>          small spheres at world points
+    targets/<name>          small spheres at world points, fixed or moving
 
 so that showing a state sets ``nb`` transforms and an animation has one position and one quaternion track per
 body. Poses are 4x4 world matrices (README, Conventions); three.js wants them column major and its quaternions as
@@ -247,6 +248,13 @@ def _clip(knots: int, position=None, quaternion=None, scale=None, fps: float = 3
     return AnimationClip(tracks=tracks, fps=fps)
 
 
+def _body_clips(placements: np.ndarray, paths: Sequence[str], fps: float) -> dict[Path, AnimationClip]:
+    """One clip per body node (``paths``) through its world poses ``placements`` (N, nb, 4, 4)."""
+    q = _continuous(quaternions_xyzw(placements[..., :3, :3]))
+    return {_path(path): _clip(len(placements), placements[:, b, :3, 3], q[:, b], fps=fps)
+            for b, path in enumerate(paths)}
+
+
 def _placements(model: RobotModel, xs: Trajectory, what: str) -> np.ndarray:
     if not isinstance(xs, Trajectory):
         raise TypeError(f"{what}: xs must be a Trajectory, got {type(xs).__name__}")
@@ -374,7 +382,7 @@ class RobotViewer:
             self._send(SetTransform(T, _path(path)))
 
     def _clear_extras(self) -> None:
-        for part in ("ghosts", "com", "forces", "targets"):
+        for part in ("ghosts", "plan", "com", "forces", "targets"):
             if any(key[0].startswith(f"{self.root}/{part}/") for key in list(self._state)):
                 self._send(Delete(_path(f"{self.root}/{part}")))
 
@@ -428,21 +436,28 @@ class RobotViewer:
         self._draw_targets(targets, 0.03 * self._robot_size(origins))
         self._aim_camera(np.vstack([origins, *(p[None] for p in targets.values())]))
 
-    def animate(self, xs: Trajectory, dt: float, *, ghosts: Sequence[int] = (), com: bool = False,
-                contact_points=None, contact_forces=None, force_scale: float | None = None,
+    def animate(self, xs: Trajectory, dt: float, *, ghosts: Sequence[int] = (), plan: Trajectory | None = None,
+                com: bool = False, contact_points=None, contact_forces=None, force_scale: float | None = None,
                 targets: Mapping[str, np.ndarray] | None = None, loop: bool = True) -> None:
-        """Play the trajectory ``xs`` (knots ``dt`` seconds apart) in real time, looping unless ``loop=False``.
+        """Play the trajectory ``xs`` (N knots ``dt`` seconds apart) in real time, looping unless ``loop=False``.
 
-        Extras: ``ghosts`` (knot indices, negative from the end) drawn as translucent copies; ``com`` draws the
-        centre-of-mass path and a marker on it; ``contact_points`` and ``contact_forces`` (N or N-1, nc, 3;
-        world frame; N-1 = one per running knot, the last held) draw one arrow per contact, ``force_scale``
-        metres per newton (default: the robot's weight is drawn as long as the robot); ``targets`` (name ->
-        world point) as small spheres."""
+        Extras: ``ghosts`` (knot indices, negative from the end) drawn as fixed translucent copies; ``plan`` (a
+        Trajectory of N states of the same robot) as a translucent copy that moves with the robot, at ``plan[k]``
+        while the robot is at ``xs[k]`` (e.g. where a controller is heading); ``com`` draws the centre-of-mass path
+        and a marker on it; ``contact_points`` and ``contact_forces`` (N or N-1, nc, 3; world frame; N-1 = one per
+        running knot, the last held) draw one arrow per contact, ``force_scale`` metres per newton (default: the
+        robot's weight is drawn as long as the robot); ``targets`` (name -> world point (3,), or one point per
+        knot (N, 3) for a target that moves) as small spheres; a moving one is drawn over the robot, since what
+        moves is often inside it (a centre-of-mass reference)."""
         what = "animate"
         dt = _check_dt(dt, what)
         placements = _placements(self.model, xs, what)
         origins = self._origins(xs, placements)
         N = placements.shape[0]
+        if plan is not None:
+            plan_placements = _placements(self.model, plan, f"{what}: plan")
+            if plan_placements.shape[0] != N:
+                raise ValueError(f"{what}: plan has {plan_placements.shape[0]} states, expected one per knot ({N})")
         robot_size = self._robot_size(origins[:len(origins) // N])  # at the first knot
         ghost_knots = []
         for k in ghosts:
@@ -461,14 +476,16 @@ class RobotViewer:
                 P, F = np.concatenate([P, P[-1:]]), np.concatenate([F, F[-1:]])
         if force_scale is not None and not (math.isfinite(force_scale) and force_scale > 0):
             raise ValueError(f"{what}: force_scale must be positive, got {force_scale}")
-        targets = _check_targets(targets, what)
+        fixed_targets, moving_targets = {}, {}
+        for name, p in (targets or {}).items():
+            if np.ndim(p) == 2:
+                moving_targets[str(name)] = _check_points(f"target {name!r}", p, (N, 3), what)
+            else:
+                fixed_targets[str(name)] = _check_points(f"target {name!r}", p, (3,), what)
 
         self._clear_extras()
         fps = 1.0 / dt
-        clips: dict[Path, AnimationClip] = {}
-        q = _continuous(quaternions_xyzw(placements[..., :3, :3]))
-        for b, path in enumerate(self.body_paths):
-            clips[_path(path)] = _clip(N, placements[:, b, :3, 3], q[:, b], fps=fps)
+        clips = _body_clips(placements, self.body_paths, fps)
         self._set_bodies(placements[0])
         points = [origins]
 
@@ -478,6 +495,16 @@ class RobotViewer:
                 self._send(SetObject(obj, path=_path(path)))
                 self._send(SetTransform(pose, _path(path)))
             self._set_bodies(placements[k], prefix)
+
+        if plan is not None:
+            prefix = f"{self.root}/plan"
+            for path, obj, pose in self._robot_objects(prefix, ghost=True):
+                self._send(SetObject(obj, path=_path(path)))
+                self._send(SetTransform(pose, _path(path)))
+            self._set_bodies(plan_placements[0], prefix)
+            paths = [f"{prefix}/{_node_name(name)}" for name in self.model.body_names]
+            clips.update(_body_clips(plan_placements, paths, fps))
+            points.append(plan_placements[..., :3, 3].reshape(-1, 3))
 
         if com:
             com_points = center_of_mass(self.model, xs)
@@ -511,8 +538,15 @@ class RobotViewer:
                                          fps=fps)
             points.append(P.reshape(-1, 3))
 
-        self._draw_targets(targets, 0.03 * robot_size)
-        points += [p[None] for p in targets.values()]
+        self._draw_targets(fixed_targets, 0.03 * robot_size)
+        for name, p in moving_targets.items():
+            path = _path(f"{self.root}/targets/{_node_name(name)}")
+            self._send(SetObject(_sphere(0.03 * robot_size, _overlay(TARGET_COLOR)), path=path))
+            T = np.eye(4)
+            T[:3, 3] = p[0]
+            self._send(SetTransform(T, path))
+            clips[path] = _clip(N, position=p, fps=fps)
+        points += [p.reshape(-1, 3) for p in (*fixed_targets.values(), *moving_targets.values())]
         self._aim_camera(np.vstack(points))
         self._send(SetAnimation(Animation(clips=clips), play=True, repetitions=math.inf if loop else 1))
 
