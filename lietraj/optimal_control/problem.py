@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Executor, wait
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 
@@ -26,7 +27,8 @@ import numpy as np
 
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, tangent_difference, tangent_integrate
 from lietraj.optimal_control.constraints import ConstraintSet, Violation, largest_violations
-from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel
+from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel, CostSum, ResidualCost
+from lietraj.optimal_control.costs.residuals import KnotsChecked
 from lietraj.optimal_control.dynamics.discrete_dynamics import (
     DiscreteDerivatives,
     DiscreteDynamics,
@@ -123,6 +125,24 @@ class ProblemDerivatives:
         structure = None if nh is None else EulerStructure.empty(T, nh)
         return cls(DiscreteDerivatives(np.empty((T, ndx, ndx)), np.empty((T, ndx, nu)), structure), running,
                    CostDerivatives.zeros(1, ndx, 0))
+
+
+@dataclass(eq=False)
+class _TermGroup:
+    """A cost and its weight at the knots of ``runs`` (``(start, stop)`` pairs, in order)."""
+
+    cost: CostModel
+    weight: float
+    runs: list[tuple[int, int]]
+
+    def __len__(self) -> int:
+        return sum(b - a for a, b in self.runs)
+
+    def knots(self) -> slice | np.ndarray:
+        """A slice for one run, else the knots' indices."""
+        if len(self.runs) == 1:
+            return slice(*self.runs[0])
+        return np.concatenate([np.arange(a, b) for a, b in self.runs])
 
 
 def _runs(objects: list) -> list[tuple[int, int, object]]:
@@ -302,12 +322,46 @@ class Problem:
             out[a:b] = dyn.step_trajectory(X[a:b], U[a:b])
         return out
 
-    def running_costs(self, X: Trajectory, U) -> np.ndarray:
-        """``l_k(X[k], U[k])`` for ``k < T``, shape ``(T,)``, one call per cost group."""
-        U = np.asarray(U, dtype=np.float64)
-        out = np.empty(self.T)
+    def _term_groups(self) -> list[_TermGroup]:
+        """The running costs as groups of knots evaluated together: each term of a ``CostSum`` with the knots of
+        every run whose sum holds that very object with the same weight (a posture term shared by the phases of a
+        gait is one call over all their knots, not one per phase), and any other cost with its own run."""
+        groups: dict[tuple[int, float], _TermGroup] = {}
         for a, b, cost in self._cost_runs:
-            out[a:b] = cost.value(X[a:b], U[a:b])
+            terms = [(term.cost, term.weight) for _, term in cost._active()] if isinstance(cost, CostSum) else \
+                [(cost, 1.0)]
+            for term, weight in terms:
+                group = groups.get((id(term), weight))
+                if group is None:
+                    group = groups[(id(term), weight)] = _TermGroup(term, weight, [])
+                group.runs.append((a, b))
+        return list(groups.values())
+
+    def _gathered(self, X: Trajectory, U: np.ndarray, stack: ExitStack):
+        """``knots -> (index, X[index], U[index])`` for a group's runs, each set of knots taken once per call and
+        checked once for all the terms that read it (``KnotsChecked``, closed with ``stack``)."""
+        taken: dict[tuple, tuple] = {}
+
+        def gather(group: _TermGroup) -> tuple:
+            key = tuple(group.runs)
+            if key not in taken:
+                knots = group.knots()
+                Xg, Ug = X[knots], U[knots]
+                stack.enter_context(KnotsChecked(self.state_space, self.nu, Xg, Ug, "Problem"))
+                taken[key] = (knots, Xg, Ug)
+            return taken[key]
+
+        return gather
+
+    def running_costs(self, X: Trajectory, U) -> np.ndarray:
+        """``l_k(X[k], U[k])`` for ``k < T``, shape ``(T,)``: one call per term group (``_term_groups``)."""
+        U = np.asarray(U, dtype=np.float64)
+        out = np.zeros(self.T)
+        with ExitStack() as stack:
+            gather = self._gathered(X, U, stack)
+            for group in self._term_groups():
+                knots, Xg, Ug = gather(group)
+                out[knots] += group.weight * group.cost.value(Xg, Ug)
         return out
 
     def terminal_cost(self, X: Trajectory) -> float:
@@ -391,9 +445,25 @@ class Problem:
         solver whose costs changed at the same guess, e.g. an augmented Lagrangian's multipliers)."""
         names = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
         r = out.running
-        for a, b, cost in self._cost_runs:
-            view = CostDerivatives(*(getattr(r, name)[a:b] for name in names))
-            _copy_into(view, cost.derivatives(X[a:b], U[a:b], out=view), names)
+        for name in names:
+            getattr(r, name)[...] = 0.0
+        with ExitStack() as stack:
+            gather = self._gathered(X, U, stack)
+            for group in self._term_groups():
+                knots, Xg, Ug = gather(group)
+                contiguous = isinstance(knots, slice)
+                # one run: the term adds into the running arrays' view; several: into a buffer scattered to their knots
+                target = CostDerivatives(*(getattr(r, name)[knots] for name in names)) if contiguous else \
+                    CostDerivatives.zeros(len(group), self.ndx, self.nu)
+                if isinstance(group.cost, ResidualCost):
+                    group.cost._add(group.cost.residual.derivatives(Xg, Ug), group.weight, target)
+                else:
+                    d = group.cost.derivatives(Xg, Ug)
+                    for name in names:
+                        getattr(target, name)[...] += group.weight * getattr(d, name)
+                if not contiguous:
+                    for name in names:
+                        getattr(r, name)[knots] += getattr(target, name)
         _copy_into(out.terminal, self.terminal.derivatives(X[self.T:self.T + 1], None, out=out.terminal), names)
 
     def _dynamics_derivatives(self, X: Trajectory, U: np.ndarray, F: DiscreteDerivatives,

@@ -106,12 +106,24 @@ def quadruped_trot(robot: str = "solo12", velocity: float | None = None, duratio
     posture_weights = np.concatenate([[0.0, 0.0, 100.0], np.full(3, 500.0), np.full(n, 1.0), np.full(6, 10.0),
                                       np.full(n, 1.0)])
 
-    def common(c: CostSum, nu: int, scale: float) -> StateResidual:
-        posture = StateResidual(space, reference, nu)
-        c.add("posture", ResidualCost(posture, WeightedQuadratic(posture_weights)), scale * 10.0)
-        if nu:
-            c.add("control", control_regularization(n), scale * 0.1)
-        return posture
+    # The terms every running knot has are one object each, shared by the phases' sums, and each stance's wrench cone
+    # one per stance: the problem evaluates a shared term over all its knots in one call (Problem._term_groups).
+    shared = CostSum(space, n)
+    shared.add("posture", ResidualCost(StateResidual(space, reference, n), WeightedQuadratic(posture_weights)), 10.0)
+    shared.add("control", control_regularization(n), 0.1)
+    add_limit_costs(shared, model, 1.0)
+    cones: dict[tuple[str, ...], CostSum] = {}
+
+    def common(c: CostSum, scale: float, limits: bool) -> None:
+        for name, term in shared.costs.items():
+            if limits or name in ("posture", "control"):
+                c.add(name, term.cost, scale * term.weight)
+
+    def cone(frames: tuple[str, ...]) -> CostSum:
+        if frames not in cones:
+            cones[frames] = CostSum(space, n)
+            add_wrench_cone_cost(cones[frames], dynamics(frames), feet, friction, dt * 1e1)
+        return cones[frames]
 
     def stance_phase(frames: tuple[str, ...], knots: int, swinging: tuple[str, ...], name: str) -> Phase:
         dyn = dynamics(frames)
@@ -123,9 +135,9 @@ def quadruped_trot(robot: str = "solo12", velocity: float | None = None, duratio
             track = FrameTranslationResidual(model, f, np.tile(p0[f], (knots, 1)), nu=n)
             c.add(f"{f} swing", ResidualCost(track), dt * 1e6)
             references.append((track, "target", swing_path(f)))
-        common(c, n, dt)
-        add_wrench_cone_cost(c, dyn, feet, friction, dt * 1e1)
-        add_limit_costs(c, model, dt)
+        common(c, dt, limits=True)
+        for label, term in cone(frames).costs.items():
+            c.add(label, term.cost, term.weight)
         return Phase(ActionModel(dyn, c), knots, references, name)
 
     def touchdown(landed: tuple[str, ...], name: str) -> Phase:
@@ -135,7 +147,7 @@ def quadruped_trot(robot: str = "solo12", velocity: float | None = None, duratio
             place = FrameTranslationResidual(model, f, p0[f][None], nu=n)
             c.add(f"{f} landing", ResidualCost(place), 1e7)
             references.append((place, "target", landing(f)))
-        common(c, n, 1.0)
+        common(c, 1.0, limits=False)
         return Phase(ActionModel(ImpulseRobotDynamics(model, feet.contacts()), c), 1, references, name)
 
     phases = []
@@ -148,7 +160,7 @@ def quadruped_trot(robot: str = "solo12", velocity: float | None = None, duratio
     terminal = CostSum(space, 0)
     terminal_com = CenterOfMassResidual(model, com0, nu=0)
     terminal.add("com", ResidualCost(terminal_com), 1e5 * dt)
-    common(terminal, 0, 1.0)
+    terminal.add("posture", ResidualCost(StateResidual(space, reference, 0), WeightedQuadratic(posture_weights)), 10.0)
     schedule = Schedule(phases, terminal, cyclic=True)
 
     def update(controller: ModelPredictiveController) -> None:
