@@ -332,3 +332,10 @@ def test_mpc_reports_a_failed_tick_as_it_happens(capsys, monkeypatch):
     code, out, _ = run(capsys, "mpc", "arm", "--duration", "0.5")
     assert code == 0 and "the tick's solve failed: a test's failure (previous plan, knot 1); its feedback policy goes on" in out
     assert "failed ticks 1" in out
+
+
+def test_mpc_writes_its_plot_and_page(capsys, tmp_path):
+    plot, page = tmp_path / "arm.png", tmp_path / "arm.html"
+    code, out, _ = run(capsys, "mpc", "arm", "--duration", "0.3", "--quiet", "--plot", str(plot), "--html", str(page))
+    assert code == 0 and f"plot written to {plot}" in out and f"animation written to {page}" in out
+    assert plot.stat().st_size > 20_000 and page.stat().st_size > 100_000
