@@ -285,14 +285,8 @@ def test_importing_the_module_leaves_meshcat_unloaded():
 def browser():
     if find_chromium() is None:
         pytest.skip("chromium is not installed (the rendering test opens pages in headless Chromium)")
-    b = HeadlessChromium(size=(800, 600))
-    yield b
-    try:
-        b.close()
-    except OSError:
-        # Chromium's helper processes may still write into the profile while close() removes it ("Directory not
-        # empty"): the browser is down by then, only a temporary directory is left behind.
-        pass
+    with HeadlessChromium(size=(800, 600)) as b:
+        yield b
 
 
 def image(path) -> np.ndarray:

@@ -153,7 +153,9 @@ class HeadlessChromium:
         if browser is None:
             raise FileNotFoundError("HeadlessChromium: no chromium executable found on PATH")
         self.size, self.timeout = size, timeout
-        self._profile = tempfile.TemporaryDirectory(prefix="lietraj-chromium-")
+        # Chromium's helper processes may still write into the profile while it is removed: what they leave is
+        # left in the temporary directory rather than failing the close
+        self._profile = tempfile.TemporaryDirectory(prefix="lietraj-chromium-", ignore_cleanup_errors=True)
         self._proc = subprocess.Popen([browser, *self.FLAGS, f"--user-data-dir={self._profile.name}",
                                        f"--window-size={size[0]},{size[1]}", "about:blank"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
