@@ -287,3 +287,18 @@ def test_a_plant_that_fails_ends_the_loop_with_its_log(ur5):
     assert stopped.stopped.startswith("moved at t = ") and not stopped.error
     with pytest.raises(ValueError, match="duration"):
         closed_loop(mpc, ModelPlant(ur5, x0), -1.0)
+
+
+def test_every_solver_drives_the_loop_to_the_same_place(ur5):
+    x0 = start_state(ur5)
+    goal = frame_placement(ur5, x0, "tool0")[:3, 3] + [0.0, 0.05, 0.05]
+    model, terminal, _, _ = reach(ur5, x0, goal)
+    ends = {}
+    for solver in ("fddp", "ilqr", "ddp"):
+        mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0,
+                                        MPCOptions(T, solver=solver, iterations=2))
+        log = closed_loop(mpc, ModelPlant(ur5, x0), 0.4)
+        assert not log.error and log.statistics()["failed_ticks"] == 0, solver
+        ends[solver] = frame_placement(ur5, log.states[-1], "tool0")[:3, 3]
+    assert np.linalg.norm(ends["fddp"] - goal) < 1e-2  # the costs' trade-off leaves 5 mm
+    assert np.abs(ends["ilqr"] - ends["fddp"]).max() < 1e-4 and np.abs(ends["ddp"] - ends["fddp"]).max() < 1e-4

@@ -232,8 +232,8 @@ class ModelPredictiveController:
         T, warm = self.options.horizon, self._warm
         self.knot += 1
         self.problem.shift(self.schedule.model(self.knot + T - 1))
-        warm.xs[:T] = warm.xs[1:].copy()
-        warm.us[:-1] = warm.us[1:].copy()
+        warm.xs[:T] = warm.xs[1:]  # numpy copies overlapping ranges as if through a buffer
+        warm.us[:-1] = warm.us[1:]
 
     def _solve(self, x: State, iterations: int, deadline: float | None) -> Tick:
         clock = time.perf_counter()
