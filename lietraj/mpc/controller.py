@@ -8,7 +8,9 @@ Each ``tick(x)`` takes the measured state and
 2. sets the window's per-knot references (``Schedule.apply_references``) and calls ``update(controller)``, the
    user's hook for time-varying references (a moving target, a commanded velocity);
 3. runs at most ``iterations`` solver iterations, fewer when the ``deadline`` (seconds of wall time) would pass:
-   an iteration is started only when the time left exceeds the longest iteration of this tick so far;
+   an iteration is started only when the time left exceeds the longest iteration of this tick so far; the first
+   iteration's line search starts at twice the step the last tick's took (successive windows take similar steps,
+   and a rejected trial costs a rollout and a cost evaluation);
 4. returns a ``Tick`` whose ``Plan`` is the new solution with its Riccati gains, so that a faster inner loop applies
    ``u = ū_k + K_k (x ⊖ x̄_k(τ))`` between ticks (``Tick.control``), ``x̄_k(τ)`` the plan's state interpolated
    along the group between its knots ``k`` and ``k + 1``.
@@ -32,7 +34,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -150,7 +152,6 @@ class _Warm:
     xs: Trajectory
     us: np.ndarray
     constrained: ConstrainedResult | None = None
-    history: list = field(default_factory=list)
 
 
 class ModelPredictiveController:
@@ -170,10 +171,7 @@ class ModelPredictiveController:
         if update is not None and not callable(update):
             raise ValueError("ModelPredictiveController: update must be callable")
         self.schedule, self.options, self.update = schedule, options, update
-        # The step the line search took on the last tick's first iteration. Successive windows differ by a knot and a
-        # measurement, so the step a tick can take is close to the last one's: its search starts at twice that,
-        # not at 1 (a rejected trial costs a rollout and a cost evaluation: a third of a tick on solo12's trot).
-        self._first_step = 1.0
+        self._first_step = 1.0  # the step of the last tick's first line search (module docstring, step 3)
         T = options.horizon
         self.knot = 0  # the schedule's knot at which the current window starts
         self.problem = Problem(x0, [schedule.model(k) for k in range(T)], schedule.terminal,
