@@ -87,7 +87,7 @@ from lietraj.problems import ExampleProblem, make_problem  # noqa: E402
 from lietraj.problems.support import JOINT_LIMIT_WEIGHT, add_limit_costs  # noqa: E402
 
 import croc_constrained as croc  # noqa: E402
-from machine import Quietness, describe, settle  # noqa: E402
+from machine import Quietness, crocoddyl_threads, describe, settle  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from croc_oracle import iterations as croc_iterations  # noqa: E402
@@ -278,7 +278,7 @@ def crocoddyl_run(case: Case) -> Callable[[], Outcome]:
     weight = model.total_mass * float(np.linalg.norm(model.gravity))
 
     def run() -> Outcome:
-        solver = crocoddyl.SolverBoxFDDP(problem)
+        solver = crocoddyl.SolverBoxFDDP(crocoddyl_threads(problem))
         t = time.perf_counter()
         converged = solver.solve(list(xs), list(us), max_iter, False)
         elapsed = time.perf_counter() - t

@@ -38,7 +38,7 @@ from lietraj.optimal_control import SolverOptions, solve_fddp  # noqa: E402
 from lietraj.optimal_control.solvers.forward_pass import rollout_policy  # noqa: E402
 from lietraj.optimal_control.solvers.riccati import backward_pass  # noqa: E402
 from lietraj.problems import talos_reach, trot  # noqa: E402
-from machine import Quietness, describe  # noqa: E402
+from machine import Quietness, crocoddyl_threads, describe  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from croc_oracle import iterations, talos_reach_problem, trot_solo12_problem  # noqa: E402
@@ -103,7 +103,7 @@ def lietraj_stages(problem, guess) -> dict[str, float]:
 
 
 def crocoddyl_stages(problem, guess, arguments) -> dict[str, float]:
-    solver = crocoddyl.SolverFDDP(problem)
+    solver = crocoddyl.SolverFDDP(crocoddyl_threads(problem))
     xs, us = guess
     t = time.perf_counter()
     converged = solver.solve(xs, us, *arguments)

@@ -56,7 +56,7 @@ from lietraj.optimal_control import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from machine import Quietness, describe, settle  # noqa: E402
+from machine import Quietness, crocoddyl_threads, describe, settle  # noqa: E402
 from croc_oracle import iterations  # noqa: E402
 from pin_oracle import pin_model  # noqa: E402
 
@@ -126,7 +126,8 @@ def crocoddyl_problem(model, x0, goal, tool, target) -> crocoddyl.ShootingProble
         dam = crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, costs(terminal))
         return crocoddyl.IntegratedActionModelEuler(dam, 0.0 if terminal else DT)
 
-    return crocoddyl.ShootingProblem(np.concatenate(to_pinocchio(model, x0)), [action(False)] * T, action(True))
+    return crocoddyl_threads(crocoddyl.ShootingProblem(np.concatenate(to_pinocchio(model, x0)), [action(False)] * T,
+                                                      action(True)))
 
 
 def initial_controls(model, x0) -> np.ndarray:

@@ -42,7 +42,7 @@ import crocoddyl  # noqa: E402
 import numpy as np  # noqa: E402
 
 from lietraj.problems import ExampleProblem, talos_reach, trot  # noqa: E402
-from machine import Quietness, describe, settle  # noqa: E402
+from machine import Quietness, crocoddyl_threads, describe, settle  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from croc_oracle import iterations, talos_reach_problem, trot_solo12_problem  # noqa: E402
@@ -73,6 +73,7 @@ def compare(name: str, repeats: int) -> None:
     pair = PAIRS[name]
     example = pair.ours()
     croc, xs, us = pair.theirs()
+    crocoddyl_threads(croc)
     options = dataclasses.replace(example.options, threads=threads)  # lietraj uses as many threads as Crocoddyl
     example.solve(options=options)  # compile (numba caches make later runs start warm)
     ours, theirs, result, solver = [], [], None, None

@@ -36,6 +36,7 @@ from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.pinocchio_interop import from_pinocchio, to_pinocchio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from machine import crocoddyl_threads  # noqa: E402
 from pin_oracle import pin_model  # noqa: E402
 
 BIG = sys.float_info.max  # Crocoddyl's examples' "no bound" (croc_oracle.talos_reach_problem)
@@ -78,7 +79,7 @@ def with_control_bounds(action, effort: np.ndarray):
 def solve(problem: crocoddyl.ShootingProblem, xs, us, max_iter: int) -> tuple[crocoddyl.SolverBoxFDDP, bool]:
     """``SolverBoxFDDP`` from the guess ``(xs, us)`` with Crocoddyl's default stopping test (``th_stop`` 1e-9 on
     ``Σ |Q_u|²``), no callbacks."""
-    solver = crocoddyl.SolverBoxFDDP(problem)
+    solver = crocoddyl.SolverBoxFDDP(crocoddyl_threads(problem))
     converged = solver.solve(list(xs), list(us), max_iter, False)
     return solver, converged
 

@@ -21,6 +21,15 @@ from dataclasses import dataclass, field
 QUIET_LOAD = 0.5
 
 
+def crocoddyl_threads(problem):
+    """``problem`` (a Crocoddyl ``ShootingProblem``) set to the run's thread count, ``OMP_NUM_THREADS``: Crocoddyl
+    3.2.1's problems start with two threads whatever ``OMP_NUM_THREADS`` says (their OpenMP loops name their own
+    count; ``bench_mpc.py`` measured CPU / wall = 1.99 under ``OMP_NUM_THREADS=1``), so without this a "one thread"
+    figure of Crocoddyl's is a two-thread one."""
+    problem.nthreads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    return problem
+
+
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``), or what the platform says."""
     try:

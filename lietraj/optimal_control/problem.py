@@ -129,11 +129,13 @@ class ProblemDerivatives:
 
 @dataclass(eq=False)
 class _TermGroup:
-    """A cost and its weight at the knots of ``runs`` (``(start, stop)`` pairs, in order)."""
+    """A cost and its weight at the knots of ``runs`` (``(start, stop)`` pairs, in order); ``whole``: the whole cost
+    of one run (``Problem._term_groups``)."""
 
     cost: CostModel
     weight: float
     runs: list[tuple[int, int]]
+    whole: bool = False
 
     def __len__(self) -> int:
         return sum(b - a for a, b in self.runs)
@@ -323,19 +325,29 @@ class Problem:
         return out
 
     def _term_groups(self) -> list[_TermGroup]:
-        """The running costs as groups of knots evaluated together: each term of a ``CostSum`` with the knots of
-        every run whose sum holds that very object with the same weight (a posture term shared by the phases of a
-        gait is one call over all their knots, not one per phase), and any other cost with its own run."""
-        groups: dict[tuple[int, float], _TermGroup] = {}
+        """The running costs as groups of knots evaluated together: a term of a ``CostSum`` that several runs hold
+        (the very object, with the same weight) with the knots of all of them (a posture term shared by the phases of
+        a gait is one call over all their knots, not one per phase); the cost of a run that shares none of its
+        terms, whole, with that run's knots (``whole``: the cost sum's own single pass)."""
+        terms_of, count = [], {}
         for a, b, cost in self._cost_runs:
-            terms = [(term.cost, term.weight) for _, term in cost._active()] if isinstance(cost, CostSum) else \
-                [(cost, 1.0)]
+            terms = [(term.cost, term.weight) for _, term in cost._active()] if isinstance(cost, CostSum) else []
+            terms_of.append(terms)
             for term, weight in terms:
-                group = groups.get((id(term), weight))
+                count[id(term), weight] = count.get((id(term), weight), 0) + 1
+        groups: list[_TermGroup] = []
+        shared: dict[tuple[int, float], _TermGroup] = {}
+        for (a, b, cost), terms in zip(self._cost_runs, terms_of):
+            if all(count[id(term), weight] == 1 for term, weight in terms):
+                groups.append(_TermGroup(cost, 1.0, [(a, b)], whole=True))
+                continue
+            for term, weight in terms:
+                group = shared.get((id(term), weight))
                 if group is None:
-                    group = groups[(id(term), weight)] = _TermGroup(term, weight, [])
+                    group = shared[(id(term), weight)] = _TermGroup(term, weight, [])
+                    groups.append(group)
                 group.runs.append((a, b))
-        return list(groups.values())
+        return groups
 
     def _gathered(self, X: Trajectory, U: np.ndarray, stack: ExitStack):
         """``knots -> (index, X[index], U[index])`` for a group's runs, each set of knots taken once per call and
@@ -455,7 +467,9 @@ class Problem:
                 # one run: the term adds into the running arrays' view; several: into a buffer scattered to their knots
                 target = CostDerivatives(*(getattr(r, name)[knots] for name in names)) if contiguous else \
                     CostDerivatives.zeros(len(group), self.ndx, self.nu)
-                if isinstance(group.cost, ResidualCost):
+                if group.whole:
+                    _copy_into(target, group.cost.derivatives(Xg, Ug, out=target), names)
+                elif isinstance(group.cost, ResidualCost):
                     group.cost._add(group.cost.residual.derivatives(Xg, Ug), group.weight, target)
                 else:
                     d = group.cost.derivatives(Xg, Ug)
