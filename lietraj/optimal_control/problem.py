@@ -327,11 +327,13 @@ class Problem:
     def _term_groups(self) -> list[_TermGroup]:
         """The running costs as groups of knots evaluated together: a term of a ``CostSum`` that several runs hold
         (the very object, with the same weight) with the knots of all of them (a posture term shared by the phases of
-        a gait is one call over all their knots, not one per phase); the cost of a run that shares none of its
-        terms, whole, with that run's knots (``whole``: the cost sum's own single pass)."""
+        a gait is one call over all their knots, not one per phase), or a cost (not a sum) that several runs hold;
+        the cost of a run that shares none of its terms, whole, with that run's knots (``whole``: the cost's own
+        single pass)."""
         terms_of, count = [], {}
         for a, b, cost in self._cost_runs:
-            terms = [(term.cost, term.weight) for _, term in cost._active()] if isinstance(cost, CostSum) else []
+            terms = [(term.cost, term.weight) for _, term in cost._active()] if isinstance(cost, CostSum) else \
+                [(cost, 1.0)]
             terms_of.append(terms)
             for term, weight in terms:
                 count[id(term), weight] = count.get((id(term), weight), 0) + 1
