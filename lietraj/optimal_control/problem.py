@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import cached_property
 
 
 import numpy as np
@@ -140,6 +141,11 @@ class _TermGroup:
     def __len__(self) -> int:
         return sum(b - a for a, b in self.runs)
 
+    @cached_property
+    def key(self) -> tuple:
+        """The runs as a tuple (read once they are all in)."""
+        return tuple(self.runs)
+
     def knots(self) -> slice | np.ndarray:
         """A slice for one run, else the knots' indices."""
         if len(self.runs) == 1:
@@ -238,6 +244,7 @@ class Problem:
         self._cost_runs = _runs([m.cost for m in models])
         self.has_control_limits = any(m.has_control_limits for m in models)
         self._constraint_runs = [run for run in _runs([m.constraints for m in models]) if run[2] is not None]
+        self._groups: tuple | None = None  # (the terms' signature, _term_groups), reused while the terms stand
 
     def shift(self, model: ActionModel) -> None:
         """Recede the horizon by one knot, in place: knot 0 leaves, every knot moves one place forward and ``model``
@@ -330,11 +337,13 @@ class Problem:
         a gait is one call over all their knots, not one per phase), or a cost (not a sum) that several runs hold;
         the cost of a run that shares none of its terms, whole, with that run's knots (``whole``: the cost's own
         single pass)."""
-        terms_of, count = [], {}
-        for a, b, cost in self._cost_runs:
-            terms = [(term.cost, term.weight) for _, term in cost._active()] if isinstance(cost, CostSum) else \
-                [(cost, 1.0)]
-            terms_of.append(terms)
+        terms_of = [[(term.cost, term.weight) for _, term in cost._active()] if isinstance(cost, CostSum) else
+                    [(cost, 1.0)] for _, _, cost in self._cost_runs]
+        signature = tuple((id(term), weight) for terms in terms_of for term, weight in terms)
+        if self._groups is not None and self._groups[0] == signature:
+            return self._groups[1]
+        count: dict[tuple[int, float], int] = {}
+        for terms in terms_of:
             for term, weight in terms:
                 count[id(term), weight] = count.get((id(term), weight), 0) + 1
         groups: list[_TermGroup] = []
@@ -349,6 +358,7 @@ class Problem:
                     group = shared[(id(term), weight)] = _TermGroup(term, weight, [])
                     groups.append(group)
                 group.runs.append((a, b))
+        self._groups = (signature, groups)
         return groups
 
     def _gathered(self, X: Trajectory, U: np.ndarray, stack: ExitStack):
@@ -357,7 +367,7 @@ class Problem:
         taken: dict[tuple, tuple] = {}
 
         def gather(group: _TermGroup) -> tuple:
-            key = tuple(group.runs)
+            key = group.key
             if key not in taken:
                 knots = group.knots()
                 Xg, Ug = X[knots], U[knots]
