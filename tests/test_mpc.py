@@ -302,3 +302,17 @@ def test_every_solver_drives_the_loop_to_the_same_place(ur5):
         ends[solver] = frame_placement(ur5, log.states[-1], "tool0")[:3, 3]
     assert np.linalg.norm(ends["fddp"] - goal) < 1e-2  # the costs' trade-off leaves 5 mm
     assert np.abs(ends["ilqr"] - ends["fddp"]).max() < 1e-4 and np.abs(ends["ddp"] - ends["fddp"]).max() < 1e-4
+
+
+def test_a_ticks_line_search_starts_from_the_last_ticks_step_unless_asked_not_to(ur5):
+    x0 = start_state(ur5)
+    model, terminal, _, _ = reach(ur5, x0, [0.5, 0.3, 0.3])
+    for adaptive in (True, False):
+        mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0, MPCOptions(T, adaptive_step=adaptive))
+        mpc.start()
+        mpc._first_step = 0.125  # as if the last tick's first step had been 1/8
+        first = mpc._solver_options(1, first=True).alphas
+        assert first[0] == (0.25 if adaptive else 1.0) and first[-1] == SolverOptions().alphas[-1]
+        assert mpc._solver_options(1).alphas == SolverOptions().alphas  # the tick's later iterations: all steps
+    with pytest.raises(ValueError, match="adaptive_step"):
+        MPCOptions(T, adaptive_step="yes")
