@@ -8,20 +8,16 @@ Two short real runs against MuJoCo are the data: the ur5 tracking its circle (no
 
 from __future__ import annotations
 
-import base64
-import gzip
-import json
 import re
-import struct
 import subprocess
 import sys
 from dataclasses import replace
 
 import numpy as np
 import pytest
-import umsgpack
 from PIL import Image
 
+from html_pages import read_page as read_html_page
 from lietraj.dynamics.kinematics.kinematics import body_placements
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.scenarios import arm_tracking, run_scenario
@@ -168,16 +164,8 @@ def test_save_png_pdf_and_bad_paths(talos, tmp_path):
 
 
 def read_page(path) -> list[dict]:
-    """The scene commands of an exported page, decoded as its script decodes them."""
-    record = json.loads(re.search(r'<script id="lietraj-data" type="application/json">(.*?)</script>',
-                                  path.read_text(), re.S).group(1))
-    stream = gzip.decompress(base64.b64decode(record["commands"]))
-    commands, o = [], 0
-    while o < len(stream):
-        (n,) = struct.unpack_from("<I", stream, o)
-        commands.append(umsgpack.unpackb(stream[o + 4:o + 4 + n]))
-        o += 4 + n
-    return commands
+    """The scene commands of an exported page (``html_pages.read_page`` without the meshes)."""
+    return read_html_page(path)[0]
 
 
 def animation_tracks(commands: list[dict]) -> dict[str, dict[str, np.ndarray]]:

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import gzip
-import json
 import re
-import struct
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +21,7 @@ import umsgpack
 from meshcat.transformations import quaternion_from_matrix
 from PIL import Image
 
+from html_pages import read_page
 from lietraj import load_robot
 from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
 from lietraj.dynamics.kinematics.kinematics import body_placements
@@ -327,20 +325,6 @@ def test_dae_preparation():
     assert uri and base64.b64decode(uri.group(1)) == (folder / "base.jpg").read_bytes()
     assert "base.jpg</init_from>" not in inlined
     assert "base.jpg</init_from>" not in embed_dae_images(base, None) and "data:image/png" in embed_dae_images(base, None)
-
-
-def read_page(path: Path) -> tuple[list[dict], dict[str, bytes]]:
-    """The scene commands and the meshes of an exported page, decoded as the page script decodes them."""
-    record = json.loads(re.search(r'<script id="lietraj-data" type="application/json">(.*?)</script>',
-                                  path.read_text(), re.S).group(1))
-    stream = gzip.decompress(base64.b64decode(record["commands"]))
-    commands, o = [], 0
-    while o < len(stream):
-        (n,) = struct.unpack_from("<I", stream, o)
-        commands.append(umsgpack.unpackb(stream[o + 4:o + 4 + n]))
-        o += 4 + n
-    meshes = {k: gzip.decompress(base64.b64decode(m["data"])) for k, m in record["meshes"].items()}
-    return commands, meshes
 
 
 def test_html_page_contents(tmp_path, rng):

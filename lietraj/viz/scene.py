@@ -394,6 +394,14 @@ class RobotViewer:
             T[:3, 3] = p
             self._send(SetTransform(T, path))
 
+    def _moving_sphere(self, path, radius: float, color: int, positions: np.ndarray, fps: float) -> AnimationClip:
+        """A sphere at ``path`` placed at the first of ``positions`` (N, 3), and its clip through all of them."""
+        self._send(SetObject(_sphere(radius, _overlay(color)), path=path))
+        T = np.eye(4)
+        T[:3, 3] = positions[0]
+        self._send(SetTransform(T, path))
+        return _clip(len(positions), position=positions, fps=fps)
+
     def _origins(self, x: State | Trajectory, placements: np.ndarray) -> np.ndarray:
         """World origins (M, 3) of the bodies and of all frames (links, joints, feet, tools) at ``x``, knot by
         knot for a trajectory."""
@@ -512,11 +520,7 @@ class RobotViewer:
                            _overlay(COM_COLOR, mg.LineBasicMaterial))
             self._send(SetObject(line, path=_path(f"{self.root}/com/line")))
             marker = _path(f"{self.root}/com/marker")
-            self._send(SetObject(_sphere(0.025 * robot_size, _overlay(COM_COLOR)), path=marker))
-            T = np.eye(4)
-            T[:3, 3] = com_points[0]
-            self._send(SetTransform(T, marker))
-            clips[marker] = _clip(N, position=com_points, fps=fps)
+            clips[marker] = self._moving_sphere(marker, 0.025 * robot_size, COM_COLOR, com_points, fps)
 
         if contact_points is not None:
             metres_per_newton = force_scale if force_scale is not None else robot_size / (
@@ -541,11 +545,7 @@ class RobotViewer:
         self._draw_targets(fixed_targets, 0.03 * robot_size)
         for name, p in moving_targets.items():
             path = _path(f"{self.root}/targets/{_node_name(name)}")
-            self._send(SetObject(_sphere(0.03 * robot_size, _overlay(TARGET_COLOR)), path=path))
-            T = np.eye(4)
-            T[:3, 3] = p[0]
-            self._send(SetTransform(T, path))
-            clips[path] = _clip(N, position=p, fps=fps)
+            clips[path] = self._moving_sphere(path, 0.03 * robot_size, TARGET_COLOR, p, fps)
         points += [p.reshape(-1, 3) for p in (*fixed_targets.values(), *moving_targets.values())]
         self._aim_camera(np.vstack(points))
         self._send(SetAnimation(Animation(clips=clips), play=True, repetitions=math.inf if loop else 1))
