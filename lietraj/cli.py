@@ -399,8 +399,9 @@ def _mpc(args: argparse.Namespace) -> int:
     _check_output(args.plot, (".png", ".pdf"), "--plot")
     _check_output(args.html, (".html", ".htm"), "--html")
     CompileNotice().install()
+    parameters = {s.key: s.value for s in settings}
     try:
-        scenario = make_scenario(args.scenario, args.robot, **{s.key: s.value for s in settings})
+        scenario = make_scenario(args.scenario, args.robot, **parameters)
     except _BUILD_ERRORS as e:
         if not settings:
             raise
@@ -410,6 +411,10 @@ def _mpc(args: argparse.Namespace) -> int:
     print(scenario.description)
     print(f"  {options.horizon} knots a window, {options.iterations} {options.solver} iteration(s) a tick, deadline "
           f"{deadline}; MuJoCo at {1e3 * scenario.inner_period:g} ms with the feedback policy")
+    spec = Spec(f"mpc {args.scenario}", scenario.robot.name, options.solver)
+    if not is_warm(spec):
+        print("  a first run: its kernels compile before the loop starts, so that no tick waits for them", flush=True)
+        _prime(make_scenario(args.scenario, args.robot, **parameters))
     report = run_scenario(scenario, on_tick=None if args.quiet else _progress(scenario))
     for line in report.lines()[1:]:  # its first line, the description, opened the run
         print(line)
@@ -421,9 +426,21 @@ def _mpc(args: argparse.Namespace) -> int:
         from lietraj.viz.closed_loop import export_closed_loop_html
 
         print(f"animation written to {export_closed_loop_html(report, args.html)}")
+    mark_warm(spec)
     if not report.ok:
         print(f"lietraj: error: {report.fell or report.log.error}", file=sys.stderr)
     return 0 if report.ok else 1
+
+
+def _prime(scenario) -> None:
+    """Compile, before the loop's clock starts, every kernel a run of ``scenario`` calls: its controller ticks along
+    its own plans through one whole schedule (every phase and impact enters a window) and evaluates the feedback
+    policy, so that no tick of the run pays a compilation (a cold solo12 trot's ticks reached 0.5 s without it)."""
+    controller = scenario.controller
+    tick = controller.start(scenario.x0)
+    for _ in range(controller.schedule.length + controller.options.horizon):
+        tick.control(tick.plan.xs[0], 0.5 * tick.dt)
+        tick = controller.tick(tick.plan.xs[1])
 
 
 def _progress(scenario):

@@ -329,6 +329,7 @@ def test_mpc_reports_a_failed_tick_as_it_happens(capsys, monkeypatch):
         return result, overran
 
     monkeypatch.setattr(mpc_controller, "_run", failing_once)
+    monkeypatch.setattr(cli, "is_warm", lambda spec: True)  # no priming: the 30th solve is the run's
     code, out, _ = run(capsys, "mpc", "arm", "--duration", "0.5")
     assert code == 0 and "the tick's solve failed: a test's failure (previous plan, knot 1); its feedback policy goes on" in out
     assert "failed ticks 1" in out
@@ -339,3 +340,12 @@ def test_mpc_writes_its_plot_and_page(capsys, tmp_path):
     code, out, _ = run(capsys, "mpc", "arm", "--duration", "0.3", "--quiet", "--plot", str(plot), "--html", str(page))
     assert code == 0 and f"plot written to {plot}" in out and f"animation written to {page}" in out
     assert plot.stat().st_size > 20_000 and page.stat().st_size > 100_000
+
+
+def test_a_first_mpc_run_compiles_before_its_loop(capsys, monkeypatch):
+    primed = []
+    monkeypatch.setattr(cli, "is_warm", lambda spec: False)
+    monkeypatch.setattr(cli, "mark_warm", lambda spec: primed.append(str(spec)))
+    code, out, _ = run(capsys, "mpc", "arm", "--duration", "0.2", "--quiet")
+    assert code == 0 and "a first run: its kernels compile before the loop starts" in out
+    assert primed == ["mpc arm --robot ur5 --solver fddp"]
