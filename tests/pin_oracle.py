@@ -18,8 +18,10 @@ def pin_model(name: str) -> pin.Model:
     model = pin.buildModelFromUrdf(urdf, pin.JointModelFreeFlyer()) if e.floating_base else pin.buildModelFromUrdf(urdf)
     if e.keep_bodies is not None:
         model = _first_joints(model, e.keep_bodies + 1)
+    if e.base_rotation is not None:  # HumanLoader turns the free-flyer
+        model.jointPlacements[1].rotation = e.base_rotation
     if e.srdf is not None:
-        srdf = str(root / e.path / "srdf" / e.srdf)
+        srdf = str(root / e.path / e.srdf_subpath / e.srdf)
         if e.rotor_parameters:
             pin.loadRotorParameters(model, srdf, False)
         model.armature = np.multiply(model.rotorInertia.flat, np.square(model.rotorGearRatio.flat))

@@ -102,3 +102,33 @@ def test_massless_moving_link_warns_and_aba_reports_it(tmp_path):
         model = load_urdf(urdf(tmp_path, body))
     with pytest.raises(ValueError, match="articulated inertia is not positive"):
         aba(model, model.state_space.neutral(), np.zeros(1))
+
+
+def test_limit_without_lower_upper_is_zero_as_in_the_specification(tmp_path):
+    body = (link("base") + link("a") + '<joint name="j" type="revolute"><parent link="base"/><child link="a"/>'
+            '<axis xyz="0 0 1"/><limit effort="10" velocity="3"/></joint>')
+    path = urdf(tmp_path, body)
+    model, pm = load_urdf(path), pin.buildModelFromUrdf(path)
+    assert model.lower_limit.tolist() == [0.0] == pm.lowerPositionLimit.tolist()
+    assert model.upper_limit.tolist() == [0.0] == pm.upperPositionLimit.tolist()
+
+
+@pytest.mark.parametrize("prefix", ["package://", "package:///"])
+def test_package_mesh_paths_resolve_with_two_or_three_slashes(tmp_path, prefix):
+    from lietraj.dynamics.model.urdf import resolve_mesh_path
+
+    mesh = tmp_path / "share" / "pkg" / "meshes" / "m.stl"
+    mesh.parent.mkdir(parents=True)
+    mesh.write_text("solid m\nendsolid m\n")
+    found = resolve_mesh_path(prefix + "pkg/meshes/m.stl", tmp_path, [tmp_path / "share"])
+    assert found == str(mesh)
+
+
+def test_non_psd_link_inertia_merged_into_a_psd_body_only_warns(tmp_path):
+    tiny = ('<link name="antenna"><inertial><mass value="1e-6"/>'
+            '<inertia ixx="2e-8" iyy="3e-8" izz="4e-8" ixy="6e-8" ixz="0" iyz="0"/></inertial></link>')
+    body = (link("base") + link("a") + tiny + joint("j", "revolute", "base", "a")
+            + joint("f", "fixed", "a", "antenna"))
+    with pytest.warns(UserWarning, match=r"link\(s\) \['antenna'\] is not positive semi-definite"):
+        model = load_urdf(urdf(tmp_path, body))
+    assert np.linalg.eigvalsh(model.inertia[0]).min() > 0

@@ -53,9 +53,19 @@ def xyzquat_from_pose(H: np.ndarray) -> np.ndarray:
     return np.concatenate([H[:3, 3], q / np.linalg.norm(q)])
 
 
+def _base_placement_inverse(model: RobotModel) -> np.ndarray:
+    """The inverse of the free joint's placement: identity but for robots whose loader turns the free-flyer
+    (example-robot-data's ``human``); lietraj's ``H`` is the base body's world pose ``placement @ pose(q[:7])``."""
+    T = model.joint_placement[0]
+    Ti = np.eye(4)
+    Ti[:3, :3] = T[:3, :3].T
+    Ti[:3, 3] = -T[:3, :3].T @ T[:3, 3]
+    return Ti
+
+
 def to_pinocchio(model: RobotModel, x: State) -> tuple[np.ndarray, np.ndarray]:
     """Pinocchio's ``(q, v)`` for the state ``x`` of ``model``."""
-    parts = [xyzquat_from_pose(x.H)] if model.floating_base else []
+    parts = [xyzquat_from_pose(_base_placement_inverse(model) @ x.H)] if model.floating_base else []
     for k, s in enumerate(x.s):
         parts.append([np.cos(s), np.sin(s)] if model.continuous[k] else [s])
     q = np.concatenate(parts) if parts else np.zeros(0)
@@ -68,7 +78,7 @@ def from_pinocchio(model: RobotModel, q: np.ndarray, v: np.ndarray | None = None
     nq = model.n + int(np.sum(model.continuous)) + (7 if model.floating_base else 0)
     if q.shape != (nq,):
         raise ValueError(f"q must have shape ({nq},) for {model.name}, got {q.shape}")
-    H, k = (pose_from_xyzquat(q[:7]), 7) if model.floating_base else (None, 0)
+    H, k = (model.joint_placement[0] @ pose_from_xyzquat(q[:7]), 7) if model.floating_base else (None, 0)
     s = np.empty(model.n)
     for j in range(model.n):
         if model.continuous[j]:

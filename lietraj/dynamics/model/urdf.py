@@ -88,10 +88,12 @@ def _link_inertia(link) -> tuple[float, np.ndarray, np.ndarray]:
     m = float(inertial.mass)
     if m < 0:
         raise URDFError(f"{what}: negative mass {m}")
-    if np.linalg.eigvalsh(0.5 * (I + I.T)).min() < -1e-9 * max(1.0, np.abs(I).max()):
-        raise URDFError(f"{what}: the inertia matrix is not positive semi-definite")
     R = T[:3, :3]
     return m, T[:3, 3].copy(), R @ I @ R.T
+
+
+def _is_psd(I: np.ndarray) -> bool:
+    return bool(np.linalg.eigvalsh(0.5 * (I + I.T)).min() >= -1e-9 * max(1.0, np.abs(I).max()))
 
 
 def _combine(m1, c1, I1, m2, c2, I2):
@@ -112,9 +114,12 @@ def _transform_inertia(T, m, c, I):
 
 
 def resolve_mesh_path(filename: str, urdf_dir: Path, package_dirs: list[Path]) -> str:
-    """Absolute path of a mesh given as ``package://pkg/rest``, ``file://...`` or relative to the URDF."""
+    """Absolute path of a mesh given as ``package://pkg/rest``, ``file://...`` or relative to the URDF.
+
+    ``package:///pkg/rest`` (an empty host, as in example-robot-data's ``talos_full``) is read as ``package://pkg/rest``.
+    A path that resolves nowhere is returned unchanged."""
     if filename.startswith("package://"):
-        rel = filename[len("package://"):]
+        rel = filename[len("package://"):].lstrip("/")
         for d in package_dirs:
             if (d / rel).exists():
                 return str(d / rel)
@@ -230,6 +235,7 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | None = None, *, nam
     frames: list[Frame] = []
     visuals: list[Visual] = []
     seen: set[str] = set()
+    not_psd: dict[int, list[str]] = {}  # body -> its links whose own inertia is not positive semi-definite
 
     def add_frame(name, body, T, kind):
         frames.append(Frame(name, body, T[:3, :3].copy(), T[:3, 3].copy(), kind))
@@ -241,6 +247,8 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | None = None, *, nam
         seen.add(link_name)
         link = links[link_name]
         m, c, I = _transform_inertia(T_body_link, *_link_inertia(link))
+        if not _is_psd(I):
+            not_psd.setdefault(body, []).append(link_name)
         if body >= 0:
             b = bodies[body]
             b.mass, b.com, b.inertia = _combine(b.mass, b.com, b.inertia, m, c, I)
@@ -260,8 +268,9 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | None = None, *, nam
                 if j.limit is None:
                     raise URDFError(f"joint {j.name!r}: a {j.type} joint needs a <limit> element")
                 L = j.limit
-                lim = tuple(np.inf if x is None else float(x) for x in (L.lower, L.upper, L.velocity, L.effort))
-                lim = (-np.inf if L.lower is None else lim[0],) + lim[1:]
+                # The URDF specification (and urdfdom, hence Pinocchio) reads a missing lower or upper as 0.
+                lim = tuple(float(d) if x is None else float(x)
+                            for x, d in ((L.lower, 0.0), (L.upper, 0.0), (L.velocity, np.inf), (L.effort, np.inf)))
                 if any(math.isnan(x) for x in lim) or lim[0] > lim[1]:
                     raise URDFError(f"joint {j.name!r}: bad <limit> (lower={L.lower}, upper={L.upper})")
             elif j.limit is not None:
@@ -285,6 +294,16 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | None = None, *, nam
 
     if not bodies:
         raise URDFError(f"{path}: the robot has no moving joint")
+    # A link's inertia that is not positive semi-definite is an error when the body it is merged into is too (the
+    # dynamics would be wrong); merged into a body whose inertia is, it is negligible (example-robot-data's tiago has
+    # such an antenna, of 1 mg) and only warned about: Pinocchio accepts both without a word.
+    for body, names in not_psd.items():
+        b = bodies[body] if body >= 0 else None
+        if b is None or _is_psd(b.inertia):
+            warnings.warn(f"{path.name}: the inertia of link(s) {names} is not positive semi-definite; merged into "
+                          f"{'the world' if b is None else f'body {b.name!r}'} it is negligible", stacklevel=2)
+        else:
+            raise URDFError(f"link {names[0]!r} <inertial>: the inertia matrix is not positive semi-definite")
     massless = [b.joint for k, b in enumerate(bodies) if b.jtype != JOINT_FREE and _subtree_is_massless(bodies, k)]
     if massless:
         warnings.warn(f"{path.name}: joints {massless} move no mass (their links carry no inertia): the mass "
