@@ -54,3 +54,17 @@ def test_a_diverging_simulation_ends_the_run_with_the_log_so_far(capsys):
     report = run_scenario(arm_tracking("ur5", duration=1.0, push=1e9))
     assert not report.ok and report.log.error.startswith("SimulationDiverged: MuJoCo simulation of ur5 diverged")
     assert 0 < len(report.log.ticks) < 100 and any("the simulation stopped" in line for line in report.lines())
+
+
+@pytest.mark.parametrize("build, bad, named", [
+    (quadruped_trot, {"velocity": float("nan")}, "velocity must be a finite number"),
+    (quadruped_trot, {"swing": 0}, "swing must be a positive integer"),
+    (quadruped_trot, {"push": -1.0}, "push must be a force of 0 N or more"),
+    (humanoid_balance, {"period": 0.0}, "period must be a finite positive number"),
+    (humanoid_balance, {"depth": -0.1}, "depth must be 0 or more"),
+    (arm_tracking, {"radius": float("inf")}, "radius must be a finite positive number"),
+    (arm_tracking, {"horizon": 2.5}, "horizon must be a positive integer"),
+])
+def test_a_scenario_rejects_bad_parameters_naming_them(build, bad, named):
+    with pytest.raises(ValueError, match=named):
+        build(**bad)

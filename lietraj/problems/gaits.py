@@ -74,6 +74,7 @@ from lietraj.problems.support import (
     Feet,
     add_limit_costs,
     add_wrench_cone_cost,
+    check_positive,
     hard_constraints,
     standing_constraints,
     contact_gains,
@@ -225,12 +226,6 @@ class _GaitBuilder:
                               checks=checks)
 
 
-def _check_positive(**values) -> None:
-    for name, value in values.items():
-        if not (isinstance(value, (int, float, np.integer, np.floating)) and np.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-
-
 def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None, step_height: float | None = None,
          dt: float = 0.01, step_knots: int = 25, support_knots: int = 2, friction: float = 0.7,
          formulation: str = "lietraj", constraints: str | None = None) -> ExampleProblem:
@@ -263,7 +258,7 @@ def trot(robot: str = "solo12", steps: int = 2, step_length: float | None = None
     height = float(center_of_mass(model, g.x0)[2])
     step_length = height / 3.0 if step_length is None else step_length
     step_height = height / 4.5 if step_height is None else step_height
-    _check_positive(dt=dt, step_length=step_length, step_height=step_height, friction=friction)
+    check_positive(dt=dt, step_length=step_length, step_height=step_height, friction=friction)
     lf, rf, lh, rh = feet.frames
     foot = {f: frame_placement(model, g.x0, f)[:3, 3].copy() for f in feet.frames}
     com = np.mean(list(foot.values()), axis=0)
@@ -313,7 +308,7 @@ def jump(robot: str = "solo12", height: float | None = None, length=None, dt: fl
     g = _GaitBuilder(model, feet, dt, friction, hard=hard)
     c0 = float(center_of_mass(model, g.x0)[2])
     height = c0 / 4.0 if height is None else height
-    _check_positive(dt=dt, height=height, friction=friction)
+    check_positive(dt=dt, height=height, friction=friction)
     length = np.array([c0 / 3.0, 0.0, 0.0] if length is None else length, dtype=float)
     if length.shape != (3,) or not np.isfinite(length).all():
         raise ValueError(f"jump: length must be a finite displacement (3,), got {length!r}")

@@ -92,6 +92,14 @@ TORQUE_LIMIT_WEIGHT = 1e4
 CONTACT_TIME_CONSTANT = 4.0
 
 
+def check_positive(**values) -> None:
+    """Raise ValueError naming the first of ``values`` (name=value) that is not a finite positive number."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not (isinstance(value, (int, float, np.integer, np.floating)) and
+                                           np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+
+
 def contact_gains(dt: float) -> tuple[float, float]:
     """Critically damped Baumgarte gains ``(Kp, Kv) = (ω², 2ω)`` with ``ω = 1 / (CONTACT_TIME_CONSTANT dt)``."""
     w = 1.0 / (CONTACT_TIME_CONSTANT * dt)

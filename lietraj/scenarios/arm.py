@@ -22,7 +22,9 @@ from lietraj.optimal_control.costs.residuals import FrameTranslationResidual
 from lietraj.optimal_control.dynamics.discrete_dynamics import RobotDynamics
 from lietraj.optimal_control.problem import ActionModel
 
-from .scenario import Scenario
+from lietraj.problems.support import check_positive
+
+from .scenario import Scenario, check_knots
 
 ARMS = {"ur5": ("tool0", [0.0, -1.0, 1.0, -1.5, -1.5, 0.0], "wrist_3_link"),
         "panda": ("panda_hand", None, "panda_link7")}
@@ -35,6 +37,10 @@ def arm_tracking(robot: str = "ur5", duration: float = 5.0, radius: float = 0.15
     on the wrist, 0.1 s each, at a third and two thirds of the run."""
     if robot not in ARMS:
         raise ValueError(f"arm_tracking: robot must be one of {', '.join(ARMS)}, got {robot!r}")
+    check_positive(duration=duration, radius=radius, period=period, dt=dt)
+    check_knots(horizon=horizon)
+    if not (np.isfinite(push) and push >= 0) or not (np.isfinite(settle) and settle >= 0):
+        raise ValueError(f"arm_tracking: push and settle must be 0 or more, got {push!r} and {settle!r}")
     tool, posture, wrist = ARMS[robot]
     model = load_robot(robot)
     space, n = model.state_space, model.n

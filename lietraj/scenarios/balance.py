@@ -23,9 +23,16 @@ from lietraj.mpc.controller import ModelPredictiveController, MPCOptions
 from lietraj.mpc.schedule import Phase, Schedule
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.problem import ActionModel
-from lietraj.problems.support import HUMANOIDS, at_rest_cost, contact_gains, robot_with_feet, standing_cost
+from lietraj.problems.support import (
+    HUMANOIDS,
+    at_rest_cost,
+    check_positive,
+    contact_gains,
+    robot_with_feet,
+    standing_cost,
+)
 
-from .scenario import Scenario, fell_below
+from .scenario import Scenario, check_knots, fell_below
 
 TORSO = {"talos": "torso_2_link", "talos_legs": "base_link"}
 
@@ -37,6 +44,11 @@ def humanoid_balance(robot: str = "talos", duration: float = 6.0, depth: float =
     seconds, repeated (0: balance); ``push``: the force (N) of three pushes on the torso, 0.1 s each, at a quarter,
     a half and three quarters of the run (default 10 % of the robot's weight)."""
     model, feet = robot_with_feet(robot, HUMANOIDS, "humanoid_balance")
+    check_positive(duration=duration, period=period, dt=dt, friction=friction)
+    check_knots(horizon=horizon)
+    for name, value in (("depth", depth), ("push", push)):
+        if value is not None and not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"humanoid_balance: {name} must be 0 or more, got {value!r}")
     x0 = model.reference_state()
     com0 = center_of_mass(model, x0).copy()
     weight = model.total_mass * 9.81

@@ -105,6 +105,13 @@ def run_scenario(scenario: Scenario, plant: Plant | None = None, on_tick=None) -
     return ScenarioReport(scenario, log, log.statistics(), tracking, log.stopped, forces)
 
 
+def check_knots(**values) -> None:
+    """Raise ValueError naming the first of ``values`` (name=value) that is not a positive integer (knot counts)."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a positive integer number of knots, got {value!r}")
+
+
 def fell_below(model: RobotModel, height: float, tilt: float = np.radians(60.0)) -> Callable[[State], str | None]:
     """A fall test: the base below ``height`` (m) or tilted more than ``tilt`` (rad) from upright."""
     def fell(x: State) -> str | None:

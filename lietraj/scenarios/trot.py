@@ -37,11 +37,12 @@ from lietraj.problems.support import (
     QUADRUPEDS,
     add_limit_costs,
     add_wrench_cone_cost,
+    check_positive,
     contact_gains,
     robot_with_feet,
 )
 
-from .scenario import Scenario, fell_below
+from .scenario import Scenario, check_knots, fell_below
 
 DEFAULT_VELOCITY = {"solo12": 0.2, "anymal": 0.3, "a1": 0.3, "hyq": 0.3}
 
@@ -54,7 +55,13 @@ def quadruped_trot(robot: str = "solo12", velocity: float | None = None, duratio
     a tenth of the standing CoM height), ``push``: the force (N) of three lateral pushes on the base, 0.1 s each,
     at a quarter, a half and three quarters of the run (default: 15 % of the robot's weight, alternating sides)."""
     model, feet = robot_with_feet(robot, QUADRUPEDS, "quadruped_trot")
+    check_positive(duration=duration, dt=dt, friction=friction, **({} if height is None else {"height": height}))
+    check_knots(horizon=horizon, swing=swing, support=support)
     v = DEFAULT_VELOCITY.get(robot, 0.2) if velocity is None else float(velocity)
+    if not np.isfinite(v):
+        raise ValueError(f"quadruped_trot: velocity must be a finite number of m/s, got {velocity!r}")
+    if push is not None and not (np.isfinite(push) and push >= 0):
+        raise ValueError(f"quadruped_trot: push must be a force of 0 N or more, got {push!r}")
     space, n = model.state_space, model.n
     x0 = model.reference_state()
     com0 = center_of_mass(model, x0).copy()
