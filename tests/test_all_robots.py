@@ -51,13 +51,17 @@ def _model_only(filename, package_dirs=None, root_joint=None, *args, **kwargs):
     return model, pin.GeometryModel(), pin.GeometryModel()
 
 
-def loader_model(name: str) -> pin.Model:
-    """The Pinocchio model ``example_robot_data.load(name)`` builds (meshes aside)."""
+def loader_robot(name: str) -> pinocchio.RobotWrapper:
+    """What ``example_robot_data.load(name)`` builds (meshes aside): ``.model`` and the reference posture ``.q0``."""
     import example_robot_data
 
     with mock.patch.object(pinocchio.robot_wrapper, "buildModelsFromUrdf", _model_only), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return example_robot_data.load(name).model
+        return example_robot_data.load(name)
+
+
+def loader_model(name: str) -> pin.Model:
+    return loader_robot(name).model
 
 
 def _lietraj_model(name: str):
@@ -91,8 +95,11 @@ def test_robot_agrees_with_example_robot_data_loader(name):
             lietraj.load_robot(name)
         return
     model = _lietraj_model(name)
-    pm = pin_model(name) if name in CORRECTED_ORACLE else loader_model(name)
+    robot = loader_robot(name)
+    pm = pin_model(name) if name in CORRECTED_ORACLE else robot.model
     pd = pm.createData()
+    q0, _ = to_pinocchio(model, model.reference_state())
+    np.testing.assert_allclose(q0, robot.q0, atol=1e-12)
     assert model.nv == pm.nv
     assert list(model.actuated_joint_names) == [n for n in pm.names[1:] if n != "root_joint"]
     np.testing.assert_allclose(model.armature, pm.armature, atol=1e-15)

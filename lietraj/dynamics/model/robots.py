@@ -11,15 +11,23 @@ built differently:
 
 - ``HumanLoader`` turns the free-flyer joint (90 degrees about x): the model keeps that rotation as the free joint's
   placement (``joint_placement[0]``); lietraj's ``H`` stays the world pose of the base body, and only the Pinocchio
-  interop (``to_pinocchio``, ``from_pinocchio``) applies it.
+  interop (``to_pinocchio``, ``from_pinocchio``) applies it. Its reference posture, ``"neutral"``, is the loader's
+  ``q0``: Pinocchio's neutral configuration, the base turned upright (``H`` = that rotation).
 - ``TalosLegsLoader`` keeps the joints of ``talos`` with Pinocchio id below 14 (the base and the twelve leg joints)
   and drops the upper body altogether, its mass included (it is not ``buildReducedModel``: nothing is merged).
   Unlike that loader run with Pinocchio >= 3, lietraj does not count the sole links' inertia twice (the loader's
   ``addFrame`` appends each frame's inertia to the joint that already holds it: 0.01 kg per sole).
-- ``PandaLoaderCollision`` only changes the collision geometry, which lietraj does not read.
+- ``PandaLoaderCollision`` changes the collision geometry, which lietraj does not read, and takes the neutral
+  configuration as its ``q0``. Whenever a loader names no reference posture but its SRDF has some, the loader's ``q0``
+  is the neutral configuration: lietraj puts a ``"neutral"`` posture first, so that ``reference_state()`` is it too.
+
+The reference state (``model.reference_state()``) is the loader's ``q0`` for every robot. Note that the registry maps
+``ur3`` to ``UR5Loader`` (the UR5's URDF): ``load_robot("ur3")`` follows it, as ``example_robot_data.load("ur3")``
+does; ``ur3_limited`` and ``ur3_gripper`` are UR3s.
 
 Cassie's loader reads an SDF file with closed kinematic loops: ``load_robot("cassie")`` says so.
 """
+
 from __future__ import annotations
 
 import ast
@@ -34,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.model import Posture, RobotModel
 from lietraj.dynamics.model.urdf import URDFError, load_urdf, read_srdf
 
 
@@ -269,10 +277,16 @@ def _load(name: str) -> RobotModel:
     if e.base_rotation is not None:
         placement = model.joint_placement.copy()
         placement[0, :3, :3] = e.base_rotation
-        model = model.replace(joint_placement=placement)
+        # Its reference posture (the loader's q0) is Pinocchio's neutral configuration: the base turned upright.
+        model = model.replace(joint_placement=placement,
+                              reference_postures={"neutral": Posture(placement[0].copy(), np.zeros(model.n))})
     if e.srdf is not None:
         model = read_srdf(model, root / e.path / e.srdf_subpath / e.srdf, rotor_parameters=e.rotor_parameters,
                           default_posture=e.posture)
+        if e.posture is None and model.reference_postures:  # the loader's q0 is then the neutral configuration
+            neutral = model.state_space.neutral()
+            model = model.replace(reference_postures={"neutral": Posture(neutral.H, neutral.s),
+                                                      **model.reference_postures})
     return model
 
 
