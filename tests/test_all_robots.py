@@ -39,7 +39,8 @@ CORRECTED_ORACLE = {
     "talos_legs": "TalosLegsLoader's addFrame appends each kept frame's inertia a second time with Pinocchio >= 3 "
                   "(0.01 kg per sole); pin_oracle.pin_model builds the same reduction without that",
 }
-# Robots lietraj loads but cannot yet represent as Pinocchio does (xfail strict: fixing one is noticed).
+# Robots lietraj loads but cannot yet represent as Pinocchio does (xfail strict: fixing one is noticed). None today:
+# mimic joints (issue 19 item 2) are loaded as independent joints by both, Pinocchio's default.
 XFAIL: dict[str, str] = {}
 # Robots with moving joints that carry no mass and no armature: their mass matrix is singular, so ABA is undefined
 # (Pinocchio returns whatever its division by zero gives); lietraj's ABA must refuse rather than agree.
@@ -178,3 +179,38 @@ def test_corrected_oracle_still_differs_from_its_loader(name):
     def masses(m):
         return np.array([Y.mass for Y in m.inertias])
     assert not np.allclose(masses(loader_model(name)), masses(pin_model(name)))
+
+
+def test_load_robot_needs_neither_pinocchio_nor_the_loaders_at_run_time():
+    import subprocess
+    import sys
+
+    code = ("import sys, warnings; warnings.simplefilter('ignore'); import lietraj; "
+            "[lietraj.load_robot(n) for n in ('human', 'talos_legs', 'panda_collision')]; "
+            "print(sorted(m for m in ('pinocchio', 'example_robot_data') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_loader_lietraj_does_not_know_is_refused(tmp_path, monkeypatch):
+    from lietraj.dynamics.model import robots
+
+    (tmp_path / "robots_loader.py").write_text(
+        "class RobotLoader:\n    path = ''\n    urdf_filename = ''\n\n"
+        "class WeirdLoader(RobotLoader):\n    path = 'weird'\n    urdf_filename = 'weird.urdf'\n\n"
+        "    def __init__(self):\n        self.robot = None\n\n"
+        "class SdfLoader(RobotLoader):\n    sdf_filename = 'x.sdf'\n\n"
+        "ROBOTS = {'weird': WeirdLoader, 'sdf_only': SdfLoader}\n")
+    monkeypatch.setattr(robots, "_loader_package", lambda: tmp_path)
+    for cache in (robots._registry, robots._cached_entry):
+        cache.cache_clear()
+    try:
+        assert lietraj.available_robots() == ["sdf_only", "weird"]
+        with pytest.raises(RobotNotSupported, match=r"'weird'.*__init__ \(WeirdLoader\) does more"):
+            lietraj.load_robot("weird")
+        with pytest.raises(RobotNotSupported, match=r"'sdf_only'.*built from x.sdf, not a URDF"):
+            lietraj.load_robot("sdf_only")
+    finally:
+        monkeypatch.undo()
+        for cache in (robots._registry, robots._cached_entry):
+            cache.cache_clear()
