@@ -239,6 +239,16 @@ def _settings(args: argparse.Namespace, build, what: str, options: tuple[str, ..
     return settings
 
 
+def _built(make, settings: list[Setting]):
+    """``make()``: a builder's rejection of a value reported as the user's setting's (``_blame``)."""
+    try:
+        return make()
+    except _BUILD_ERRORS as e:
+        if not settings:
+            raise
+        raise ValueError(_blame(e, settings)) from e
+
+
 def _blame(error: Exception, settings: list[Setting]) -> str:
     """A builder's error message prefixed with the settings it is about: those it names, else all the user gave (a
     numpy message names no parameter)."""
@@ -316,12 +326,7 @@ def _solve(args: argparse.Namespace) -> int:
     spec = Spec(args.problem, args.robot, args.solver or entry.solver)
     cold = None if is_warm(spec) else ColdStart(spec, notice, parameters).start()
     try:
-        try:
-            example = make_problem(args.problem, args.robot, **parameters)
-        except _BUILD_ERRORS as e:
-            if not settings:
-                raise
-            raise ValueError(_blame(e, settings)) from e
+        example = _built(lambda: make_problem(args.problem, args.robot, **parameters), settings)
         if cold is not None:
             cold.compile(example)
     finally:
@@ -400,12 +405,7 @@ def _mpc(args: argparse.Namespace) -> int:
     _check_output(args.html, (".html", ".htm"), "--html")
     CompileNotice().install()
     parameters = {s.key: s.value for s in settings}
-    try:
-        scenario = make_scenario(args.scenario, args.robot, **parameters)
-    except _BUILD_ERRORS as e:
-        if not settings:
-            raise
-        raise ValueError(_blame(e, settings)) from e
+    scenario = _built(lambda: make_scenario(args.scenario, args.robot, **parameters), settings)
     options = scenario.controller.options
     deadline = "none" if options.deadline is None else f"{1e3 * options.deadline:g} ms"
     print(scenario.description)
