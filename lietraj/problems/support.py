@@ -65,6 +65,9 @@ FEET: dict[str, Feet] = {
     "anymal": Feet(("LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT"), "3d"),
     "hyq": Feet(("lf_foot", "rf_foot", "lh_foot", "rh_foot"), "3d"),
     "a1": Feet(("FL_foot", "FR_foot", "RL_foot", "RR_foot"), "3d"),
+    "go1": Feet(("FL_foot", "FR_foot", "RL_foot", "RR_foot"), "3d"),
+    "go2": Feet(("FL_foot", "FR_foot", "RL_foot", "RR_foot"), "3d"),
+    "b1": Feet(("FL_foot", "FR_foot", "RL_foot", "RR_foot"), "3d"),
 }
 HUMANOIDS = tuple(r for r, f in FEET.items() if f.kind == "6d")
 QUADRUPEDS = tuple(r for r, f in FEET.items() if f.kind == "3d")

@@ -44,7 +44,7 @@ from lietraj.problems.support import (
 
 from .scenario import Scenario, check_knots, fell_below
 
-DEFAULT_VELOCITY = {"solo12": 0.2, "anymal": 0.3, "a1": 0.3, "hyq": 0.3}
+DEFAULT_VELOCITY = {"solo12": 0.2, "anymal": 0.3, "a1": 0.3, "hyq": 0.3, "go1": 0.3, "go2": 0.3, "b1": 0.3}
 
 
 def quadruped_trot(robot: str = "solo12", velocity: float | None = None, duration: float = 10.0,
