@@ -287,6 +287,8 @@ def test_a_plant_that_fails_ends_the_loop_with_its_log(ur5):
     assert stopped.stopped.startswith("moved at t = ") and not stopped.error
     with pytest.raises(ValueError, match="duration"):
         closed_loop(mpc, ModelPlant(ur5, x0), -1.0)
+    with pytest.raises(ValueError, match="pushes must be Push events, got tuple"):
+        closed_loop(mpc, ModelPlant(ur5, x0), 1.0, pushes=[Push(0.1, "wrist_3_link", [1.0, 0.0, 0.0]), (0.2, "x")])
 
 
 def test_every_solver_drives_the_loop_to_the_same_place(ur5):

@@ -94,10 +94,10 @@ def closed_loop(controller: ModelPredictiveController, plant: Plant, duration: f
         raise ValueError(f"closed_loop: duration must be a positive number of seconds, got {duration!r}")
     if not (isinstance(inner_period, (int, float)) and math.isfinite(inner_period) and inner_period > 0):
         raise ValueError(f"closed_loop: inner_period must be a positive number of seconds, got {inner_period!r}")
-    pending = sorted((p for p in pushes), key=lambda p: p.time)
-    for p in pending:
+    for p in pushes:
         if not isinstance(p, Push):
             raise ValueError(f"closed_loop: pushes must be Push events, got {type(p).__name__}")
+    pending = sorted(pushes, key=lambda p: p.time)
     log = ClosedLoopLog()
     begin, clock = plant.time, time.perf_counter()
     try:

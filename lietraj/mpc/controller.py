@@ -262,7 +262,7 @@ class ModelPredictiveController:
             plan = Plan(result.xs, result.us, result.K, self.problem.time_steps(), self.problem.u_lb.copy(),
                         self.problem.u_ub.copy(), self.problem.state_space)
             tick = Tick(self.knot, plan, 0, result.status, result.iterations, elapsed, overran, float(result.cost))
-            if plan_ok:
+            if plan_ok:  # copies: the next tick shifts its warm start in place, and this plan is its fallback
                 self._warm = _Warm(result.xs.copy(), result.us.copy(),
                                    result if isinstance(result, ConstrainedResult) else None)
                 self._solved_knot = self.knot

@@ -469,11 +469,13 @@ class Problem:
         solver whose costs changed at the same guess, e.g. an augmented Lagrangian's multipliers)."""
         names = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
         r = out.running
-        for name in names:
-            getattr(r, name)[...] = 0.0
+        groups = self._term_groups()
+        if not all(group.whole for group in groups):  # a whole run's cost writes its knots; shared terms add to them
+            for name in names:
+                getattr(r, name)[...] = 0.0
         with ExitStack() as stack:
             gather = self._gathered(X, U, stack)
-            for group in self._term_groups():
+            for group in groups:
                 knots, Xg, Ug = gather(group)
                 contiguous = isinstance(knots, slice)
                 # one run: the term adds into the running arrays' view; several: into a buffer scattered to their knots

@@ -14,7 +14,7 @@ import numpy as np
 
 from lietraj.dynamics.kinematics.kinematics import frame_placement
 from lietraj.dynamics.model.robots import load_robot
-from lietraj.mpc.closed_loop import ClosedLoopLog, Push
+from lietraj.mpc.closed_loop import Push
 from lietraj.mpc.controller import ModelPredictiveController, MPCOptions
 from lietraj.mpc.schedule import Schedule
 from lietraj.optimal_control.costs.costs import CostSum, ResidualCost, control_regularization, state_regularization
@@ -24,7 +24,7 @@ from lietraj.optimal_control.problem import ActionModel
 
 from lietraj.problems.support import check_positive
 
-from .scenario import Scenario, check_knots
+from .scenario import Scenario, check_knots, distance_errors
 
 ARMS = {"ur5": ("tool0", [0.0, -1.0, 1.0, -1.5, -1.5, 0.0], "wrist_3_link"),
         "panda": ("panda_hand", None, "panda_link7")}
@@ -73,14 +73,10 @@ def arm_tracking(robot: str = "ur5", duration: float = 5.0, radius: float = 0.15
     controller = ModelPredictiveController(schedule, x0, MPCOptions(horizon, solver=solver, iterations=iterations,
                                                                     deadline=dt), update=update)
 
-    def tracking(log: ClosedLoopLog) -> dict[str, float]:
-        errors = np.array([np.linalg.norm(frame_placement(model, x, tool)[:3, 3] - target(t))
-                           for t, x in zip(log.times, log.states) if t >= settle])
-        if errors.size == 0:
-            return {}
-        return {"tool error median (mm)": 1e3 * float(np.median(errors)), "tool error max (mm)": 1e3 * float(errors.max())}
+    def measure(x):
+        return frame_placement(model, x, tool)[:3, 3]
 
     pushes = [Push(duration / 3.0, wrist, [0.0, push, 0.0]), Push(2.0 * duration / 3.0, wrist, [0.0, 0.0, -push])]
     return Scenario("arm", f"{robot} tracks a circle of {100 * radius:.0f} cm radius every {period:g} s, pushed twice "
-                    f"({push:g} N at the wrist)", model, controller, x0, duration, pushes, None, tracking,
-                    tracked="tool", measure=lambda x: frame_placement(model, x, tool)[:3, 3], reference=target)
+                    f"({push:g} N at the wrist)", model, controller, x0, duration, pushes, None,
+                    distance_errors("tool", measure, target, settle), tracked="tool", measure=measure, reference=target)

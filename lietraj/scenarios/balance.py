@@ -18,7 +18,7 @@ import numpy as np
 
 from lietraj.dynamics.contacts.equilibrium import quasi_static_torques
 from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
-from lietraj.mpc.closed_loop import ClosedLoopLog, Push
+from lietraj.mpc.closed_loop import Push
 from lietraj.mpc.controller import ModelPredictiveController, MPCOptions
 from lietraj.mpc.schedule import Phase, Schedule
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
@@ -32,7 +32,7 @@ from lietraj.problems.support import (
     standing_cost,
 )
 
-from .scenario import Scenario, check_knots, fell_below
+from .scenario import Scenario, check_knots, distance_errors, fell_below
 
 TORSO = {"talos": "torso_2_link", "talos_legs": "base_link"}
 
@@ -75,10 +75,11 @@ def humanoid_balance(robot: str = "talos", duration: float = 6.0, depth: float =
                                                                     deadline=dt), update=update,
                                            us0=np.tile(u_ref, (horizon, 1)))
 
-    def tracking(log: ClosedLoopLog) -> dict[str, float]:
-        errors = np.array([np.linalg.norm(center_of_mass(model, x) - com_path(t)[0])
-                           for t, x in zip(log.times, log.states)])
-        return {"CoM error median (mm)": 1e3 * float(np.median(errors)), "CoM error max (mm)": 1e3 * float(errors.max())}
+    def measure(x):
+        return center_of_mass(model, x)
+
+    def reference(t):
+        return com_path([t])[0]
 
     directions = ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0])
     pushes = [Push(duration * (i + 1) / 4.0, TORSO.get(robot, model.body_names[0]), list(push * np.array(d)))
@@ -86,8 +87,8 @@ def humanoid_balance(robot: str = "talos", duration: float = 6.0, depth: float =
     task = f"squats {100 * depth:.0f} cm every {period:g} s" if depth > 0 else "balances"
     return Scenario("balance", f"{robot} {task} for {duration:g} s, pushed three times ({push:.3g} N on the torso, "
                     "0.1 s)", model, controller, x0, duration, pushes,
-                    fell_below(model, 0.7 * float(x0.H[2, 3]), np.radians(45.0)), tracking, tracked="CoM",
-                    measure=lambda x: center_of_mass(model, x), reference=lambda t: com_path([t])[0])
+                    fell_below(model, 0.7 * float(x0.H[2, 3]), np.radians(45.0)),
+                    distance_errors("CoM", measure, reference), tracked="CoM", measure=measure, reference=reference)
 
 
 def humanoid_squat(robot: str = "talos", duration: float = 6.0, depth: float = 0.05, period: float = 2.0,

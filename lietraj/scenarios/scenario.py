@@ -105,6 +105,20 @@ def run_scenario(scenario: Scenario, plant: Plant | None = None, on_tick=None) -
     return ScenarioReport(scenario, log, log.statistics(), tracking, log.stopped, forces)
 
 
+def distance_errors(name: str, measure: Callable[[State], np.ndarray], reference: Callable[[float], np.ndarray],
+                    settle: float = 0.0) -> Callable[[ClosedLoopLog], dict[str, float]]:
+    """A ``Scenario.tracking``: the median and largest distance (mm) of the point ``measure(state)`` from
+    ``reference(t)`` at the ticks from ``settle`` seconds on, as "<name> error median (mm)" and "... max (mm)"."""
+    def tracking(log: ClosedLoopLog) -> dict[str, float]:
+        errors = np.array([np.linalg.norm(measure(x) - reference(t)) for t, x in zip(log.times, log.states)
+                           if t >= settle])
+        if errors.size == 0:
+            return {}
+        return {f"{name} error median (mm)": 1e3 * float(np.median(errors)),
+                f"{name} error max (mm)": 1e3 * float(errors.max())}
+    return tracking
+
+
 def check_knots(**values) -> None:
     """Raise ValueError naming the first of ``values`` (name=value) that is not a positive integer (knot counts)."""
     for name, value in values.items():
