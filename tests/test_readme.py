@@ -103,3 +103,20 @@ def test_custom_cost_example_runs(tmp_path):
                  "giving the gradient:"):
         assert line in out, out
     assert figure.stat().st_size > 10_000
+
+
+def test_the_robot_table_lists_what_the_registries_accept():
+    """The README's table of robots per command says what ``PROBLEMS`` and ``SCENARIOS`` accept, no more, no less."""
+    from lietraj.problems import PROBLEMS
+    from lietraj.scenarios import SCENARIOS
+
+    registries = {"solve": PROBLEMS, "mpc": SCENARIOS}
+    rows = [line for line in README.read_text(encoding="utf-8").splitlines() if re.match(r"^\| `(solve|mpc) ", line)]
+    listed = {}
+    for row in rows:
+        commands, robots = [cell.strip() for cell in row.strip("|").split("|")]
+        for command in re.findall(r"`(\w+ \w+)`", commands):
+            listed[command] = set(robots.split(", "))
+    expected = {f"{kind} {name}": set(entry.robots) for kind, registry in registries.items()
+                for name, entry in registry.items()}
+    assert listed == expected

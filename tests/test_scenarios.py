@@ -23,8 +23,9 @@ def test_an_arm_tracks_a_moving_target_through_a_push():
     assert any("tool error" in line for line in report.lines())
 
 
-def test_talos_balances_through_a_push():
-    report = run_scenario(humanoid_balance("talos", duration=1.2))
+@pytest.mark.parametrize("robot", ["talos", "g1"])
+def test_a_humanoid_balances_through_a_push(robot):
+    report = run_scenario(humanoid_balance(robot, duration=1.2))
     assert report.ok, report.lines()
     assert report.tracking["CoM error max (mm)"] < 20.0
 

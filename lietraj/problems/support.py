@@ -9,11 +9,13 @@ and CoP checks of ``ExampleProblem.metrics`` rely on exactly these two conventio
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from lietraj.dynamics.contacts.contact_dynamics import Contact
-from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.kinematics.kinematics import frame_placement
+from lietraj.dynamics.model.model import Frame, Posture, RobotModel
 from lietraj.dynamics.lie.state import State
 from lietraj.optimal_control.constraints import ConstraintSet, joint_position_limits, torque_limits, wrench_cone
 from lietraj.optimal_control.costs.activations import WeightedQuadratic
@@ -39,6 +41,11 @@ class Feet:
     frames: tuple[str, ...]
     kind: str
     sole: tuple[float, float] | None = None
+    placed: tuple[tuple[str, str, tuple[float, float, float]], ...] = ()
+    """Sole frames the robot's URDF lacks, as ``(frame, parent frame, offset in it)``; axes parallel to the parent's."""
+    standing: tuple[tuple[str, float], ...] = ()
+    """Joint angles (rad) of a standing posture, for a robot whose loader has none: its ``"standing"`` posture, with
+    the base upright at the height that puts the feet on the ground (z = 0)."""
 
     @property
     def reference(self) -> str:
@@ -58,6 +65,14 @@ class Feet:
 
 
 _SOLES = Feet(("left_sole_link", "right_sole_link"), "6d", (0.1, 0.05))
+# Unitree G1: each ankle-roll link touches the ground by four spheres of radius 5 mm at z = -0.03 m, x in
+# [-0.05, 0.12] m and |y| <= 0.025-0.03 m (g1_29dof_rev_1_0.urdf): the sole is the rectangle under them, centred at
+# x = 0.035 m, 0.085 m long and 0.025 m wide by half. The posture bends the legs by Unitree's default standing angles
+# (hip pitch -0.1, knee 0.3, ankle pitch -0.2 rad: the pitches sum to zero, so the soles lie flat).
+_G1_LEGS = (("hip_pitch_joint", -0.1), ("knee_joint", 0.3), ("ankle_pitch_joint", -0.2))
+_G1 = Feet(("left_sole", "right_sole"), "6d", (0.085, 0.025),
+           placed=tuple((f"{side}_sole", f"{side}_ankle_roll_link", (0.035, 0.0, -0.035)) for side in ("left", "right")),
+           standing=tuple((f"{side}_{joint}", angle) for side in ("left", "right") for joint, angle in _G1_LEGS))
 FEET: dict[str, Feet] = {
     "talos": _SOLES,
     "talos_legs": _SOLES,
@@ -68,6 +83,7 @@ FEET: dict[str, Feet] = {
     "go1": Feet(("FL_foot", "FR_foot", "RL_foot", "RR_foot"), "3d"),
     "go2": Feet(("FL_foot", "FR_foot", "RL_foot", "RR_foot"), "3d"),
     "b1": Feet(("FL_foot", "FR_foot", "RL_foot", "RR_foot"), "3d"),
+    "g1": _G1,
 }
 HUMANOIDS = tuple(r for r, f in FEET.items() if f.kind == "6d")
 QUADRUPEDS = tuple(r for r, f in FEET.items() if f.kind == "3d")
@@ -78,7 +94,30 @@ def robot_with_feet(robot: str, allowed: tuple[str, ...], problem: str):
     actuators' documented limits where its URDF has placeholders (``lietraj.problems.actuators``)."""
     if robot not in allowed:
         raise ValueError(f"{problem}: robot must be one of {', '.join(allowed)}, got {robot!r}")
-    return load_robot_with_actuator_limits(robot), FEET[robot]
+    return _with_feet(robot), FEET[robot]
+
+
+@lru_cache(maxsize=None)
+def _with_feet(robot: str) -> RobotModel:
+    """The robot with its actuator limits, the sole frames and the standing posture its ``FEET`` entry adds (one
+    model per robot, so that what the kernels derive from it is built once)."""
+    model = load_robot_with_actuator_limits(robot)
+    feet = FEET[robot]
+    if feet.placed:
+        frames = list(model.frames)
+        for name, parent, offset in feet.placed:
+            f = model.frames[model.frame_index(parent)]
+            frames.append(Frame(name, f.body, f.R.copy(), f.p + f.R @ np.asarray(offset, dtype=float), "fixed_joint"))
+        model = model.replace(frames=tuple(frames))
+    if feet.standing:
+        s = np.zeros(model.n)
+        for joint, angle in feet.standing:
+            s[model.joint_index(joint)] = angle
+        H = np.eye(4)
+        on_ground = State(H, s, np.zeros(model.nv))
+        H[2, 3] = -min(frame_placement(model, on_ground, f)[2, 3] for f in feet.frames)
+        model = model.replace(reference_postures={"standing": Posture(H, s), **model.reference_postures})
+    return model
 
 
 # The fraction of the friction coefficient and of the sole size the wrench-cone barrier allows.

@@ -26,9 +26,9 @@ class ScenarioEntry:
 SCENARIOS: dict[str, ScenarioEntry] = {
     "trot": ScenarioEntry(quadruped_trot, tuple(DEFAULT_VELOCITY),
                           "a quadruped trots at a commanded velocity (velocity=...) and is pushed sideways three times"),
-    "balance": ScenarioEntry(humanoid_balance, ("talos", "talos_legs"),
+    "balance": ScenarioEntry(humanoid_balance, ("talos", "talos_legs", "g1"),
                              "a humanoid balances on both feet, pushed forwards, sideways and backwards"),
-    "squat": ScenarioEntry(humanoid_squat, ("talos", "talos_legs"),
+    "squat": ScenarioEntry(humanoid_squat, ("talos", "talos_legs", "g1"),
                            "a humanoid squats (depth=...) on both feet, pushed three times"),
     "arm": ScenarioEntry(arm_tracking, tuple(ARMS), "an arm's tool tracks a moving circle, pushed twice at the wrist"),
 }

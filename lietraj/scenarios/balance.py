@@ -34,7 +34,7 @@ from lietraj.problems.support import (
 
 from .scenario import Scenario, check_knots, distance_errors, fell_below
 
-TORSO = {"talos": "torso_2_link", "talos_legs": "base_link"}
+TORSO = {"talos": "torso_2_link", "talos_legs": "base_link", "g1": "torso_link"}
 
 
 def humanoid_balance(robot: str = "talos", duration: float = 6.0, depth: float = 0.0, period: float = 2.0,
