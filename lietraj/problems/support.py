@@ -84,6 +84,7 @@ FEET: dict[str, Feet] = {
     "go2": Feet(("FL_foot", "FR_foot", "RL_foot", "RR_foot"), "3d"),
     "b1": Feet(("FL_foot", "FR_foot", "RL_foot", "RR_foot"), "3d"),
     "g1": _G1,
+    "g1_with_hands": _G1,
 }
 HUMANOIDS = tuple(r for r, f in FEET.items() if f.kind == "6d")
 QUADRUPEDS = tuple(r for r, f in FEET.items() if f.kind == "3d")
