@@ -5,8 +5,18 @@ Rigid-body dynamics with analytical derivatives (``lietraj.dynamics``), optimal 
 (``lietraj.viz``).
 """
 
-from lietraj.dynamics import RobotModel, State, StateSpace, Trajectory, available_robots, load_robot, load_urdf
+from lietraj.dynamics import (
+    RobotModel,
+    State,
+    StateSpace,
+    Trajectory,
+    available_robots,
+    load_mjcf,
+    load_robot,
+    load_urdf,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["RobotModel", "State", "StateSpace", "Trajectory", "available_robots", "load_robot", "load_urdf"]
+__all__ = ["RobotModel", "State", "StateSpace", "Trajectory", "available_robots", "load_mjcf", "load_robot",
+           "load_urdf"]

@@ -65,6 +65,7 @@ from lietraj.dynamics.kinematics.kinematics import (
     frame_placements,
     frame_velocity,
 )
+from lietraj.dynamics.model.mjcf import MJCFError, load_mjcf
 from lietraj.dynamics.model.model import Frame, ModelArrays, Posture, RobotModel, Visual
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
@@ -88,7 +89,7 @@ __all__ = [
     "ForwardDynamicsDerivatives", "ForwardDynamicsHessian", "ForwardDynamicsSecondOrder", "Frame",
     "FrameAccelerationDerivatives", "FramePlacementError", "HybridDerivatives", "HybridResult",
     "ImpulseDynamicsDerivatives", "ImpulseDynamicsHessian", "ImpulseDynamicsResult", "InverseDynamicsDerivatives",
-    "InverseDynamicsHessian", "InverseDynamicsSecondOrder", "Linearization", "ModelArrays", "Posture", "RobotModel",
+    "InverseDynamicsHessian", "InverseDynamicsSecondOrder", "Linearization", "MJCFError", "ModelArrays", "Posture", "RobotModel",
     "State", "StateSpace", "Trajectory", "URDFError", "Visual", "Workspace", "aba", "aba_derivatives", "aba_hessian_contraction",
     "aba_second_order_derivatives", "available_robots", "body_placements", "center_of_mass",
     "center_of_mass_derivatives", "center_of_mass_jacobian", "center_of_mass_velocity", "contact_dynamics",
@@ -97,7 +98,7 @@ __all__ = [
     "frame_acceleration_derivatives", "frame_jacobian", "frame_placement", "frame_placement_error",
     "frame_placements", "frame_velocity", "frame_velocity_derivatives", "generalized_gravity", "hybrid_dynamics",
     "hybrid_dynamics_derivatives", "impulse_dynamics", "impulse_dynamics_derivatives",
-    "impulse_hessian_contraction", "inverse_mass_matrix", "linearize", "load_robot", "load_urdf", "mass_matrix",
+    "impulse_hessian_contraction", "inverse_mass_matrix", "linearize", "load_mjcf", "load_robot", "load_urdf", "mass_matrix",
     "nonlinear_effects", "numerical_jacobian", "quasi_static_torques", "read_srdf", "rnea", "rnea_derivatives",
     "rnea_second_order_contraction", "rnea_second_order_derivatives", "se3", "so3", "static_equilibrium",
 ]

@@ -1,0 +1,321 @@
+"""load_mjcf: robots read from MuJoCo's compiled MJCF have MuJoCo's dynamics and kinematics.
+
+Oracles: MuJoCo itself on the same file (mass matrix ``mj_fullM``, inverse dynamics ``mj_rne`` with and without
+acceleration, bias ``qfrc_bias``, body, site and joint placements), mapped to lietraj's coordinates by
+``lietraj.sim``'s ``MujocoRobot``; and lietraj's URDF models of example-robot-data robots, converted to MJCF by
+MuJoCo (``build_mujoco_model``). Third-party models: dm_control's suite, read from its installed wheel.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+
+import lietraj
+from lietraj.dynamics import MJCFError, State, aba, body_placements, frame_placements, load_mjcf, mass_matrix, rnea
+from lietraj.dynamics.model.model import JOINT_PRISMATIC
+from lietraj.sim import MujocoRobot, UrdfEdits, build_mujoco_model
+
+SUITE = Path(importlib.util.find_spec("dm_control").submodule_search_locations[0]) / "suite"
+TOL = 1e-8
+
+# dm_control suite models with only hinge, slide and free joints, no tendon, no equality constraint.
+SUPPORTED = ["humanoid", "humanoid_CMU", "cheetah", "walker", "hopper", "acrobot", "cartpole", "reacher", "finger",
+             "swimmer"]
+# The others, and the first element each is refused for.
+REFUSED = {
+    "quadruped": "tendon 'coupling_front_left'",
+    "dog": "tendon 'lumbar_extend'",
+    "manipulator": "tendon 'grasp'",
+    "fish": "tendon 'fins_flap'",
+    "stacker": "tendon",
+    "ball_in_cup": "tendon",
+    "point_mass": "tendon",
+    "lqr": "no joint",
+}
+
+
+def relative_error(a, b) -> float:
+    a, b = np.asarray(a), np.asarray(b)
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+
+
+def mujoco_maps(robot, mj) -> MujocoRobot:
+    """lietraj.sim's coordinate maps between ``robot`` and the MuJoCo model it was read from (joints by name)."""
+    joints = [mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name) for name in robot.actuated_joint_names]
+    bodies = [mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, name) for name in robot.body_names]
+    return MujocoRobot(robot, mj, None, UrdfEdits(), mj.jnt_qposadr[joints], mj.jnt_dofadr[joints], np.array(bodies),
+                       -1)
+
+
+def random_state(robot, rng) -> State:
+    x = robot.state_space.random(rng)
+    return State(x.H, x.s, rng.standard_normal(robot.nv))
+
+
+def check_against_mujoco(robot, mj, seed: int = 0, states: int = 2) -> None:
+    """Mass matrix, bias, RNEA with acceleration, and the placements of every body, site and hinge frame equal
+    MuJoCo's at random states."""
+    maps, data, rng = mujoco_maps(robot, mj), mujoco.MjData(mj), np.random.default_rng(seed)
+    for _ in range(states):
+        x = random_state(robot, rng)
+        data.qpos[:], data.qvel[:] = maps.to_mujoco(x)
+        mujoco.mj_forward(mj, data)
+        T = maps.velocity_map(x)
+        M_mj = np.zeros((mj.nv, mj.nv))
+        mujoco.mj_fullM(mj, data, M_mj)
+        assert relative_error(mass_matrix(robot, x), T.T @ M_mj @ T) < TOL
+        # qfrc_bias is the force at zero qacc: lietraj's acceleration there is not zero for a floating base.
+        at_rest = maps.acceleration_from_mujoco(x, np.zeros(mj.nv))
+        assert relative_error(rnea(robot, x, at_rest), maps.force_from_mujoco(x, data.qfrc_bias)) < TOL
+        a = rng.standard_normal(robot.nv)
+        data.qacc[:] = maps.acceleration_to_mujoco(x, a)
+        qfrc = np.zeros(mj.nv)
+        mujoco.mj_rne(mj, data, 1, qfrc)
+        qfrc += mj.dof_armature * data.qacc  # mj_rne leaves the armature to mj_inverse
+        assert relative_error(rnea(robot, x, a), maps.force_from_mujoco(x, qfrc)) < TOL
+
+        placements = frame_placements(robot, x)
+        for frame, H in zip(robot.frames, placements):
+            if frame.kind == "body":
+                i = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, frame.name)
+                p, R = data.xpos[i], data.xmat[i].reshape(3, 3)
+            elif frame.kind == "site":
+                i = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, frame.name)
+                p, R = data.site_xpos[i], data.site_xmat[i].reshape(3, 3)
+            else:  # a joint frame is at the anchor; MuJoCo's anchor of a slide does not move with it
+                i = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, frame.name)
+                if mj.jnt_type[i] == mujoco.mjtJoint.mjJNT_SLIDE:
+                    continue
+                p, R = data.xanchor[i], H[:3, :3]
+            np.testing.assert_allclose(H[:3, 3], p, atol=1e-12, err_msg=frame.name)
+            np.testing.assert_allclose(H[:3, :3], R, atol=1e-12, err_msg=frame.name)
+
+
+@pytest.mark.parametrize("name", SUPPORTED)
+def test_dm_control_suite_models_have_mujocos_dynamics(name):
+    path = SUITE / f"{name}.xml"
+    robot = load_mjcf(path)
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    assert robot.nv == mj.nv and robot.floating_base == (mj.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE)
+    assert robot.total_mass == pytest.approx(float(mj.body_subtreemass[0] - mj.body_mass[0]), rel=1e-12)
+    check_against_mujoco(robot, mj)
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_dm_control_models_lietraj_cannot_represent_are_refused_by_name(name):
+    with pytest.raises(MJCFError, match=REFUSED[name]):
+        load_mjcf(SUITE / f"{name}.xml")
+
+
+def test_humanoid_multi_joint_bodies_are_chains_and_qpos0_is_a_posture():
+    robot = load_mjcf(SUITE / "humanoid.xml")
+    assert robot.name == "humanoid" and robot.joint_names[0] == "root"
+    # lower_waist has two joints: a massless body for the first, the body's name and inertia on the second.
+    first, second = robot.body_names.index("lower_waist/abdomen_z"), robot.body_names.index("lower_waist")
+    assert robot.parent[second] == first and robot.mass[first] == 0 and robot.mass[second] > 0
+    x0 = robot.reference_state()
+    np.testing.assert_allclose(x0.H[:3, 3], [0, 0, 1.5])
+    mj = mujoco.MjModel.from_xml_path(str(SUITE / "humanoid.xml"))
+    for a in range(mj.nu):  # one motor per joint, ctrl in [-1, 1]: the effort limit is the gear
+        joint = mujoco.mj_id2name(mj, mujoco.mjtObj.mjOBJ_JOINT, mj.actuator_trnid[a, 0])
+        assert robot.effort_limit[robot.joint_index(joint)] == mj.actuator_gear[a, 0]
+    capsules = [v for v in robot.visuals if v.name.endswith("_top")]
+    assert capsules and all(v.shape == "sphere" for v in capsules)
+
+
+SYNTHETIC = """
+<mujoco model="synthetic">
+  <compiler angle="radian"/>
+  <option gravity="0.3 -0.2 -9.5"/>
+  <asset>
+    <mesh name="tetra" vertex="0 0 0  0.1 0 0  0 0.1 0  0 0 0.1"/>
+    <material name="blue" rgba="0 0 1 1"/>
+  </asset>
+  <worldbody>
+    <geom name="floor" type="plane" size="1 1 0.1"/>
+    <body name="stand" pos="0 0 0.1">
+      <geom name="stand_box" type="box" size="0.1 0.2 0.05" mass="3"/>
+      <site name="stand_site" pos="0 0 0.05"/>
+      <body name="base" pos="0.1 0.2 0.3" quat="0.9 0.1 0.2 0.3">
+        <joint name="slide" type="slide" axis="1 1 0" ref="0.2" pos="0.05 0 0" range="-1 1" actuatorfrcrange="-7 7"/>
+        <joint name="yaw" axis="0 0 1" ref="0.4" pos="0 0.1 0"/>
+        <joint name="pitch" axis="0 1 0" pos="0.02 0 0.03" range="-2 2"/>
+        <geom name="arm" type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+        <site name="tip" pos="0.3 0 0" euler="0.1 0.2 0.3"/>
+        <body name="bracket" pos="0.3 0 0" euler="0.3 0 0.2">
+          <inertial pos="0.01 0.02 0.03" mass="0.7" fullinertia="0.01 0.02 0.025 0.001 0.002 0.003"/>
+          <geom name="bracket_shell" type="ellipsoid" size="0.03 0.02 0.01" group="2" material="blue"/>
+          <body name="hand" pos="0.05 0 0">
+            <joint name="wrist" axis="1 0 0" pos="0.01 0.01 0" ref="-0.3" armature="0.05"/>
+            <geom name="hand_mesh" type="mesh" mesh="tetra" pos="0.01 0 0"/>
+            <geom name="hand_collision" type="cylinder" size="0.02 0.05" group="3"/>
+            <geom name="hand_ghost" type="sphere" size="0.03" rgba="1 0 0 0"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor joint="yaw" gear="20" ctrlrange="-1 1"/>
+    <motor joint="pitch" gear="-3" forcerange="-5 4"/>
+    <position joint="wrist" kp="10" ctrlrange="-1 1"/>
+  </actuator>
+  <keyframe><key name="home" qpos="0.1 0.2 0.3 0.4"/></keyframe>
+</mujoco>
+"""
+
+
+def test_joint_anchors_references_chains_and_fixed_bodies_follow_mujoco():
+    """A slide and two hinges in one body with anchors and reference positions, a fixed body with a full inertia
+    merged into it, a body welded to the world: MuJoCo's dynamics, placements and ``s = qpos``."""
+    mj = mujoco.MjModel.from_xml_string(SYNTHETIC)
+    robot = load_mjcf(mj)
+    assert robot.actuated_joint_names == ("slide", "yaw", "pitch", "wrist")
+    assert robot.body_names == ("base/slide", "base/yaw", "base", "hand")
+    assert robot.joint_type[0] == JOINT_PRISMATIC
+    np.testing.assert_array_equal(robot.gravity, [0.3, -0.2, -9.5])
+    assert robot.mass[2] == pytest.approx(mj.body_mass[2] + mj.body_mass[3], rel=1e-14)  # bracket merged into base
+    check_against_mujoco(robot, mj, seed=3, states=3)
+
+
+def test_limits_efforts_armature_and_postures_come_from_the_compiled_model():
+    robot = load_mjcf(mujoco.MjModel.from_xml_string(SYNTHETIC))
+    np.testing.assert_array_equal(robot.lower_limit, [-1, -np.inf, -2, -np.inf])
+    np.testing.assert_array_equal(robot.upper_limit, [1, np.inf, 2, np.inf])
+    np.testing.assert_array_equal(robot.continuous, [False, True, False, True])
+    # slide: the joint's actuatorfrcrange; yaw: a motor's ctrlrange x gear; pitch: forcerange x |gear|;
+    # wrist: a position servo without forcerange is unbounded.
+    np.testing.assert_array_equal(robot.effort_limit, [7, 20, 15, np.inf])
+    np.testing.assert_array_equal(robot.armature, [0, 0, 0, 0.05])
+    assert list(robot.reference_postures) == ["home", "qpos0"]
+    np.testing.assert_array_equal(robot.reference_state().s, [0.1, 0.2, 0.3, 0.4])
+    np.testing.assert_array_equal(robot.reference_state("qpos0").s, [0.2, 0.4, 0, -0.3])
+    assert {f.name: f.kind for f in robot.frames if f.kind == "site"} == {"stand_site": "site", "tip": "site"}
+    assert robot.frames[robot.frame_index("stand_site")].body == -1
+
+
+def test_visuals_are_the_geoms_mujoco_draws_where_it_draws_them():
+    """Primitives with MuJoCo's sizes, a capsule as a cylinder and two spheres, an ellipsoid as a scaled sphere mesh,
+    a mesh as the compiled vertices in an STL file; collision-only (group 3) and transparent geoms and planes left
+    out; every pose equal to MuJoCo's ``geom_xpos`` / ``geom_xmat``."""
+    mj = mujoco.MjModel.from_xml_string(SYNTHETIC)
+    robot = load_mjcf(mj)
+    visuals = {v.name: v for v in robot.visuals}
+    assert set(visuals) == {"stand_box", "arm", "arm_top", "arm_bottom", "bracket_shell", "hand_mesh"}
+    np.testing.assert_allclose(visuals["stand_box"].size, [0.2, 0.4, 0.1])
+    assert visuals["arm"].shape == "cylinder" and visuals["arm"].length == pytest.approx(0.3)
+    assert visuals["arm"].radius == visuals["arm_top"].radius == pytest.approx(0.04)
+    np.testing.assert_allclose(visuals["bracket_shell"].scale, [0.03, 0.02, 0.01])
+    np.testing.assert_array_equal(visuals["bracket_shell"].rgba, [0, 0, 1, 1])  # its material's colour
+
+    stl = Path(visuals["hand_mesh"].filename).read_bytes()
+    triangles = np.frombuffer(stl[84:], dtype=[("n", "<f4", 3), ("v", "<f4", (3, 3)), ("a", "<u2")])["v"]
+    faces = mj.mesh_face[mj.mesh_faceadr[0]:mj.mesh_faceadr[0] + mj.mesh_facenum[0]]
+    np.testing.assert_allclose(triangles, mj.mesh_vert[faces], atol=1e-7)
+
+    data, rng = mujoco.MjData(mj), np.random.default_rng(5)
+    x = random_state(robot, rng)
+    data.qpos[:] = mujoco_maps(robot, mj).to_mujoco(x)[0]
+    mujoco.mj_forward(mj, data)
+    bodies = body_placements(robot, x)
+    for v in robot.visuals:
+        if v.name.endswith(("_top", "_bottom")):
+            continue
+        H = np.eye(4) if v.body < 0 else bodies[v.body]
+        g = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_GEOM, v.name)
+        np.testing.assert_allclose(H[:3, :3] @ v.p + H[:3, 3], data.geom_xpos[g], atol=1e-12, err_msg=v.name)
+        np.testing.assert_allclose(H[:3, :3] @ v.R, data.geom_xmat[g].reshape(3, 3), atol=1e-12, err_msg=v.name)
+
+
+def _body(name: str, joint: str) -> str:
+    return f'<body name="{name}">{joint}<geom type="sphere" size="0.1"/></body>'
+
+
+@pytest.mark.parametrize("world, message", [
+    (_body("arm", '<joint name="shoulder" type="ball"/>'),
+     "ball joint 'shoulder' of body 'arm': lietraj has no spherical joint"),
+    (_body("a", '<freejoint name="fa"/>') + _body("b", '<freejoint name="fb"/>'), r"several free bodies \['a', 'b'\]"),
+    (_body("a", '<freejoint name="fa"/>') + _body("b", '<joint name="hb"/>'),
+     r"bodies \['b'\] move beside the free body 'a'"),
+    (_body("a", '<joint name="f" type="free" armature="0.1"/>'), "free joint 'f': lietraj has no armature"),
+    (_body("a", ""), "no joint"),
+])
+def test_what_lietraj_cannot_represent_is_refused_naming_the_element(world, message):
+    mj = mujoco.MjModel.from_xml_string(f"<mujoco><worldbody>{world}</worldbody></mujoco>")
+    with pytest.raises(MJCFError, match=message):
+        load_mjcf(mj)
+
+
+def test_equality_constraints_are_refused_naming_the_constraint():
+    xml = ("<mujoco><worldbody>" + _body("a", '<joint name="ha"/>') + _body("b", '<joint name="hb"/>') +
+           '</worldbody><equality><joint name="coupling" joint1="ha" joint2="hb"/></equality></mujoco>')
+    with pytest.raises(MJCFError, match="equality constraint 'coupling' \\(joint\\)"):
+        load_mjcf(mujoco.MjModel.from_xml_string(xml))
+
+
+def test_files_mujoco_cannot_compile_or_find_are_reported(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<mujoco><worldbody><body><joint type='hinge' axis='0 0 0'/></body></worldbody></mujoco>")
+    with pytest.raises(MJCFError, match="bad.xml: MuJoCo cannot compile it"):
+        load_mjcf(bad)
+    nested = tmp_path / "nested.xml"
+    nested.write_text('<mujoco><worldbody><body name="a"><joint/><geom size="0.1"/>' + _body("b", "<freejoint/>")
+                      + "</body></worldbody></mujoco>")
+    with pytest.raises(MJCFError, match="free joint can only be used on top level"):
+        load_mjcf(nested)
+    with pytest.raises(FileNotFoundError, match="missing.xml"):
+        load_mjcf(tmp_path / "missing.xml")
+
+
+def joint_permutation(reference, other) -> np.ndarray:
+    """Index in ``other``'s generalized velocity of each of ``reference``'s (joints matched by name)."""
+    base = reference.nv - reference.n
+    return np.concatenate([np.arange(base), base + np.array([other.joint_index(j)
+                                                             for j in reference.actuated_joint_names], dtype=int)])
+
+
+def check_same_robot(reference, other, tol: float, seed: int = 0) -> None:
+    """RNEA, CRBA, ABA and the placements of every body frame the two share agree at a random state."""
+    rng = np.random.default_rng(seed)
+    perm = joint_permutation(reference, other)
+    base = reference.nv - reference.n
+    x = random_state(reference, rng)
+    y = State(x.H, np.empty(other.n), np.empty(other.nv))
+    y.s[perm[base:] - base], y.v[perm] = x.s, x.v
+    a, tau = rng.standard_normal(reference.nv), rng.standard_normal(reference.nv)
+    assert relative_error(rnea(other, y, a[np.argsort(perm)]), rnea(reference, x, a)[np.argsort(perm)]) < tol
+    assert relative_error(mass_matrix(other, y)[np.ix_(perm, perm)], mass_matrix(reference, x)) < tol
+    assert relative_error(aba(other, y, tau[np.argsort(perm)])[perm], aba(reference, x, tau)) < tol
+    shared = [f.name for f in other.frames if f.kind == "body" and f.body >= 0]
+    F, G = frame_placements(reference, x), frame_placements(other, y)
+    assert len(shared) == reference.nb
+    for name in shared:
+        np.testing.assert_allclose(G[other.frame_index(name)], F[reference.frame_index(name)], atol=tol, err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["solo12", "ur5", "talos_legs", "anymal"])
+def test_urdf_robots_converted_by_mujoco_have_the_urdf_dynamics(name, tmp_path):
+    """example-robot-data's URDF compiled by MuJoCo (``build_mujoco_model``), read back by load_mjcf: the MjModel
+    gives load_robot's dynamics to 1e-10 (the ANYmal's base with the isotropic 3e-6 kg m² build_mujoco_model adds so
+    that MuJoCo accepts its inertia: ``equivalent_robot``); its MJCF file, which MuJoCo writes with six significant
+    digits, gives MuJoCo's dynamics of that file to 1e-8 and the URDF's to the file's precision."""
+    robot = lietraj.load_robot(name)
+    plant = build_mujoco_model(robot)
+    reference = plant.equivalent_robot()
+    converted = load_mjcf(plant.model)
+    check_same_robot(reference, converted, 1e-10)
+    perm = joint_permutation(reference, converted)[reference.nv - reference.n:] - (reference.nv - reference.n)
+    np.testing.assert_array_equal(converted.armature[reference.nv - reference.n:][perm], robot.armature[robot.nv - robot.n:])
+    efforts = np.where((robot.effort_limit > 0) & np.isfinite(robot.effort_limit), robot.effort_limit, np.inf)
+    np.testing.assert_array_equal(converted.effort_limit[perm], efforts)
+
+    path = tmp_path / f"{name}.xml"
+    path.write_text(plant.spec.to_xml())
+    from_file = load_mjcf(path)
+    check_against_mujoco(from_file, mujoco.MjModel.from_xml_path(str(path)), states=1)
+    check_same_robot(reference, from_file, 1e-5)
