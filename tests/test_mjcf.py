@@ -41,7 +41,7 @@ REFUSED = {
 
 def relative_error(a, b) -> float:
     a, b = np.asarray(a), np.asarray(b)
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6))  # forces of a few newtons and more
 
 
 def mujoco_maps(robot, mj) -> MujocoRobot:
@@ -319,3 +319,47 @@ def test_urdf_robots_converted_by_mujoco_have_the_urdf_dynamics(name, tmp_path):
     from_file = load_mjcf(path)
     check_against_mujoco(from_file, mujoco.MjModel.from_xml_path(str(path)), states=1)
     check_same_robot(reference, from_file, 1e-5)
+
+
+URDF = """<robot name="two_links">
+  <link name="base"><inertial><mass value="2"/><inertia ixx="0.1" iyy="0.2" izz="0.15" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="upper"><inertial><origin xyz="0.1 0.02 0.3" rpy="0.1 0.2 0.3"/><mass value="1.5"/>
+    <inertia ixx="0.03" iyy="0.04" izz="0.02" ixy="0.001" ixz="0.002" iyz="0.003"/></inertial></link>
+  <link name="lower"><inertial><origin xyz="0 0 0.2"/><mass value="0.8"/>
+    <inertia ixx="0.01" iyy="0.01" izz="0.005" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="tool"><inertial><origin xyz="0.05 0 0"/><mass value="0.3"/>
+    <inertia ixx="0.001" iyy="0.002" izz="0.002" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <joint name="shoulder" type="revolute"><parent link="base"/><child link="upper"/>
+    <origin xyz="0 0 0.5" rpy="0.3 0 0.1"/><axis xyz="0 1 0"/><limit lower="-1" upper="1.5" effort="30" velocity="2"/></joint>
+  <joint name="elbow" type="continuous"><parent link="upper"/><child link="lower"/>
+    <origin xyz="0.02 0 0.6"/><axis xyz="1 0 1"/></joint>
+  <joint name="flange" type="fixed"><parent link="lower"/><child link="tool"/><origin xyz="0 0.1 0.4" rpy="0 1 0"/></joint>
+</robot>
+"""
+
+
+def test_a_urdf_compiled_by_mujoco_is_the_urdf_robot(tmp_path):
+    """MuJoCo compiles URDF too: read through it, a URDF whose links all have inertias (MuJoCo's compiler changes
+    none of them) is load_urdf's robot, the fixed link merged into its parent as load_urdf merges it."""
+    path = tmp_path / "two_links.urdf"
+    path.write_text(URDF)
+    robot = lietraj.load_urdf(path)
+    through_mujoco = load_mjcf(path)
+    assert through_mujoco.actuated_joint_names == robot.actuated_joint_names
+    np.testing.assert_allclose(through_mujoco.upper_limit, [1.5, np.inf])
+    np.testing.assert_allclose(through_mujoco.effort_limit, [30, np.inf])  # MuJoCo's actuatorfrcrange of <limit effort>
+    check_same_robot(robot, through_mujoco, 1e-10)
+
+
+def test_inertias_are_the_ones_mujocos_compiler_leaves_and_disabled_gravity_is_zero():
+    """``boundmass`` and ``boundinertia`` raise a body's mass and moments: lietraj has MuJoCo's compiled values, not
+    the file's, so that its dynamics stay MuJoCo's (here without gravity, which the model disables)."""
+    mj = mujoco.MjModel.from_xml_string("""
+    <mujoco><compiler boundmass="0.5" boundinertia="0.01"/><option><flag gravity="disable"/></option>
+    <worldbody><body name="bob" pos="0 0 1">
+      <joint name="swing" axis="0 1 0" pos="0 0 0.3"/><inertial pos="0 0 -0.2" mass="0.001" diaginertia="1e-8 1e-8 1e-8"/>
+    </body></worldbody></mujoco>""")
+    robot = load_mjcf(mj)
+    assert robot.mass[0] == 0.5 and not robot.gravity.any()
+    np.testing.assert_allclose(robot.inertia[0], 0.01 * np.eye(3))
+    check_against_mujoco(robot, mj)

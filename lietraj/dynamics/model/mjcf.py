@@ -149,7 +149,7 @@ class _Names:
 
 
 def _refuse_unsupported(mj: "mujoco.MjModel", name: _Names) -> None:
-    """``MJCFError`` naming the first element lietraj cannot represent that is not a joint (``_joint_bodies``)."""
+    """``MJCFError`` naming the first element of the model lietraj cannot represent (module docstring)."""
     import mujoco
 
     if mj.ntendon:
@@ -158,8 +158,27 @@ def _refuse_unsupported(mj: "mujoco.MjModel", name: _Names) -> None:
         kind = mujoco.mjtEq(int(mj.eq_type[0])).name.removeprefix("mjEQ_").lower()
         raise MJCFError(f"equality constraint {name('equality', 0)!r} ({kind}): lietraj has no equality constraints "
                         f"(closed loops, welds, coupled joints; {mj.neq} in the model)")
-    if getattr(mj, "nflex", 0):
+    if mj.nflex:
         raise MJCFError(f"flex {name('flex', 0)!r}: lietraj has no deformable bodies")
+    if not mj.njnt:
+        raise MJCFError("the model has no joint: nothing moves")
+    ball = np.flatnonzero(mj.jnt_type == mujoco.mjtJoint.mjJNT_BALL)
+    if len(ball):
+        raise MJCFError(f"ball joint {name('joint', ball[0])!r} of body {name('body', mj.jnt_bodyid[ball[0]])!r}: "
+                        "lietraj has no spherical joint")
+    free = np.flatnonzero(mj.jnt_type == mujoco.mjtJoint.mjJNT_FREE)
+    if len(free) > 1:
+        raise MJCFError(f"several free bodies {[name('body', mj.jnt_bodyid[j]) for j in free]}: lietraj models one "
+                        "robot, with one floating base")
+    if len(free):
+        base = int(mj.jnt_bodyid[free[0]])
+        others = [name("body", b) for b in range(1, mj.nbody) if mj.body_parentid[b] == 0 and b != base
+                  and _moves(mj, b)]
+        if others:
+            raise MJCFError(f"bodies {others} move beside the free body {name('body', base)!r}: a floating-base "
+                            "model has a single tree")
+        if np.any(mj.dof_armature[mj.jnt_dofadr[free[0]]:mj.jnt_dofadr[free[0]] + 6] != 0):
+            raise MJCFError(f"free joint {name('joint', free[0])!r}: lietraj has no armature on the floating base")
 
 
 def _robot(mj: "mujoco.MjModel", name: str | None, fallback: str = "mjcf") -> RobotModel:
@@ -167,26 +186,8 @@ def _robot(mj: "mujoco.MjModel", name: str | None, fallback: str = "mjcf") -> Ro
 
     names = _Names(mj)
     _refuse_unsupported(mj, names)
-    JT = mujoco.mjtJoint
-    FREE, BALL, HINGE = int(JT.mjJNT_FREE), int(JT.mjJNT_BALL), int(JT.mjJNT_HINGE)
     jtypes = [int(t) for t in mj.jnt_type]
-    free = [j for j in range(mj.njnt) if jtypes[j] == FREE]
-    for j in range(mj.njnt):
-        if jtypes[j] == BALL:
-            raise MJCFError(f"ball joint {names('joint', j)!r} of body {names('body', mj.jnt_bodyid[j])!r}: lietraj has "
-                            "no spherical joint")
-    if len(free) > 1:
-        bodies = [names("body", mj.jnt_bodyid[j]) for j in free]
-        raise MJCFError(f"several free bodies {bodies}: lietraj models one robot, with one floating base")
-    trees = [b for b in range(1, mj.nbody) if mj.body_parentid[b] == 0 and _moves(mj, b)]
-    if free and len(trees) > 1:
-        others = [names("body", b) for b in trees if b != mj.jnt_bodyid[free[0]]]
-        raise MJCFError(f"bodies {others} move beside the free body {names('body', mj.jnt_bodyid[free[0]])!r}: a "
-                        "floating-base model has a single tree")
-    if free and np.any(mj.dof_armature[mj.jnt_dofadr[free[0]]:mj.jnt_dofadr[free[0]] + 6] != 0):
-        raise MJCFError(f"free joint {names('joint', free[0])!r}: lietraj has no armature on the floating base")
-    if not mj.njnt:
-        raise MJCFError("the model has no joint: nothing moves")
+    FREE, HINGE = int(mujoco.mjtJoint.mjJNT_FREE), int(mujoco.mjtJoint.mjJNT_HINGE)
 
     bodies: list[_Body] = []
     frames: list[Frame] = []
@@ -223,9 +224,8 @@ def _robot(mj: "mujoco.MjModel", name: str | None, fallback: str = "mjcf") -> Ro
         body, T = attach[int(mj.site_bodyid[s])]
         T = T @ _pose(mj.site_pos[s], mj.site_quat[s])
         frames.append(Frame(names("site", s), body, T[:3, :3].copy(), T[:3, 3].copy(), "site"))
-    _check_depth_first(bodies)
 
-    floating = bool(free)
+    floating = FREE in jtypes
     joints = [b for b in bodies if b.jtype != JOINT_FREE]
     n, nv = len(joints), len(joints) + (6 if floating else 0)
     qposadr = np.array([mj.jnt_qposadr[b.mj_joint] for b in joints], dtype=np.int64)
@@ -277,17 +277,6 @@ def _add_inertia(body: _Body, mj: "mujoco.MjModel", b: int, T: np.ndarray) -> No
     inertia = R @ np.diag(mj.body_inertia[b]) @ R.T
     body.mass, body.com, body.inertia = _combine(body.mass, body.com, body.inertia, float(mj.body_mass[b]),
                                                  Ti[:3, 3].copy(), inertia)
-
-
-def _check_depth_first(bodies: list[_Body]) -> None:
-    """lietraj's kernels need each subtree numbered contiguously (body ``i - 1`` in the subtree of ``i``'s parent), as
-    MuJoCo numbers its bodies; checked, since the whole model rests on it."""
-    for i in range(1, len(bodies)):
-        k, p = i - 1, bodies[i].parent
-        while k > p:
-            k = bodies[k].parent
-        if p >= 0 and k != p:
-            raise MJCFError(f"body {bodies[i].name!r}: MuJoCo's bodies are not numbered depth first")
 
 
 def _effort_limits(mj: "mujoco.MjModel", joints: list[int]) -> np.ndarray:
