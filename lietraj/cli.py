@@ -10,6 +10,7 @@ tick times, tracking and whether the robot fell.
     lietraj solve trot --view
     lietraj mpc trot --robot solo12 --duration 10 --plot trot.png --html trot.html
     lietraj mpc squat --set depth=0.08
+    lietraj sweep squat --robot solo12 --grid depth=0.01:0.05:9 --grid horizon=20,30 --out squats
     lietraj warmup                  # compile the kernels of every ready problem ahead of time, on every core
 
 Every mistake of the user's (an option, a parameter, an output file) is reported before the solve, and before
@@ -32,6 +33,7 @@ import time
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -119,6 +121,22 @@ def _parser() -> argparse.ArgumentParser:
     mpc.add_argument("--html", metavar="FILE",
                      help="write the simulated motion, the plan's end as a ghost, as one self-contained HTML page")
     mpc.add_argument("--quiet", action="store_true", help="no progress lines")
+    sweep = commands.add_parser("sweep", help="solve a problem over a grid of parameters on Dask workers; resumable")
+    sweep.add_argument("problem", choices=sorted(PROBLEMS))
+    sweep.add_argument("--robot", help="the robot (default: the problem's first; see `lietraj list`)")
+    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=START:STOP:COUNT|KEY=V1,V2",
+                       help="a parameter's values: COUNT numbers from START to STOP, or a list; several --grid: every "
+                            "combination")
+    sweep.add_argument("--set", type=_parameter, action="append", default=[], metavar="KEY=VALUE",
+                       help="a parameter of every solve, e.g. horizon=30")
+    sweep.add_argument("--solver", choices=SOLVERS, help="default: the problem's own")
+    sweep.add_argument("--max-iter", type=int, help="iteration limit (default: the problem's)")
+    sweep.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
+    sweep.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run on the Dask cluster of this scheduler (e.g. tcp://host:8786) instead of local workers")
+    sweep.add_argument("--out", required=True, metavar="DIR",
+                       help="the sweep's directory: results.parquet, solutions/*.npz, summary.png; run again to resume")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     warmup = commands.add_parser("warmup", help="compile the kernels ahead of time (what a first run does)")
     warmup.add_argument("problems", nargs="*", metavar="PROBLEM",
                         help=f"only these problems (default: every ready problem: {', '.join(PROBLEMS)})")
@@ -479,6 +497,125 @@ def _warmup(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    """``lietraj sweep``: check the grid and every option before a worker starts, solve the points the directory does
+    not hold yet with a progress bar, print what the rows say; exit 1 if a row was lost (its workers kept dying: a
+    run again solves it), 130 after Ctrl-C (the rows finished are kept: a run again resumes)."""
+    from lietraj.batch import GridError, grid_points, parse_axis, run_sweep
+
+    entry = PROBLEMS[args.problem]
+    if args.robot is not None and args.robot not in entry.robots:
+        raise ValueError(f"--robot {args.robot}: problem {args.problem!r} takes the robots {', '.join(entry.robots)}")
+    if args.max_iter is not None and args.max_iter < 0:
+        raise ValueError(f"--max-iter {args.max_iter}: the iteration limit must be 0 or more")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers {args.workers}: at least 1")
+    if args.workers is not None and args.scheduler is not None:
+        raise ValueError("--workers and --scheduler: the workers are the cluster's when a scheduler is given; give one")
+    if not args.grid:
+        raise ValueError("give the parameters to sweep with --grid KEY=START:STOP:COUNT or --grid KEY=V1,V2")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {args.out}: this is a file, not a directory")
+    if not out.resolve().parent.is_dir():
+        raise ValueError(f"--out {args.out}: the folder {out.resolve().parent} does not exist")
+    what = f"problem {args.problem!r}"
+    fixed = _settings(args, entry.build, what, ())
+    accepted = {name: p for name, p in inspect.signature(entry.build).parameters.items() if name != "robot"}
+    axes: dict[str, list] = {}
+    given = {s.key: s.text for s in fixed}
+    for text in args.grid:
+        try:
+            key, values = parse_axis(text)
+        except GridError as e:
+            raise ValueError(str(e)) from e
+        if key == "robot":
+            raise ValueError(f"--grid {text}: sweep one robot at a time (--robot); a run per robot")
+        if key not in accepted:
+            raise ValueError(f"--grid {text}: {what} has no parameter {key!r}; its parameters: {', '.join(accepted)}")
+        if key in given:
+            raise ValueError(f"{given[key]} and --grid {text} both set {key}; give it once")
+        given[key] = f"--grid {text}"
+        for value in values:
+            setting = Setting(key, value, f"--grid {text}")
+            _check_value(setting, accepted[key])
+            if value is not None:
+                _check_range(setting)
+        axes[key] = values
+    points = [{**{s.key: s.value for s in fixed}, **p} for p in grid_points(axes)]
+    options = {} if args.max_iter is None else {"max_iter": args.max_iter}
+    where = f"the cluster at {args.scheduler}" if args.scheduler else \
+        f"{args.workers or os.cpu_count() or 1} local worker process(es)"
+    sizes = " x ".join(f"{len(v)} {k}" for k, v in axes.items())
+    print(f"{args.problem}{f' on {args.robot}' if args.robot else ''}: {len(points)} points ({sizes}) on {where}; "
+          f"in {out}", flush=True)
+    if not is_warm(Spec(args.problem, args.robot, args.solver or entry.solver)):
+        print("the workers compile the problem's kernels first (first run only; `lietraj warmup` does it ahead of time)",
+              flush=True)
+    bar = None if args.quiet else _ProgressBar()
+    try:
+        report = run_sweep(out, args.problem, points, args.robot, solver=args.solver, options=options,
+                           client=args.scheduler, workers=args.workers, on_result=bar)
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+        print(f"lietraj: error: interrupted (Ctrl-C); the rows finished are in {out}: the same command resumes",
+              file=sys.stderr)
+        return 130
+    if bar is not None:
+        bar.close()
+    table = report.table
+    if report.skipped:
+        print(f"{report.skipped} point(s) were done already in {out}: skipped")
+    if report.solved:
+        print(f"solved {report.solved} point(s) in {report.wall_time:.1f} s"
+              + (f" after {report.compile_time:.1f} s compiling kernels on the workers" if report.compile_time else ""))
+    counts = table["status"].value_counts()
+    print("rows: " + ", ".join(f"{n} {status}" for status, n in counts.items()))
+    print(f"table {out / 'results.parquet'}, solutions in {out / 'solutions'}, figure {out / 'summary.png'}")
+    lost = int(counts.get("lost", 0))
+    if lost:
+        print(f"lietraj: error: {lost} row(s) lost with their workers; the same command solves them again",
+              file=sys.stderr)
+    return 1 if lost else 0
+
+
+class _ProgressBar:
+    """``lietraj sweep``'s progress on stderr: a bar redrawn in place on a terminal, else a line every tenth."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.start = time.perf_counter()
+        self.first: int | None = None
+        self.first_time = self.start
+        self.shown_tenth = -1
+        self.not_converged = 0
+
+    def __call__(self, done: int, total: int, row: dict) -> None:
+        now = time.perf_counter()
+        if self.first is None:  # the rate is counted from the first row, after the workers' start and compiling
+            self.first, self.first_time = done, now
+        self.not_converged += row.get("status") != "converged"
+        elapsed, counted = now - self.start, now - self.first_time
+        rate = (done - self.first) / counted if counted > 0 else 0.0
+        left = f", about {(total - done) / rate:.0f} s left" if rate > 0 and done < total else ""
+        filled = self.WIDTH * done // max(total, 1)
+        line = (f"[{'#' * filled}{'-' * (self.WIDTH - filled)}] {done}/{total}, {self.not_converged} not converged, "
+                f"{elapsed:.0f} s{left}")
+        if self.tty:
+            print(f"\r{line}\x1b[K", end="", file=self.stream, flush=True)
+        elif 10 * done // max(total, 1) > self.shown_tenth:
+            self.shown_tenth = 10 * done // max(total, 1)
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.tty and self.first is not None:
+            print(file=self.stream, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command of ``argv`` (default: the process's arguments); the exit code: 0 done, 1 the solve did not
     converge (or a warm-up task failed), 2 a user error (bad option, parameter or file), 130 interrupted."""
@@ -487,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
         _list()
         return 0
     try:
-        return {"warmup": _warmup, "mpc": _mpc}.get(args.command, _solve)(args)
+        return {"warmup": _warmup, "mpc": _mpc, "sweep": _sweep}.get(args.command, _solve)(args)
     except KeyboardInterrupt:  # before the solve's first iteration, or while writing the files: nothing to keep
         print("lietraj: error: interrupted (Ctrl-C)", file=sys.stderr)
         return 130

@@ -1,0 +1,251 @@
+"""Many solves at once on Dask: each parameter point of a problem built and solved in a worker process, one row of
+a table per solve.
+
+``solve_many`` runs on a ``distributed.Client`` it is given, on the scheduler at an address it is given, or on a
+``LocalCluster`` of its own (one single-threaded worker process per core). Each task builds its problem in the
+worker (only the builder's name or function and the point's parameters travel) and sends back a row, and the
+solution when it is asked for; the client keeps no state a worker could lose. A task whose worker dies is run again
+elsewhere by the scheduler, so every point yields exactly one row; one whose workers keep dying
+(``distributed.scheduler.allowed-failures``) is a row with the status "lost".
+
+Row columns, after the point's parameters:
+
+- ``status``: the solver's ("converged", "max_iterations", "failed", "infeasible"), "diverged" (a non-finite
+  trajectory or cost), "error" (the build or the solve raised), or "lost"; ``message`` says why when it is not
+  "converged" (the solver's reason, the exception);
+- ``iterations``, ``cost``, ``stop``, ``gap_norm``: the solver's result (NaN where there is none);
+- ``solve_time``: the solver's own seconds; ``wall_time``: the task's, build and metrics included; ``worker``;
+- the problem's ``metrics`` (``ExampleProblem.metrics``), NaN where a row has none.
+
+Kernels: numba's disk cache (``lietraj/_jit.py``) lives beside lietraj's sources, or in ``NUMBA_CACHE_DIR``,
+which the local workers inherit from this process. Before the batch, the kernels of the problem are compiled once,
+in two tasks that split the stages as ``lietraj.warmup`` does (no-ops when the cache is warm: a worker on a warm
+machine starts solving at once), so that N workers do not each compile them; workers on other machines share that
+work when their cache directory is on a shared file system.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from lietraj.batch.grid import check_points, grid_points
+from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult
+from lietraj.problems import PROBLEMS, SOLVERS, make_problem
+from lietraj.warmup import _WORKER_STAGES, Spec, is_warm, mark_warm, run_stages, stages_for
+
+# The solver's result, first in every row after the parameters.
+RESULT_COLUMNS = ("status", "message", "iterations", "cost", "stop", "gap_norm", "solve_time", "wall_time", "worker")
+
+
+@dataclass(eq=False)
+class BatchResult:
+    """``table``: one row per point, in the points' order (the DataFrame's index is the point's); ``solutions``:
+    each point's ``SolverResult`` (None for a row without a finite one) when asked for, else empty;
+    ``compile_time``: the wall seconds the workers spent compiling before the batch (0 on a warm cache);
+    ``wall_time``: the batch's seconds from the first task submitted to the last row."""
+
+    table: pd.DataFrame
+    solutions: list[SolverResult | None] = field(default_factory=list)
+    compile_time: float = 0.0
+    wall_time: float = 0.0
+
+    @property
+    def failed(self) -> pd.DataFrame:
+        """The rows whose status is not "converged"."""
+        return self.table[self.table["status"] != "converged"]
+
+
+def _build(problem: str | Callable, robot: str | None, parameters: Mapping):
+    if isinstance(problem, str):
+        return make_problem(problem, robot, **parameters)
+    return problem(**parameters) if robot is None else problem(robot=robot, **parameters)
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except ValueError:  # not in a worker: a serial run
+        return ""
+
+
+def solve_one(problem: str | Callable, robot: str | None, parameters: Mapping, solver: str | None = None,
+              options: Mapping | None = None) -> tuple[dict, SolverResult | None]:
+    """Build ``problem`` at ``parameters`` and solve it (one thread unless ``options`` says ``threads``): its row
+    (module docstring, without the parameters) and its solution (None unless finite; the history keeps its scalars,
+    not its iterates). Never raises for the problem's sake: an exception is the row's "error"."""
+    start = time.perf_counter()
+    row, solution = _empty_row(status="error", worker=_worker_name()), None
+    try:
+        example = _build(problem, robot, parameters)
+        result = example.solve(solver, replace(example.options, **{"threads": 1, **(options or {})}))
+        status, _, why = result.status.partition(": ")
+        finite = bool(result.xs.is_finite() and np.isfinite(result.us).all() and np.isfinite(result.cost))
+        row.update(status=status if finite else "diverged", message=why if finite else result.status,
+                   iterations=int(result.iterations), cost=float(result.cost), stop=float(result.stop),
+                   gap_norm=float(result.gap_norm), solve_time=float(result.total_time))
+        if status != "converged" and not row["message"]:
+            row["message"] = status
+        if finite:
+            try:
+                metrics = example.metrics(result)
+            except (ValueError, ArithmeticError) as e:  # an unconverged iterate the contact model cannot evaluate
+                row["message"] = f"{row['message']}; no metrics: {e}".lstrip("; ")
+            else:
+                row.update({k: float(v) for k, v in metrics.items() if k not in row and k != "converged"})
+            solution = replace(result, history=[replace(h, xs=None, us=None) for h in result.history])
+    except Exception as e:  # the batch goes on: a failing solve is a row
+        row["message"] = f"{type(e).__name__}: {e}"
+    row["wall_time"] = time.perf_counter() - start
+    return row, solution
+
+
+def _empty_row(**values) -> dict:
+    """A row of ``RESULT_COLUMNS`` with no result (NaN numbers), updated with ``values``."""
+    return {**dict(status="", message="", iterations=0, cost=math.nan, stop=math.nan, gap_norm=math.nan,
+                   solve_time=math.nan, wall_time=math.nan, worker=""), **values}
+
+
+def _prime(problem: str | Callable, robot: str | None, parameters: Mapping, solver: str | None,
+           stages: tuple[str, ...]) -> float:
+    """Compile (into the disk cache) the kernels ``stages`` of ``solver`` call on ``problem`` at ``parameters``;
+    the wall seconds, 0 when a ready problem's cache is already warm."""
+    start = time.perf_counter()
+    if isinstance(problem, str) and is_warm(_spec(problem, robot, solver)):
+        return 0.0
+    try:
+        example = _build(problem, robot, parameters)
+    except Exception:  # the solves report it, row by row
+        return time.perf_counter() - start
+    run_stages(example.problem, example.xs0, example.us0, solver or example.solver, stages)
+    return time.perf_counter() - start
+
+
+def _spec(problem: str, robot: str | None, solver: str | None) -> Spec:
+    return Spec(problem, robot, solver or PROBLEMS[problem].solver)
+
+
+def local_cluster(workers: int | None = None):
+    """A ``distributed.LocalCluster`` of ``workers`` single-threaded worker processes (default: one per core),
+    its logs at ERROR level; its scheduler serves on a free port (never the default 8787, which another cluster on
+    the machine may hold)."""
+    from distributed import LocalCluster
+
+    workers = (os.cpu_count() or 1) if workers is None else workers
+    if workers < 1:
+        raise ValueError(f"solve_many: workers must be at least 1, got {workers}")
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                        silence_logs=logging.ERROR)
+
+
+def solve_many(problem: str | Callable, points: Sequence[Mapping] | Mapping[str, Sequence], robot: str | None = None,
+               *, solver: str | None = None, options: Mapping | None = None, client=None, workers: int | None = None,
+               keep_solutions: bool = False, on_result: Callable[[int, dict, SolverResult | None], None] | None = None
+               ) -> BatchResult:
+    """Solve ``problem`` (a ready problem's name, built by ``make_problem`` for ``robot``; or a builder function
+    taking the parameters as keywords, and ``robot=`` if given) at each of ``points``: a list of parameter dicts, or
+    a grid (parameter -> values, every combination; ``grid_points``). ``solver`` (default: the problem's) and
+    ``options`` (fields of its ``SolverOptions`` to change, e.g. ``{"max_iter": 50}``) apply to every solve.
+
+    Runs on ``client`` (a ``distributed.Client``, or a scheduler's address such as ``"tcp://host:8786"``), else on a
+    ``LocalCluster`` of ``workers`` processes (default: one per core) started and closed here. ``on_result(index,
+    row, solution)`` is called in this process as each solve ends (in the order they end); ``keep_solutions`` keeps
+    every solution in the result. The arguments and points are checked before anything starts: a ValueError (a
+    GridError for the points) names the bad one. A solve that fails is a row (module docstring), never an
+    exception."""
+    points = check_batch(problem, points, robot, solver, options)
+    from distributed import Client
+
+    cluster, own_client = None, None
+    if client is None:
+        cluster = local_cluster(workers)
+        client = own_client = Client(cluster)
+    elif isinstance(client, str):
+        client = own_client = Client(client)
+    try:
+        return _run(client, problem, robot, points, solver, dict(options or {}), keep_solutions, on_result)
+    finally:
+        if own_client is not None:
+            own_client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def check_batch(problem: str | Callable, points: Sequence[Mapping] | Mapping[str, Sequence], robot: str | None,
+                solver: str | None, options: Mapping | None) -> list[dict]:
+    """The points of ``solve_many``'s arguments as a list of dicts, once the problem, robot, solver, options and
+    every point are known to be ones it can solve (ValueError, or GridError for the points, naming the bad one)."""
+    if isinstance(problem, str):
+        if problem not in PROBLEMS:
+            raise ValueError(f"unknown problem {problem!r}; known: {', '.join(PROBLEMS)}")
+        build, what = PROBLEMS[problem].build, f"problem {problem!r}"
+        robots = PROBLEMS[problem].robots
+        if robot is not None and robot not in robots:
+            raise ValueError(f"{what} takes the robots {', '.join(robots)}; got {robot!r}")
+    elif callable(problem):
+        build, what = problem, f"builder {getattr(problem, '__qualname__', repr(problem))}"
+    else:
+        raise ValueError(f"solve_many: problem must be a ready problem's name or a builder function, got {problem!r}")
+    if solver is not None and solver not in SOLVERS:
+        raise ValueError(f"solve_many: solver must be one of {', '.join(SOLVERS)}, got {solver!r}")
+    try:
+        replace(SolverOptions(), **dict(options or {}))
+    except TypeError as e:
+        raise ValueError(f"solve_many: options must be fields of SolverOptions ({e})") from e
+    points = grid_points(points) if isinstance(points, Mapping) else [dict(p) if isinstance(p, Mapping) else p
+                                                                       for p in points]
+    check_points(build, points, what)
+    return points
+
+
+def _run(client, problem, robot, points, solver, options, keep_solutions, on_result) -> BatchResult:
+    from distributed import as_completed
+    from distributed.scheduler import KilledWorker
+
+    stages = stages_for(solver or (PROBLEMS[problem].solver if isinstance(problem, str) else "fddp"))
+    parts = [tuple(s for s in stages if s in _WORKER_STAGES), tuple(s for s in stages if s not in _WORKER_STAGES)]
+    primes = [client.submit(_prime, problem, robot, points[0], solver, part, pure=False) for part in parts]
+    compile_time = max(client.gather(primes))
+    if compile_time > 0 and isinstance(problem, str):
+        client.submit(mark_warm, _spec(problem, robot, solver), pure=False).result()
+
+    start = time.perf_counter()
+    futures = {client.submit(solve_one, problem, robot, p, solver, options, pure=False): i for i, p in enumerate(points)}
+    rows: list[dict] = [{}] * len(points)
+    solutions: list[SolverResult | None] = [None] * len(points)
+    try:
+        for future in as_completed(futures):
+            i = futures.pop(future)
+            try:
+                row, solution = future.result()
+            except KilledWorker as e:
+                row, solution = _empty_row(status="lost", message=f"the workers running it died: {e}"), None
+            future.release()
+            rows[i] = {**points[i], **row}
+            if keep_solutions:
+                solutions[i] = solution
+            if on_result is not None:
+                on_result(i, rows[i], solution)
+    finally:  # stopped (Ctrl-C, an on_result that raised): the cluster drops what is left
+        if futures:
+            client.cancel(list(futures))
+    parameters = list(dict.fromkeys(k for p in points for k in p))
+    return BatchResult(table_of(rows, parameters), solutions if keep_solutions else [], compile_time,
+                       time.perf_counter() - start)
+
+
+def table_of(rows: Sequence[Mapping], parameters: Sequence[str]) -> pd.DataFrame:
+    """The rows as a DataFrame: the ``parameters`` first, then ``RESULT_COLUMNS``, then the metrics in the order
+    they first appear (NaN where a row has none)."""
+    table = pd.DataFrame(list(rows))
+    first = [c for c in (*parameters, *RESULT_COLUMNS) if c in table.columns]
+    return table[first + [c for c in table.columns if c not in first]]

@@ -1,0 +1,267 @@
+"""Many solves at once (issue 20): ``solve_many`` on a real ``dask.distributed`` cluster of worker processes gives
+each point's solve as solving it here does, a failing solve is a row, a worker killed in the middle loses nothing,
+a bad grid stops everything before a worker starts; ``lietraj sweep`` writes its table, solutions and figure, and
+resumes a stopped sweep. The problems are solo12 squats over a few knots (tens of milliseconds a solve)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import lietraj.batch.solves as batch_module
+import lietraj.batch.sweep as sweep_module
+import lietraj.cli as cli
+from lietraj.batch import GridError, grid_points, local_cluster, parse_axis, read_table, run_sweep, solve_many
+from lietraj.cli import main
+from lietraj.optimal_control.solution_io import load_solution
+from lietraj.problems import make_problem, squat
+
+SQUAT = dict(problem="squat", robot="solo12")
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client
+
+    cluster = local_cluster(2)
+    with Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+@pytest.fixture
+def no_worker(monkeypatch):
+    """Fail the test if a cluster is started or a batch submitted."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a worker was started before the grid was checked")
+
+    monkeypatch.setattr(batch_module, "local_cluster", refuse)
+    monkeypatch.setattr(batch_module, "_run", refuse)
+
+
+def serial(parameters: dict, **options):
+    """The oracle: the same problem built and solved in this process, one thread, as ``lietraj solve`` would."""
+    example = make_problem("squat", "solo12", **parameters)
+    return example, example.solve(options=replace(example.options, threads=1, **options))
+
+
+# ---- grids ------------------------------------------------------------------------------------------------------
+
+def test_grid_is_every_combination_first_parameter_slowest():
+    points = grid_points({"depth": np.array([0.02, 0.03]), "horizon": [8, 10, 12]})
+    assert points == [{"depth": d, "horizon": h} for d in (0.02, 0.03) for h in (8, 10, 12)]
+    assert type(points[0]["depth"]) is float  # numpy scalars become Python numbers (JSON metadata, messages)
+
+
+def test_parse_axis_ranges_and_lists():
+    assert parse_axis("depth=0.01:0.03:3") == ("depth", pytest.approx([0.01, 0.02, 0.03]))
+    key, values = parse_axis("horizon=10:20:3")
+    assert (key, values) == ("horizon", [10, 15, 20]) and all(type(v) is int for v in values)
+    assert parse_axis("horizon=10:15:3")[1] == [10.0, 12.5, 15.0]  # not integers: numbers, rejected later for an int
+    assert parse_axis("lift=None,FL_FOOT") == ("lift", [None, "FL_FOOT"])
+    assert parse_axis("depth=0.02:0.02:1") == ("depth", [0.02])
+    for text, message in [("depth", "expected KEY="), ("depth=", "no values"), ("depth=0.1:0.2:0", "COUNT must be"),
+                          ("depth=0.1:0.2:2.5", "COUNT must be"), ("depth=0.1:0.1:3", "empty range"),
+                          ("depth=0.1:0.2:1", "needs START = STOP"), ("depth=a:0.2:3", "START and STOP numbers"),
+                          ("depth=0.1,0.2,0.1", "0.1 given more than once"), ("depth=0.1:1e999:3", "finite")]:
+        with pytest.raises(GridError, match=message):
+            parse_axis(text)
+
+
+@pytest.mark.parametrize("points, message", [
+    ({"dept": [0.02]}, "problem 'squat' has no parameter 'dept'; its parameters: depth, horizon"),
+    ({"depth": []}, "'depth' has no values"),
+    ({"depth": ["deep"]}, r"depth='deep' \(point 0\): expected a finite number or None"),
+    ({"horizon": [8, 9.5]}, r"horizon=9.5 \(point 1\): expected an integer"),
+    ({"depth": [float("nan")]}, "expected a finite number"),
+    ([], "no parameter points"),
+    ([{"robot": "anymal"}], "the robot is an argument of its own"),
+])
+def test_bad_grid_is_an_error_before_any_worker_starts(no_worker, points, message):
+    with pytest.raises(GridError, match=message):
+        solve_many("squat", points, "solo12")
+
+
+def test_bad_arguments_are_errors_before_any_worker_starts(no_worker):
+    with pytest.raises(ValueError, match="takes the robots"):
+        solve_many("squat", [{}], "ur5")
+    with pytest.raises(ValueError, match="unknown problem 'sqat'"):
+        solve_many("sqat", [{}])
+    with pytest.raises(ValueError, match="solver must be one of"):
+        solve_many("squat", [{}], solver="newton")
+    with pytest.raises(ValueError, match="fields of SolverOptions"):
+        solve_many("squat", [{}], options={"max_iters": 3})
+    with pytest.raises(ValueError, match="max_iter=-1"):
+        solve_many("squat", [{}], options={"max_iter": -1})
+
+
+# ---- solve_many on a cluster --------------------------------------------------------------------------------------
+
+def test_each_row_is_the_solve_done_here(client):
+    """Every row and kept solution equals the same problem solved in this process (same kernels, one thread)."""
+    grid = {"depth": [0.02, 0.03], "horizon": [8, 10]}
+    batch = solve_many("squat", grid, "solo12", client=client, keep_solutions=True)
+    table = batch.table
+    assert list(table.columns[:4]) == ["depth", "horizon", "status", "message"]
+    assert len(table) == 4 and len(batch.solutions) == 4
+    assert set(table["worker"]) <= set(client.scheduler_info()["workers"])
+    for (i, row), point in zip(table.iterrows(), grid_points(grid)):
+        assert (row["depth"], row["horizon"]) == (point["depth"], point["horizon"])
+        example, result = serial(point)
+        assert row["status"] == "converged" and row["iterations"] == result.iterations
+        assert row["cost"] == pytest.approx(result.cost, rel=1e-12)
+        metrics = example.metrics(result)
+        assert row["depth_mm"] == pytest.approx(metrics["depth_mm"], rel=1e-9)
+        assert row["foot_drift_mm"] == pytest.approx(metrics["foot_drift_mm"], rel=1e-6, abs=1e-9)
+        np.testing.assert_allclose(batch.solutions[i].us, result.us, rtol=1e-9, atol=1e-9)
+        assert all(h.xs is None for h in batch.solutions[i].history)  # the iterates stay in the worker
+        assert 0 < row["solve_time"] <= row["wall_time"]
+
+
+def test_a_failing_solve_is_a_row_and_the_batch_goes_on(client):
+    def fragile_squat(depth: float, com_weight: float = 1e5):
+        if depth < 0:
+            raise RuntimeError("this builder refuses negative depths")
+        return squat("solo12", depth=depth, horizon=8, com_weight=com_weight)
+
+    points = [{"depth": 0.02}, {"depth": -1.0}, {"depth": 0.02, "com_weight": 1e300}, {"depth": 0.9}]
+    table = solve_many(fragile_squat, points, client=client).table
+    assert list(table["status"]) == ["converged", "error", "failed", "error"]
+    assert table["message"][1] == "RuntimeError: this builder refuses negative depths"
+    assert "Q_uu not positive definite" in table["message"][2] and np.isfinite(table["cost"][2])
+    assert table["message"][3].startswith("ValueError: squat: depth must be in")
+    assert table["cost"][[1, 3]].isna().all() and table["depth_mm"][[1, 3]].isna().all()
+    unconverged = solve_many("squat", [{"horizon": 8}], "solo12", options={"max_iter": 1}, client=client).table
+    assert unconverged["status"][0] == "max_iterations" and unconverged["iterations"][0] == 1
+
+
+def test_a_worker_killed_mid_sweep_loses_nothing(client):
+    """One worker is killed (SIGKILL) while it runs a task, after the first row: its tasks run again elsewhere and
+    every point has exactly one row, each the solve done here."""
+    points = [{"depth": d, "horizon": 12} for d in np.linspace(0.01, 0.04, 12)]
+    killed: dict = {}
+
+    def kill_a_busy_worker(index, row, solution):
+        if killed:
+            return
+        busy = [w for w, tasks in client.processing().items() if tasks]
+        assert busy, "no task running when the worker was to be killed"
+        pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
+        os.kill(pid, signal.SIGKILL)
+        killed.update(worker=busy[0], tasks=len(client.processing()[busy[0]]))
+
+    table = solve_many("squat", points, "solo12", client=client, on_result=kill_a_busy_worker).table
+    assert killed["tasks"] >= 1
+    assert len(table) == len(points) and list(table["depth"]) == [p["depth"] for p in points]
+    assert (table["status"] == "converged").all()
+    assert table["worker"].ne(killed["worker"]).sum() >= len(points) - 2  # at most the row it sent before dying
+    for k in (0, len(points) - 1):
+        assert table["cost"][k] == pytest.approx(serial(points[k])[1].cost, rel=1e-12)
+
+
+# ---- sweeps ---------------------------------------------------------------------------------------------------
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def test_sweep_writes_table_solutions_and_figure(tmp_path, capsys):
+    """`lietraj sweep` on its own local cluster: the table (pandas and Dask read it), one .npz per solution as
+    `--save` writes it, the summary figure; a second run skips every row."""
+    import dask.dataframe as dd
+
+    out = tmp_path / "squats"
+    argv = ["sweep", "squat", "--robot", "solo12", "--grid", "depth=0.02:0.03:2", "--grid", "horizon=8,10",
+            "--set", "dt=0.05", "--workers", "1", "--out", str(out)]
+    code, stdout, err = run(capsys, *argv)
+    assert code == 0, err
+    assert "4 points (2 depth x 2 horizon) on 1 local worker" in stdout and "rows: 4 converged" in stdout
+    assert "4/4" in err  # the progress bar
+    table = pd.read_parquet(out / "results.parquet")
+    assert len(table) == 4 and (table["dt"] == 0.05).all() and set(table["horizon"]) == {8, 10}
+    assert dd.read_parquet(out / "results.parquet").compute()["cost"].sum() == pytest.approx(table["cost"].sum())
+    for _, row in table.iterrows():
+        saved = load_solution(out / "solutions" / row["solution"])
+        assert saved.cost == row["cost"] and saved.iterations == row["iterations"]
+        assert saved.metadata["parameters"] == {"dt": 0.05, "depth": row["depth"], "horizon": row["horizon"]}
+        assert saved.metadata["problem"] == "squat" and saved.metadata["key"] == row["key"]
+    assert (out / "summary.png").stat().st_size > 20_000
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "rows").iterdir()}
+    code, stdout, _ = run(capsys, *argv)
+    assert code == 0 and "4 point(s) were done already" in stdout and "solved" not in stdout
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "rows").iterdir()} == before
+
+
+def test_a_stopped_sweep_resumes_with_every_row_once(client, tmp_path, capsys, monkeypatch):
+    """Ctrl-C after the second row: exit 130, the rows finished are kept; the same command solves the rest only."""
+    out = tmp_path / "squats"
+    argv = ["sweep", "squat", "--robot", "solo12", "--grid", "depth=0.01:0.04:6", "--set", "horizon=8",
+            "--scheduler", client.scheduler.address, "--out", str(out)]
+    real = cli._ProgressBar.__call__
+
+    def interrupted(self, done, total, row):
+        real(self, done, total, row)
+        if done == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli._ProgressBar, "__call__", interrupted)
+    code, _, err = run(capsys, *argv)
+    assert code == 130 and "the same command resumes" in err
+    assert len(pd.read_parquet(out / "results.parquet")) == 2
+    monkeypatch.undo()
+    code, stdout, _ = run(capsys, *argv)
+    assert code == 0 and "2 point(s) were done already" in stdout and "solved 4 point(s)" in stdout
+    table = pd.read_parquet(out / "results.parquet")
+    assert sorted(table["depth"]) == pytest.approx(list(np.linspace(0.01, 0.04, 6)))
+    assert table["key"].is_unique and len(list((out / "solutions").iterdir())) == 6
+
+
+def test_lost_rows_are_solved_again_and_other_rows_kept(client, tmp_path):
+    """A row recorded "lost" (its workers kept dying) is solved by the next run; a failed one is the problem's."""
+    out = tmp_path / "sweep"
+    points = [{"depth": 0.02, "horizon": 8}, {"depth": 0.9, "horizon": 8}]
+    first = run_sweep(out, "squat", points, "solo12", client=client, figure=False)
+    assert list(first.table.sort_values("depth")["status"]) == ["converged", "error"]
+    lost = next((out / "rows").glob("*.json"))
+    row = json.loads(lost.read_text())
+    lost.write_text(json.dumps({**row, "status": "lost"}))
+    again = run_sweep(out, "squat", points, "solo12", client=client, figure=False)
+    assert (again.solved, again.skipped) == (1, 1)
+    assert sorted(read_table(out)["status"]) == ["converged", "error"]
+
+
+def test_a_directory_of_another_sweep_is_refused(client, tmp_path, no_worker):
+    out = tmp_path / "sweep"
+    sweep_module._open(out, {"problem": "squat", "robot": "solo12", "solver": None, "options": {}})
+    with pytest.raises(ValueError, match="holds another sweep: robot 'solo12' \\(now 'anymal'\\)"):
+        run_sweep(out, "squat", [{"depth": 0.02}], "anymal", client=client)
+
+
+@pytest.mark.parametrize("grid, message", [
+    (["--grid", "dept=0.1,0.2"], "--grid dept=0.1,0.2: problem 'squat' has no parameter 'dept'"),
+    (["--grid", "depth=0.1:0.2:0"], "--grid depth=0.1:0.2:0: COUNT must be a positive integer"),
+    (["--grid", "depth="], "--grid depth=: no values"),
+    (["--grid", "depth=a,b"], "--grid depth=a,b: expected a finite number"),
+    (["--grid", "horizon=2,8"], "--grid horizon=2,8: the horizon must be at least 4 knots"),
+    (["--grid", "horizon=8:11:3"], "--grid horizon=8:11:3: expected an integer"),
+    (["--grid", "depth=0.02", "--set", "depth=0.03"], "--set depth=0.03 and --grid depth=0.02 both set depth"),
+    (["--grid", "robot=solo12,anymal"], "sweep one robot at a time"),
+    ([], "give the parameters to sweep with --grid"),
+    (["--grid", "depth=0.02", "--workers", "0"], "--workers 0: at least 1"),
+])
+def test_sweep_bad_grid_is_one_error_line_before_any_worker(tmp_path, capsys, no_worker, grid, message):
+    out = tmp_path / "never"
+    code, stdout, err = run(capsys, "sweep", "squat", "--robot", "solo12", *grid, "--out", str(out))
+    assert code == 2 and stdout == "" and err == f"lietraj: error: {err[len('lietraj: error: '):]}"
+    assert message in err and err.count("\n") == 1
+    assert not out.exists()
