@@ -363,3 +363,18 @@ def test_inertias_are_the_ones_mujocos_compiler_leaves_and_disabled_gravity_is_z
     assert robot.mass[0] == 0.5 and not robot.gravity.any()
     np.testing.assert_allclose(robot.inertia[0], 0.01 * np.eye(3))
     check_against_mujoco(robot, mj)
+
+
+def test_the_exported_page_draws_every_visual_with_its_mesh(tmp_path):
+    """The viewer takes the visuals of an MJCF model as it takes a URDF's: one object per visual, the STL files (the
+    compiled mesh, the ellipsoid's sphere) carried in the page."""
+    from html_pages import read_page
+
+    from lietraj.viz import export_html
+
+    robot = load_mjcf(mujoco.MjModel.from_xml_string(SYNTHETIC))
+    xs = robot.state_space.random_trajectory(3, np.random.default_rng(1))
+    commands, meshes = read_page(export_html(robot, xs, 0.1, tmp_path / "synthetic.html"))
+    drawn = [c for c in commands if c["type"] == "set_object" and "/robot/" in c["path"]]
+    assert len(drawn) == len(robot.visuals)
+    assert sorted(meshes.values()) == sorted(Path(v.filename).read_bytes() for v in robot.visuals if v.shape == "mesh")
