@@ -93,11 +93,8 @@ def load_mjcf(source: str | os.PathLike | "mujoco.MjModel", *, name: str | None 
 
 
 def mesh_cache_dir() -> Path:
-    """Where the meshes of MJCF models are written for the viewer: ``$LIETRAJ_CACHE_DIR/meshes``, else
-    ``$XDG_CACHE_HOME/lietraj/meshes``, else ``~/.cache/lietraj/meshes``."""
-    root = os.environ.get("LIETRAJ_CACHE_DIR")
-    if root:
-        return Path(root) / "meshes"
+    """Where the meshes of MJCF models are written for the viewer: ``$XDG_CACHE_HOME/lietraj/meshes``, by default
+    ``~/.cache/lietraj/meshes``."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lietraj" / "meshes"
 
 
