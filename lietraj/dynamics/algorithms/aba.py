@@ -63,7 +63,9 @@ from lietraj.dynamics._spatial import (
 )
 from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
-from lietraj.dynamics.algorithms.rnea import local_wrenches
+from lietraj.dynamics.algorithms.crba import mass_matrix
+from lietraj.dynamics.algorithms.mimic import expanded_workspace, reduce_force, reduce_matrix, solve
+from lietraj.dynamics.algorithms.rnea import inverse_dynamics, local_wrenches
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
@@ -235,6 +237,8 @@ def aba(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference
     ValueError for a wrong shape or a NaN, naming it.
     """
     x = checked_state(model, x, "aba")
+    if model.mimic:
+        return mimic_forward_dynamics(model, x, tau, fext, fext_reference, workspace, "aba")
     workspace = workspace_for(model, workspace, "aba")
     work = workspace.work(aba_work)
     single = type(x) is State
@@ -256,3 +260,15 @@ def aba(model: RobotModel, x: State | Trajectory, tau, fext=None, fext_reference
 
 
 forward_dynamics = aba
+
+
+def mimic_forward_dynamics(model: RobotModel, x: State | Trajectory, tau, fext, fext_reference: str,
+                           workspace: Workspace | None, what: str) -> np.ndarray:
+    """Forward dynamics of a model with mimic joints, ``x`` checked: the reduced system ``M a = tau - h`` with
+    ``M = G^T M_full G`` and ``h = G^T ID_full(x, 0, fext)`` (ABA's recursion has no form for a dof shared by two
+    bodies), solved by Cholesky."""
+    tau = checked_vector(tau, model.nv, None if type(x) is State else len(x), model, what, "tau")
+    full, ws = model.expanded, expanded_workspace(model, workspace, what)
+    xf = model.expand_state(x)
+    h = inverse_dynamics(full, xf, np.zeros(xf.v.shape), fext, fext_reference, ws, what)
+    return solve(model, reduce_matrix(model, mass_matrix(full, xf, ws)), tau - reduce_force(model, h), what)

@@ -41,16 +41,19 @@ from lietraj.dynamics._checks import (
     raise_for_status,
     result_arrays,
 )
-from lietraj.dynamics.algorithms.aba import _raise, aba_core, aba_work
+from lietraj.dynamics.algorithms.aba import _raise, aba_core, aba_work, mimic_forward_dynamics
 from lietraj.dynamics.algorithms.inverse_mass_matrix import minv_core, minv_work
+from lietraj.dynamics.algorithms.mimic import inverse
 from lietraj.dynamics.model.model import JOINT_FREE, DofTables, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea import body_frame_wrenches
 from lietraj.dynamics.algorithms.rnea_derivatives import (
+    FEXT_REFERENCES,
     LOCAL_WRENCH,
     fext_reference_code,
     idsva_core,
     idsva_work,
+    rnea_derivatives,
 )
 from lietraj.dynamics.lie.state import State, Trajectory
 
@@ -223,6 +226,8 @@ def aba_derivatives_of_checked(model: RobotModel, x: State | Trajectory, tau: np
     their own arguments and should not pay for the checks twice. Non-finite values are still reported, by the
     kernel's status, under the name ``aba_derivatives``."""
     what = "aba_derivatives"
+    if model.mimic:
+        return _mimic_aba_derivatives(model, x, tau, fext, ref, out, workspace)
     nv, work = model.nv, workspace.work(fd_derivatives_work)
     single = type(x) is State
     N = None if single else len(x)
@@ -243,3 +248,23 @@ def aba_derivatives_of_checked(model: RobotModel, x: State | Trajectory, tau: np
     if status != OK:
         _raise_fd(status, model, k, x, tau=tau, fext=fe)
     return ForwardDynamicsDerivatives(A, DQ, DV, MINV) if out is None else out
+
+
+def _mimic_aba_derivatives(model: RobotModel, x: State | Trajectory, tau: np.ndarray, fext: np.ndarray | None,
+                           ref: int, out: ForwardDynamicsDerivatives | None,
+                           workspace: Workspace) -> ForwardDynamicsDerivatives:
+    """``aba_derivatives`` of a model with mimic joints (seed 001 eq. 5 on the reduced system): ``a`` solves
+    ``M a = tau - h``, then ``da/dq = -M^{-1} dID/dq`` and ``da/dv = -M^{-1} dID/dv`` with the reduced inverse
+    dynamics derivatives at ``a`` (``rnea_derivatives``), and ``da/dtau = M^{-1}``."""
+    what = "aba_derivatives"
+    reference = next(k for k, v in FEXT_REFERENCES.items() if v == ref)
+    a = mimic_forward_dynamics(model, x, tau, fext, reference, workspace, what)
+    d = rnea_derivatives(model, x, a, fext, reference, workspace=workspace)
+    Minv = inverse(model, d.M, what)
+    N = None if type(x) is State else len(x)
+    lead = () if N is None else (N,)
+    nv = model.nv
+    result = result_arrays(out, ForwardDynamicsDerivatives, (lead + (nv,),) + 3 * (lead + (nv, nv),), what)
+    for target, value in zip(result, (a, -Minv @ d.dtau_dq, -Minv @ d.dtau_dv, Minv)):
+        target[...] = value
+    return ForwardDynamicsDerivatives(*result) if out is None else out

@@ -40,6 +40,7 @@ from lietraj.dynamics._spatial import (
 from lietraj.dynamics.model.model import (JOINT_FREE, JOINT_REVOLUTE, MF_ARMATURE, MF_AXIS, MF_H, MF_IO, MF_MASS,
                                          ModelArrays,
                                          RobotModel)
+from lietraj.dynamics.algorithms.mimic import expanded_workspace, reduce_matrix
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
@@ -206,6 +207,9 @@ def mass_matrix(model: RobotModel, x: State | Trajectory, workspace: Workspace |
     ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
     """
     x = checked_state(model, x, "mass_matrix")
+    if model.mimic:  # G^T M_full G
+        full = mass_matrix(model.expanded, model.expand_state(x), expanded_workspace(model, workspace, "mass_matrix"))
+        return reduce_matrix(model, full)
     nv, work = model.nv, workspace_for(model, workspace, "mass_matrix").work(crba_work)
     if type(x) is State:
         M = np.empty((nv, nv))

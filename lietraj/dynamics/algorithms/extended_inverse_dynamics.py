@@ -69,7 +69,7 @@ from lietraj.dynamics._spatial import (
     sub,
     transpose,
 )
-from lietraj.dynamics.model.model import MF_ARMATURE, MF_MASS, ModelArrays, RobotModel
+from lietraj.dynamics.model.model import MF_ARMATURE, MF_MASS, ModelArrays, RobotModel, refuse_mimic
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea_derivatives import rnea_derivatives
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -299,6 +299,7 @@ def extended_inverse_dynamics(model: RobotModel, x: State | Trajectory, a, consi
         raise ValueError(f"{what}({model.name}): the model has a fixed base; use rnea(model, x, a), which is its "
                          "inverse dynamics")
     x = checked_state(model, x, what)
+    refuse_mimic(model, what)
     work = workspace_for(model, workspace, what).work(extended_id_work)
     nv, n = model.nv, model.n
     if type(x) is State:
@@ -352,6 +353,7 @@ def extended_inverse_dynamics_derivatives(model: RobotModel, x: State | Trajecto
     if not model.floating_base:
         raise ValueError(f"{what}({model.name}): the model has a fixed base; use rnea_derivatives(model, x, a)")
     x = checked_state(model, x, what)
+    refuse_mimic(model, what)
     a = checked_vector(a, model.nv, None if type(x) is State else len(x), model, what, "a")
     require_finite(model, what, x, a=a)
     d = rnea_derivatives(model, x, a, workspace=workspace)

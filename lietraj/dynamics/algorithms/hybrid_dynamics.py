@@ -70,7 +70,7 @@ from lietraj.dynamics._spatial import (
     store3,
 )
 from lietraj.dynamics.algorithms.aba import WORK_LAYOUT, AbaWork, aba_work, articulated_forward_pass
-from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, ModelArrays, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, ModelArrays, RobotModel, refuse_mimic
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
 
@@ -233,6 +233,7 @@ def hybrid_inputs(model: RobotModel, x, known, a_known, tau_known, fext, what: s
     """The checked arguments of the hybrid dynamics (``hybrid_dynamics``' and its derivatives'): ``(x, mask,
     a_known, tau_known, fext)``, fext in the kernels' form."""
     x = checked_state(model, x, what)
+    refuse_mimic(model, what)
     N = None if type(x) is State else len(x)
     mask = checked_mask(known, model, what)
     a_known = checked_vector(a_known, model.nv, N, model, what, "a_known")

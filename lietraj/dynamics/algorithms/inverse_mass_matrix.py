@@ -40,7 +40,8 @@ from lietraj.dynamics._spatial import (
     store3,
     store_inertia_blocks,
 )
-from lietraj.dynamics.algorithms.crba import body_in_base_frame, check_positions
+from lietraj.dynamics.algorithms.crba import body_in_base_frame, check_positions, mass_matrix
+from lietraj.dynamics.algorithms.mimic import expanded_workspace, inverse, reduce_matrix
 from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, MF_MASS, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -223,8 +224,13 @@ def inverse_mass_matrix(model: RobotModel, x: State | Trajectory, workspace: Wor
     Only the joint positions matter (``x.v`` and the base pose are checked, not used). ``x`` is a State
     (returns ``(nv, nv)``) or a Trajectory of N knots (returns ``(N, nv, nv)`` from one compiled call).
     ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
+    With mimic joints, the inverse of ``G^T M_full G`` by Cholesky.
     """
     x = checked_state(model, x, "inverse_mass_matrix")
+    if model.mimic:
+        ws = expanded_workspace(model, workspace, "inverse_mass_matrix")
+        M = reduce_matrix(model, mass_matrix(model.expanded, model.expand_state(x), ws))
+        return inverse(model, M, "inverse_mass_matrix")
     nv, work = model.nv, workspace_for(model, workspace, "inverse_mass_matrix").work(minv_work)
     if type(x) is State:
         Minv = np.empty((nv, nv))

@@ -54,6 +54,7 @@ from lietraj.dynamics._spatial import (
     store3,
     store9,
 )
+from lietraj.dynamics.algorithms.mimic import expand_velocity, expanded_workspace, reduce_force
 from lietraj.dynamics.kinematics.kinematics import body_placements
 from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
@@ -190,6 +191,11 @@ def local_wrenches(model: RobotModel, x: State | Trajectory, fext, fext_referenc
 def inverse_dynamics(model: RobotModel, x: State | Trajectory, a, fext, fext_reference: str,
                      workspace: Workspace | None, what: str) -> np.ndarray:
     """``rnea`` for a state checked by ``checked_state``, its errors reported as those of ``what``."""
+    if model.mimic:  # tau = G^T ID_full(expanded state, G a)
+        a = checked_vector(a, model.nv, None if type(x) is State else len(x), model, what, "a")
+        tau = inverse_dynamics(model.expanded, model.expand_state(x), expand_velocity(model, a), fext, fext_reference,
+                               expanded_workspace(model, workspace, what), what)
+        return reduce_force(model, tau)
     workspace = workspace_for(model, workspace, what)
     work = workspace.work(rnea_work)
     single = type(x) is State

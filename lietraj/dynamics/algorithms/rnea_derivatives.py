@@ -70,6 +70,7 @@ from lietraj.dynamics._spatial import (
     sub,
 )
 from lietraj.dynamics.algorithms.crba import body_in_base_frame, rigid_inertia_times
+from lietraj.dynamics.algorithms.mimic import expand_velocity, expanded_workspace, reduce_force, reduce_matrix
 from lietraj.dynamics.model.model import JOINT_FREE, MF_ARMATURE, MF_MASS, DofTables, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -373,6 +374,8 @@ def rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext=None, fex
     what = "rnea_derivatives"
     x = checked_state(model, x, what)
     ref = fext_reference_code(fext_reference, what)
+    if model.mimic:
+        return _mimic_rnea_derivatives(model, x, a, fext, fext_reference, out, workspace)
     work = workspace_for(model, workspace, what).work(idsva_work)
     nv = model.nv
     single = type(x) is State
@@ -392,3 +395,22 @@ def rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext=None, fex
     if status != OK:
         raise_for_status(status, model, what, k, x, a=a, fext=fe)
     return InverseDynamicsDerivatives(TAU, DQ, DV, MM) if out is None else out
+
+
+def _mimic_rnea_derivatives(model: RobotModel, x: State | Trajectory, a, fext, fext_reference: str,
+                            out: InverseDynamicsDerivatives | None, workspace: Workspace | None
+                            ) -> InverseDynamicsDerivatives:
+    """``rnea_derivatives`` of a model with mimic joints: the full tree's, at the expanded state and ``G a``, each
+    tangent index contracted by ``G`` (the configuration tangent maps by ``G`` as the velocity does)."""
+    what = "rnea_derivatives"
+    nv = model.nv
+    N = None if type(x) is State else len(x)
+    a = checked_vector(a, nv, N, model, what, "a")
+    d = rnea_derivatives(model.expanded, model.expand_state(x), expand_velocity(model, a), fext, fext_reference,
+                         None, expanded_workspace(model, workspace, what))
+    lead = () if N is None else (N,)
+    result = result_arrays(out, InverseDynamicsDerivatives, (lead + (nv,),) + 3 * (lead + (nv, nv),), what)
+    for target, value in zip(result, (reduce_force(model, d.tau), reduce_matrix(model, d.dtau_dq),
+                                      reduce_matrix(model, d.dtau_dv), reduce_matrix(model, d.M))):
+        target[...] = value
+    return InverseDynamicsDerivatives(*result) if out is None else out

@@ -47,7 +47,7 @@ from lietraj.dynamics._checks import BAD_A, BAD_N, NO_FEXT, NOT_FINITE, OK, base
     check_vector, checked_state, checked_vector, raise_for_status, result_arrays
 from lietraj.dynamics._spatial import add, cross, cross_force, cross_motion, mtv
 from lietraj.dynamics.algorithms.crba import body_in_base_frame, rigid_inertia_times
-from lietraj.dynamics.model.model import JOINT_FREE, MF_MASS, ModelArrays, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, MF_MASS, ModelArrays, RobotModel, refuse_mimic
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea_derivatives import joint_kinematics, unit_motion
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -468,6 +468,7 @@ class InverseDynamicsHessian:
 
 def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str, workspace: Workspace | None):
     x = checked_state(model, x, what)
+    refuse_mimic(model, what)
     nv = model.nv
     contract = cls is InverseDynamicsHessian  # then mu is required: None is not "no contraction"
     single = type(x) is State

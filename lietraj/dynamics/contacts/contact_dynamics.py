@@ -77,7 +77,7 @@ from lietraj.dynamics._spatial import (
 from lietraj.dynamics.algorithms.crba import _COLS as CRBA_COLS
 from lietraj.dynamics.algorithms.crba import crba_core
 from lietraj.dynamics.kinematics.kinematics import LOCAL_WORLD_ALIGNED, act_motion, frame_id
-from lietraj.dynamics.model.model import JOINT_FREE, DofTables, ModelArrays, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, DofTables, ModelArrays, RobotModel, refuse_mimic
 from lietraj.dynamics.model.workspace import KeptByIdentity, Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea import _COLS as RNEA_COLS
 from lietraj.dynamics.algorithms.rnea import rnea_core
@@ -548,7 +548,10 @@ def _pack(model: RobotModel, contacts: tuple, what: str) -> PackedContacts:
 
 def contact_tuple(model: RobotModel, contacts, what: str) -> tuple:
     """``contacts`` as a tuple (its entries are checked where they are read), or the TypeError of something that is
-    not a sequence of contacts (None, a single Contact, a string)."""
+    not a sequence of contacts (None, a single Contact, a string). The contact dynamics do not support mimic joints
+    (their LTDL factorization follows the tree of dofs): every contact function refuses such a model here."""
+    if model.mimic:
+        refuse_mimic(model, what)
     if type(contacts) is tuple:
         return contacts
     if contacts is None or isinstance(contacts, (Contact, str, bytes)):

@@ -40,7 +40,7 @@ from lietraj.dynamics._checks import check_model, checked_real, checked_state, r
 from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
 from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_tuple
 from lietraj.dynamics.kinematics.kinematics import frame_id, frame_jacobian, frame_placement
-from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.model import RobotModel, refuse_mimic
 from lietraj.dynamics.algorithms.rnea import generalized_gravity
 from lietraj.dynamics.lie.state import State
 
@@ -168,6 +168,7 @@ def static_equilibrium(model: RobotModel, x: State, contacts: Sequence[str | int
     """
     what = "static_equilibrium"
     x = _one_state(model, x, what)
+    refuse_mimic(model, what)
     if (x.H is None) == model.floating_base:
         checked_state(model, x, what)  # the state of another robot: says so before speaking of its velocity
     v = None if x.v is None or isinstance(x.v, (str, bytes)) else np.asarray(x.v)

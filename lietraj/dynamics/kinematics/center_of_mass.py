@@ -34,6 +34,7 @@ from lietraj.dynamics.kinematics.kinematics import (
     run,
     world_motion_subspace,
 )
+from lietraj.dynamics.algorithms.mimic import expanded_workspace, reduce_jacobian
 from lietraj.dynamics.model.model import JOINT_FREE, MF_H, MF_MASS, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -138,6 +139,8 @@ def center_of_mass(model: RobotModel, x: State | Trajectory, workspace: Workspac
     the same for every function of this module."""
     x = checked_state(model, x, "center_of_mass")
     check_mass(model, "center_of_mass")
+    if model.mimic:  # on the full tree (``kinematics``)
+        return center_of_mass(model.expanded, model.expand_state(x), expanded_workspace(model, workspace, "center_of_mass"))
     return run(model, x, "center_of_mass", _COM, (3,), PLACEMENT, workspace=workspace)
 
 
@@ -145,6 +148,9 @@ def center_of_mass_velocity(model: RobotModel, x: State | Trajectory, workspace:
     """World velocity (3,) of the centre of mass (Pinocchio's ``data.vcom[0]``); (N, 3) for a trajectory."""
     x = checked_state(model, x, "center_of_mass_velocity")
     check_mass(model, "center_of_mass_velocity")
+    if model.mimic:
+        return center_of_mass_velocity(model.expanded, model.expand_state(x),
+                                       expanded_workspace(model, workspace, "center_of_mass_velocity"))
     return run(model, x, "center_of_mass_velocity", _COM, (3,), VELOCITY, workspace=workspace)
 
 
@@ -152,4 +158,8 @@ def center_of_mass_jacobian(model: RobotModel, x: State | Trajectory, workspace:
     """Jacobian (3, nv) with ``cdot = J v`` (Pinocchio's ``jacobianCenterOfMass``); (N, 3, nv) for a trajectory."""
     x = checked_state(model, x, "center_of_mass_jacobian")
     check_mass(model, "center_of_mass_jacobian")
+    if model.mimic:
+        return reduce_jacobian(model, center_of_mass_jacobian(model.expanded, model.expand_state(x),
+                                                              expanded_workspace(model, workspace,
+                                                                                 "center_of_mass_jacobian")))
     return run(model, x, "center_of_mass_jacobian", _COM_JACOBIAN, (3, model.nv), workspace=workspace)

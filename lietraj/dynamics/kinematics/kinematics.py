@@ -56,6 +56,7 @@ from lietraj.dynamics._spatial import (
     store9,
     sub,
 )
+from lietraj.dynamics.algorithms.mimic import expand_velocity, expanded_workspace, reduce_jacobian
 from lietraj.dynamics.model.model import JOINT_FREE, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -422,6 +423,12 @@ def run(model: RobotModel, x: State | Trajectory, what: str, kernels, shape: tup
     return out
 
 
+def _full(model: RobotModel, workspace: Workspace | None, what: str) -> Workspace:
+    """For a model with mimic joints: the workspace of its full tree, on which each function runs (at
+    ``model.expand_state(x)``), its Jacobians' columns then taken along the model's coordinates (``J G``)."""
+    return expanded_workspace(model, workspace, what)
+
+
 _PLACEMENTS = (placements_kernel, placements_batch_kernel)
 _MOTION = (frame_motion_kernel, frame_motion_batch_kernel)
 _JACOBIAN = (frame_jacobian_kernel, frame_jacobian_batch_kernel)
@@ -434,6 +441,8 @@ def body_placements(model: RobotModel, x: State | Trajectory, workspace: Workspa
     allocates its own); the same for every function of this module. Every function of this module raises TypeError
     for an argument of the wrong kind and ValueError for a wrong shape or value, naming it."""
     x = checked_state(model, x, "body_placements")
+    if model.mimic:
+        return body_placements(model.expanded, model.expand_state(x), _full(model, workspace, "body_placements"))
     fb, ff = model_tables(model).bodies
     return run(model, x, "body_placements", _PLACEMENTS, (model.nb, 4, 4), fb, ff, 0, workspace=workspace)
 
@@ -442,6 +451,8 @@ def frame_placements(model: RobotModel, x: State | Trajectory, workspace: Worksp
     """World poses (nframes, 4, 4) of all frames, in the order of ``model.frames`` (Pinocchio's ``data.oMf``);
     (N, nframes, 4, 4) for a trajectory."""
     x = checked_state(model, x, "frame_placements")
+    if model.mimic:
+        return frame_placements(model.expanded, model.expand_state(x), _full(model, workspace, "frame_placements"))
     f = model_tables(model)
     return run(model, x, "frame_placements", _PLACEMENTS, (len(model.frames), 4, 4), f.body, f.pose, 0,
                workspace=workspace)
@@ -451,6 +462,8 @@ def frame_placement(model: RobotModel, x: State | Trajectory, frame: int | str,
                     workspace: Workspace | None = None) -> np.ndarray:
     """World pose (4, 4) of one frame, given by name or index; (N, 4, 4) for a trajectory."""
     x = checked_state(model, x, "frame_placement")
+    if model.mimic:
+        return frame_placement(model.expanded, model.expand_state(x), frame, _full(model, workspace, "frame_placement"))
     f = model_tables(model)
     out = run(model, x, "frame_placement", _PLACEMENTS, (1, 4, 4), f.body, f.pose,
               frame_id(model, frame, "frame_placement"), workspace=workspace)
@@ -462,6 +475,9 @@ def frame_velocity(model: RobotModel, x: State | Trajectory, frame: int | str, r
     """Twist ``[v; w]`` (6,) of a frame in ``reference`` ("local", "local_world_aligned" or "world");
     (N, 6) for a trajectory. Pinocchio's ``getFrameVelocity``."""
     x = checked_state(model, x, "frame_velocity")
+    if model.mimic:
+        return frame_velocity(model.expanded, model.expand_state(x), frame, reference,
+                              _full(model, workspace, "frame_velocity"))
     f, ref = model_tables(model), reference_code(reference, "frame_velocity")
     a = _NO_A if type(x) is State else _NO_A_BATCH
     return run(model, x, "frame_velocity", _MOTION, (6,), a, VELOCITY, f.body, f.pose,
@@ -477,6 +493,9 @@ def frame_acceleration(model: RobotModel, x: State | Trajectory, a, frame: int |
     x = checked_state(model, x, "frame_acceleration")
     f, ref = model_tables(model), reference_code(reference, "frame_acceleration")
     A = checked_vector(a, model.nv, None if type(x) is State else len(x), model, "frame_acceleration", "a")
+    if model.mimic:
+        return frame_acceleration(model.expanded, model.expand_state(x), expand_velocity(model, A), frame, reference,
+                                  classical, _full(model, workspace, "frame_acceleration"))
     return run(model, x, "frame_acceleration", _MOTION, (6,), A, ACCELERATION, f.body, f.pose,
                frame_id(model, frame, "frame_acceleration"), ref, bool(classical), workspace=workspace, a=A)
 
@@ -486,6 +505,9 @@ def frame_jacobian(model: RobotModel, x: State | Trajectory, frame: int | str, r
     """Jacobian (6, nv) mapping ``v`` to the frame's twist in ``reference`` (Pinocchio's ``computeFrameJacobian``);
     (N, 6, nv) for a trajectory. Only the columns of the frame's ancestor joints are non-zero."""
     x = checked_state(model, x, "frame_jacobian")
+    if model.mimic:
+        return reduce_jacobian(model, frame_jacobian(model.expanded, model.expand_state(x), frame, reference,
+                                                     _full(model, workspace, "frame_jacobian")))
     f, ref = model_tables(model), reference_code(reference, "frame_jacobian")
     return run(model, x, "frame_jacobian", _JACOBIAN, (6, model.nv), f.body, f.pose,
                frame_id(model, frame, "frame_jacobian"), ref, workspace=workspace)

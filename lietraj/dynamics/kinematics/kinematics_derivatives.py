@@ -94,6 +94,7 @@ from lietraj.dynamics.kinematics.kinematics import (
     run,
     world_motion_subspace,
 )
+from lietraj.dynamics.algorithms.mimic import expand_velocity, expanded_workspace, reduce_jacobian
 from lietraj.dynamics.model.model import JOINT_FREE, MF_H, MF_MASS, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -355,6 +356,10 @@ def frame_velocity_derivatives(model: RobotModel, x: State | Trajectory, frame: 
     are reused (without one, each call allocates its own); the same for every function of this module."""
     what = "frame_velocity_derivatives"
     x = checked_state(model, x, what)
+    if model.mimic:  # on the full tree, the columns taken along the model's coordinates (``kinematics``)
+        d = frame_velocity_derivatives(model.expanded, model.expand_state(x), frame, reference,
+                                       expanded_workspace(model, workspace, what))
+        return reduce_jacobian(model, d[0]), reduce_jacobian(model, d[1])
     f, ref = model_tables(model), reference_code(reference, what)
     a = _NO_A if type(x) is State else _NO_A_BATCH
     out = run(model, x, what, _MOTION, (2, 6, model.nv), a, VELOCITY, f.body, f.pose, frame_id(model, frame, what), ref,
@@ -372,6 +377,10 @@ def frame_acceleration_derivatives(model: RobotModel, x: State | Trajectory, a, 
     x = checked_state(model, x, what)
     f, ref = model_tables(model), reference_code(reference, what)
     A = checked_vector(a, model.nv, None if type(x) is State else len(x), model, what, "a")
+    if model.mimic:
+        d = frame_acceleration_derivatives(model.expanded, model.expand_state(x), expand_velocity(model, A), frame,
+                                           reference, classical, expanded_workspace(model, workspace, what))
+        return FrameAccelerationDerivatives(*(reduce_jacobian(model, J) for J in (d.dv_dq, d.da_dq, d.da_dv, d.da_da)))
     out = run(model, x, what, _MOTION, (4, 6, model.nv), A, ACCELERATION, f.body, f.pose, frame_id(model, frame, what),
               ref, bool(classical), workspace=workspace, a=A)
     return FrameAccelerationDerivatives(out[..., 0, :, :], out[..., 1, :, :], out[..., 2, :, :], out[..., 3, :, :])
@@ -384,6 +393,10 @@ def frame_placement_error(model: RobotModel, x: State | Trajectory, frame: int |
     ``log6`` and ``Jlog6 @ getFrameJacobian(LOCAL)``)."""
     what = "frame_placement_error"
     x = checked_state(model, x, what)
+    if model.mimic:
+        e = frame_placement_error(model.expanded, model.expand_state(x), frame, target,
+                                  expanded_workspace(model, workspace, what))
+        return FramePlacementError(e.residual, reduce_jacobian(model, e.jacobian))
     T = checked_pose(target, model, what)
     f, k = model_tables(model), frame_id(model, frame, what)
     r = np.empty(6) if type(x) is State else np.empty((len(x), 6))
@@ -399,5 +412,8 @@ def center_of_mass_derivatives(model: RobotModel, x: State | Trajectory,
     what = "center_of_mass_derivatives"
     x = checked_state(model, x, what)
     check_mass(model, what)
+    if model.mimic:
+        d = center_of_mass_derivatives(model.expanded, model.expand_state(x), expanded_workspace(model, workspace, what))
+        return CenterOfMassDerivatives(*(reduce_jacobian(model, J) for J in (d.dc_dq, d.dcdot_dq, d.dcdot_dv)))
     out = run(model, x, what, _COM, (3, 3, model.nv), workspace=workspace)
     return CenterOfMassDerivatives(out[..., 0, :, :], out[..., 1, :, :], out[..., 2, :, :])

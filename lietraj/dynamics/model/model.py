@@ -21,6 +21,29 @@ Every kernel takes them, with the gravity, as its first argument: ``model.packed
 in a plain tuple; the kernels that walk the tree of dofs also take ``model.dof_tables`` (``DofTables``). All of it is
 read-only: the work arrays of the algorithms live in a ``Workspace`` (``workspace.py``), so that threads can share
 one model.
+
+Mimic joints (URDF ``<mimic>``, Pinocchio's ``JointModelMimic``). A model may declare 1-DoF joints that follow
+another: ``RobotModel.mimic`` holds ``Mimic(joint, primary, multiplier, offset)``, the joint's position being
+``multiplier * s[primary] + offset``; such a joint adds no coordinate, so ``n``, ``nv``, ``s`` and the
+per-coordinate arrays (limits, armature) count the independent joints only, in body order (Pinocchio's
+``mimic=True`` layout). The bodies, joints and frames are those of the whole tree, and ``model.expanded`` is the same
+tree with every joint independent (its ``packed`` arrays are the ones a mimic model hands to the kernels). The map
+between the two is affine, ``s_full = G_s s + o``, ``v_full = G v`` (``MimicMap``; ``G`` keeps the base block), so
+
+    tau = G^T ID_full(G_s s + o, G v, G a),   M = G^T M_full G,   a = M^{-1} (tau - G^T h_full),
+
+and every first- or second-order derivative is the full tree's contracted by ``G`` on each tangent index (the
+configuration tangent maps by ``G`` too: the base block is the identity). The algorithms that support mimic joints
+(RNEA, CRBA, ABA by the reduced system, M^{-1}, kinematics, centre of mass, the first-order RNEA and ABA
+derivatives, linearization) run their full-tree kernels on ``expanded`` between these maps; the others refuse a
+model with mimic joints, naming them (``MimicNotSupported``). Models without mimic joints pay one attribute test.
+
+Why not inside the kernels: folding the offset into the joint placement and the multiplier into the axis makes a
+mimic joint a body sharing its primary's dof, but a shared dof breaks what the kernels rely on: one body per dof
+(``tau[iv] = S^T f`` overwrites, ABA's articulated inertias and the LTDL sparsity of the contact dynamics assume a
+tree of dofs, CRBA's branch sparsity is lost when the primary sits on another branch, as PR2's gripper fingers do).
+Every kernel would need a second code path, for robots whose mimic joints are a few fingers; the reduced map costs
+one small dense product per call, on those robots only.
 """
 
 from __future__ import annotations
@@ -30,7 +53,7 @@ from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from lietraj.dynamics.lie.state import State, StateSpace
+from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 
 JOINT_FREE = 0
 JOINT_REVOLUTE = 1
@@ -98,6 +121,43 @@ def _dof_parent(mi: np.ndarray, nv: int) -> np.ndarray:
     return dp
 
 
+class Mimic(NamedTuple):
+    """A mimic joint: ``joint`` (a 1-DoF joint of the tree) is at ``multiplier * s[primary] + offset`` and moves at
+    ``multiplier`` times its primary's velocity; it has no coordinate of its own."""
+
+    joint: str
+    primary: str
+    multiplier: float = 1.0
+    offset: float = 0.0
+
+
+class MimicMap(NamedTuple):
+    """The affine map from a mimic model's coordinates to those of its full tree (``model.expanded``), read-only:
+    ``s_full = s[source] * multiplier + offset`` and ``v_full = G v``."""
+
+    source: np.ndarray
+    """(n_full,) int64: index in ``s`` of each full-tree joint's independent joint (itself, or its primary)."""
+    multiplier: np.ndarray
+    """(n_full,): 1 for an independent joint."""
+    offset: np.ndarray
+    """(n_full,): 0 for an independent joint."""
+    G: np.ndarray
+    """(nv_full, nv): ``v_full = G v``, the identity on the base block; ``G^T`` maps full-tree forces to ``tau``."""
+
+
+class MimicNotSupported(ValueError):
+    """An algorithm asked of a model with mimic joints that it does not support; the message names the algorithm
+    and the mimic joints, and says how to load the model without them."""
+
+
+def refuse_mimic(model: "RobotModel", what: str) -> None:
+    """Raise ``MimicNotSupported`` if ``model`` has mimic joints: for the algorithms that do not support them."""
+    if model.mimic:
+        joints = ", ".join(f"{m.joint} (follows {m.primary})" for m in model.mimic)
+        raise MimicNotSupported(f"{what}({model.name}): not supported for a model with mimic joints: {joints}; load it "
+                                "with mimic=False to treat them as independent joints")
+
+
 @dataclass(frozen=True, eq=False)
 class Frame:
     """A named frame rigidly attached to a body: ``(R, p)`` is its pose in the body frame.
@@ -153,6 +213,10 @@ class RobotModel:
     rotational inertia about the centre of mass), both in the body frame. Per joint coordinate ``k``
     (``n`` of them): names, limits, whether it is continuous. ``armature`` has one entry per generalized
     velocity (zero on the base) and is added to the mass-matrix diagonal as Pinocchio does.
+
+    ``mimic``: the joints that follow another (module docstring); empty, the default, when every joint is
+    independent. With mimic joints, the joint coordinates (``n``, ``s``, limits, ``continuous``, ``armature``) are
+    those of the independent joints only, ``actuated_joint_names`` names them, and ``expanded`` is the full tree.
     """
 
     name: str
@@ -177,6 +241,7 @@ class RobotModel:
     reference_postures: Mapping[str, Posture] = field(default_factory=dict)
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     source: str | None = None
+    mimic: tuple[Mimic, ...] = ()
     nb: int = field(init=False)
     n: int = field(init=False)
     nv: int = field(init=False)
@@ -184,6 +249,11 @@ class RobotModel:
     mf: np.ndarray = field(init=False, repr=False)
     packed: tuple = field(init=False, repr=False)
     dof_tables: tuple = field(init=False, repr=False)
+    expanded: "RobotModel" = field(init=False, repr=False)
+    """The full tree, every joint independent: the model itself when it has no mimic joint."""
+    mimic_map: MimicMap | None = field(init=False, repr=False)
+    """The map from this model's coordinates to ``expanded``'s; None without mimic joints."""
+    _coordinates: tuple = field(init=False, repr=False)
     _derived: dict = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -199,7 +269,10 @@ class RobotModel:
             raise ValueError("a floating-base model has exactly one free joint, on body 0; a fixed base has none")
         if self.floating_base and np.any(parent[1:] < 0):
             raise ValueError("a floating-base model has a single root body (body 0)")
-        n = nb - n_free
+        mimic = tuple(Mimic(str(j), str(p), float(mu), float(o)) for j, p, mu, o in (Mimic(*m) for m in self.mimic))
+        object.__setattr__(self, "mimic", mimic)
+        coordinates = _independent_joints(self.name, self.joint_names, jtype, mimic)
+        n = len(coordinates)
         nv = n + 6 * n_free
         for label, arr, shape in (
             ("joint_placement", self.joint_placement, (nb, 4, 4)),
@@ -216,9 +289,23 @@ class RobotModel:
             ("gravity", self.gravity, (3,)),
         ):
             if np.shape(arr) != shape:
-                raise ValueError(f"model {self.name!r}: {label} has shape {np.shape(arr)}, expected {shape}")
+                why = " (mimic joints have no coordinate)" if mimic and label != "gravity" else ""
+                raise ValueError(f"model {self.name!r}: {label} has shape {np.shape(arr)}, expected {shape}{why}")
         if len(self.joint_names) != nb:
             raise ValueError("one joint name per body is required (the free joint included)")
+        object.__setattr__(self, "_coordinates", coordinates)
+        object.__setattr__(self, "nb", nb)
+        object.__setattr__(self, "n", n)
+        object.__setattr__(self, "nv", nv)
+        if mimic:
+            full, mimic_map = _expand(self, coordinates)
+            object.__setattr__(self, "expanded", full)
+            object.__setattr__(self, "mimic_map", mimic_map)
+            for name in ("mi", "mf", "packed", "dof_tables"):
+                object.__setattr__(self, name, getattr(full, name))
+            return
+        object.__setattr__(self, "expanded", self)
+        object.__setattr__(self, "mimic_map", None)
 
         mi = np.zeros((nb, 4), dtype=np.int64)
         mf = np.zeros((nb, MF_COLS))
@@ -241,9 +328,6 @@ class RobotModel:
             mf[i, MF_H:MF_H + 3] = m * c
             mf[i, MF_IO:MF_IO + 6] = [Io[0, 0], Io[1, 1], Io[2, 2], Io[0, 1], Io[0, 2], Io[1, 2]]
         # Plain attributes, not properties: every kernel wrapper reads them on its hot path.
-        object.__setattr__(self, "nb", nb)
-        object.__setattr__(self, "n", n)
-        object.__setattr__(self, "nv", nv)
         object.__setattr__(self, "mi", _read_only(mi))
         object.__setattr__(self, "mf", _read_only(mf))
         arrays = ModelArrays(mi, mf, _read_only(np.array(self.gravity, dtype=np.float64)), bool(self.floating_base), n)
@@ -261,8 +345,18 @@ class RobotModel:
 
     @property
     def actuated_joint_names(self) -> tuple[str, ...]:
-        """Names of the 1-DoF joints, in the order of ``s``."""
-        return self.joint_names[1:] if self.floating_base else self.joint_names
+        """Names of the 1-DoF joints that have a coordinate (all but the mimic joints), in the order of ``s``."""
+        return self._coordinates
+
+    def expand_state(self, x: State | Trajectory) -> State | Trajectory:
+        """The state (or trajectory) of ``expanded``, the full tree, for a state of this model: each mimic joint at
+        ``multiplier * s[primary] + offset``, moving at ``multiplier`` times its primary's velocity. ``x`` itself
+        for a model without mimic joints."""
+        if self.mimic_map is None:
+            return x
+        m = self.mimic_map
+        s = np.asarray(x.s)[..., m.source] * m.multiplier + m.offset
+        return type(x)(x.H, s, np.asarray(x.v) @ m.G.T)
 
     def joint_index(self, name: str) -> int:
         """Index in ``s`` of the 1-DoF joint called ``name``."""
@@ -317,8 +411,72 @@ class RobotModel:
 
     def __repr__(self) -> str:
         base = "floating base" if self.floating_base else "fixed base"
-        return f"RobotModel({self.name!r}, {base}, n={self.n}, nv={self.nv}, bodies={self.nb}, frames={len(self.frames)})"
+        mimic = ""
+        if self.mimic:
+            mimic = ", mimic=[" + ", ".join(f"{m.joint} = {m.multiplier:g}*{m.primary}"
+                                            + (f" {'+' if m.offset >= 0 else '-'} {abs(m.offset):g}" if m.offset else "")
+                                            for m in self.mimic) + "]"
+        return (f"RobotModel({self.name!r}, {base}, n={self.n}, nv={self.nv}, bodies={self.nb}, "
+                f"frames={len(self.frames)}{mimic})")
 
 
 def _from_fields(cls: type, arguments: dict) -> RobotModel:
     return cls(**arguments)
+
+
+def _independent_joints(name: str, joint_names, jtype: np.ndarray, mimic: tuple[Mimic, ...]) -> tuple[str, ...]:
+    """The names of the 1-DoF joints that have a coordinate, in body order, after checking ``mimic``."""
+    moving = [j for j, t in zip(joint_names, jtype) if t != JOINT_FREE]
+    followers = {m.joint for m in mimic}
+    if len(followers) != len(mimic):
+        raise ValueError(f"model {name!r}: a joint is declared mimic twice")
+    for m in mimic:
+        for role, j in (("the joint", m.joint), ("its primary", m.primary)):
+            if j not in moving:
+                raise ValueError(f"model {name!r}: mimic joint {m.joint!r}: {role} {j!r} is not a 1-DoF joint of the "
+                                 "model")
+        if m.primary in followers:
+            raise ValueError(f"model {name!r}: mimic joint {m.joint!r} follows {m.primary!r}, itself a mimic joint "
+                             "(compose the two: multiplier m1*m2, offset m1*o2 + o1)")
+        if not np.isfinite(m.multiplier) or not np.isfinite(m.offset):
+            raise ValueError(f"model {name!r}: mimic joint {m.joint!r}: multiplier and offset must be finite")
+    return tuple(j for j in moving if j not in followers)
+
+
+def _expand(model: RobotModel, coordinates: tuple[str, ...]) -> tuple[RobotModel, MimicMap]:
+    """The full tree of a model with mimic joints (each joint independent) and the map to it."""
+    index = {j: k for k, j in enumerate(coordinates)}
+    rule = {m.joint: m for m in model.mimic}
+    moving = [j for j, t in zip(model.joint_names, model.joint_type) if t != JOINT_FREE]
+    n_full, base = len(moving), 6 if model.floating_base else 0
+    source = np.empty(n_full, dtype=np.int64)
+    multiplier, offset = np.ones(n_full), np.zeros(n_full)
+    for k, j in enumerate(moving):
+        m = rule.get(j)
+        source[k] = index[j if m is None else m.primary]
+        if m is not None:
+            multiplier[k], offset[k] = m.multiplier, m.offset
+    G = np.zeros((base + n_full, model.nv))
+    G[:base, :base] = np.eye(base)
+    G[base + np.arange(n_full), base + source] = multiplier
+    lower, upper = np.empty(n_full), np.empty(n_full)
+    for k in range(n_full):  # the range a mimic joint sweeps as its primary sweeps its own
+        lo, hi = model.lower_limit[source[k]], model.upper_limit[source[k]]
+        ends = (offset[k], offset[k]) if multiplier[k] == 0 else (multiplier[k] * lo + offset[k], multiplier[k] * hi + offset[k])
+        lower[k], upper[k] = min(ends), max(ends)
+    follower = np.array([j in rule for j in moving], dtype=bool)
+    armature = np.zeros(base + n_full)
+    armature[:base] = model.armature[:base]
+    armature[base:] = np.where(follower, 0.0, model.armature[base + source])  # a mimic joint has no rotor of its own
+    full = RobotModel(
+        name=model.name, floating_base=model.floating_base, body_names=model.body_names,
+        joint_names=model.joint_names, parent=model.parent, joint_type=model.joint_type,
+        joint_placement=model.joint_placement, axis=model.axis, mass=model.mass, com=model.com,
+        inertia=model.inertia, armature=armature, lower_limit=lower, upper_limit=upper,
+        velocity_limit=np.abs(multiplier) * model.velocity_limit[source],
+        effort_limit=np.where(follower, np.inf, model.effort_limit[source]),
+        continuous=model.continuous[source], frames=model.frames, visuals=model.visuals,
+        reference_postures={k: Posture(p.H, p.s[..., source] * multiplier + offset)
+                            for k, p in model.reference_postures.items()},
+        gravity=model.gravity, source=model.source)
+    return full, MimicMap(*(_read_only(a) for a in (source, multiplier, offset, G)))

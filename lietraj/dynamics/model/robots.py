@@ -26,6 +26,11 @@ The reference state (``model.reference_state()``) is the loader's ``q0`` for eve
 does; ``ur3_limited`` and ``ur3_gripper`` are UR3s.
 
 Cassie's loader reads an SDF file with closed kinematic loops: ``load_robot("cassie")`` says so.
+
+Mimic joints (panda's, baxter's and PR2's grippers, tiago_pro's, romeo's hands): ``load_robot(name)`` reads them as
+independent joints, as ``example_robot_data.load`` and Pinocchio do by default; ``load_robot(name, mimic=True)``
+makes them follow their primary joint with no coordinate of their own, as ``buildModelFromUrdf(path, mimic=True)``
+(``model.mimic`` lists them, and the model's repr shows them).
 """
 
 from __future__ import annotations
@@ -252,26 +257,29 @@ def available_robots() -> list[str]:
     return sorted(ROBOTS)
 
 
-def load_robot(name: str) -> RobotModel:
+def load_robot(name: str, mimic: bool = False) -> RobotModel:
     """Load a robot of example-robot-data by name (see ``available_robots()``), e.g. ``load_robot("talos")``.
 
-    Built as ``example_robot_data.load(name)`` builds it (module docstring), without Pinocchio. Models are cached:
-    calling twice returns the same (immutable) model. Raises ``RobotNotAvailable`` (a ``KeyError``) for a name the
-    package does not have, listing close names, and ``RobotNotSupported`` for a robot lietraj cannot represent.
+    Built as ``example_robot_data.load(name)`` builds it (module docstring), without Pinocchio. ``mimic``: False
+    (the default, as Pinocchio's and example-robot-data's) reads the URDF's mimic joints as independent joints;
+    True makes each follow ``multiplier * s[primary] + offset`` with no coordinate of its own (``model.mimic``
+    lists them; see ``load_urdf``). A robot without mimic joints is the same either way. Models are cached: calling
+    twice returns the same (immutable) model. Raises ``RobotNotAvailable`` (a ``KeyError``) for a name the package
+    does not have, listing close names, and ``RobotNotSupported`` for a robot lietraj cannot represent.
     """
     if name not in ROBOTS:
         close = difflib.get_close_matches(name, list(ROBOTS), n=5, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}? " if close else ""
         raise RobotNotAvailable(f"unknown robot {name!r}; {hint}available: {', '.join(available_robots())}")
-    return _load(name)
+    return _load(name, bool(mimic))
 
 
 @lru_cache(maxsize=None)
-def _load(name: str) -> RobotModel:
+def _load(name: str, mimic: bool = False) -> RobotModel:
     e = ROBOTS[name]
     root = robot_data_dir()
     model = load_urdf(root / e.path / e.urdf_subpath / e.urdf, floating_base=e.floating_base, name=name,
-                      package_dirs=[root.parent.parent])
+                      package_dirs=[root.parent.parent], mimic=mimic)
     if e.keep_bodies is not None:
         model = _first_bodies(model, e.keep_bodies)
     if e.base_rotation is not None:
@@ -293,8 +301,14 @@ def _load(name: str) -> RobotModel:
 def _first_bodies(model: RobotModel, nb: int) -> RobotModel:
     """The model restricted to its first ``nb`` bodies (a prefix of the depth-first order is a subtree)."""
     n_free = 1 if model.floating_base else 0
-    nj, nv = nb - n_free, nb + 5 * n_free
-    return model.replace(
+    kept = set(model.joint_names[:nb])
+    mimic = tuple(m for m in model.mimic if m.joint in kept)
+    if any(m.primary not in kept for m in mimic):
+        raise RobotNotSupported(f"{model.name}: the reduction drops the primary of a kept mimic joint")
+    followers = {m.joint for m in mimic}
+    nj = sum(j not in followers for j in model.joint_names[n_free:nb])  # the coordinates of a prefix are a prefix
+    nv = nj + 6 * n_free
+    return model.replace(mimic=mimic,
         body_names=model.body_names[:nb], joint_names=model.joint_names[:nb], parent=model.parent[:nb],
         joint_type=model.joint_type[:nb], joint_placement=model.joint_placement[:nb], axis=model.axis[:nb],
         mass=model.mass[:nb], com=model.com[:nb], inertia=model.inertia[:nb], armature=model.armature[:nv],

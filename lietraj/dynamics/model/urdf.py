@@ -5,7 +5,10 @@ the same file have the same joints in the same order: depth first from the root 
 taken in the order of their names (urdfdom keeps joints in a name-sorted map). Fixed joints are merged into
 their parent body (their inertia added to it), but every link and joint stays available as a frame.
 Continuous joints become revolute joints without limits (Pinocchio gives them a (cos, sin) coordinate;
-``pinocchio_interop`` converts). Mimic joints are loaded as independent joints, as Pinocchio does by default.
+``pinocchio_interop`` converts). Mimic joints (``<mimic joint=... multiplier=... offset=...>`` on a moving joint)
+are loaded as independent joints by default, as Pinocchio does; with ``mimic=True`` they follow their primary and add
+no coordinate (``RobotModel.mimic``), as Pinocchio's ``buildModelFromUrdf(path, mimic=True)``. A ``<mimic>`` on a
+fixed joint is ignored, as Pinocchio ignores it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from lietraj.dynamics.model.model import (
     JOINT_PRISMATIC,
     JOINT_REVOLUTE,
     Frame,
+    Mimic,
     Posture,
     RobotModel,
     Visual,
@@ -176,7 +180,7 @@ class _Body:
 
 
 def load_urdf(path: str | os.PathLike, floating_base: bool | None = None, *, name: str | None = None,
-              package_dirs: list[str | os.PathLike] | None = None) -> RobotModel:
+              package_dirs: list[str | os.PathLike] | None = None, mimic: bool = False) -> RobotModel:
     """Load a robot from a URDF file.
 
     ``floating_base``: True adds a free joint (SE(3)) under the root link, as Pinocchio's
@@ -184,8 +188,14 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | None = None, *, nam
     when the URDF itself attaches its root through a ``floating`` joint. ``package_dirs`` are searched to
     resolve ``package://`` mesh paths (the URDF's own ancestors are always searched).
 
+    ``mimic``: False (the default, as Pinocchio's) reads each ``<mimic>`` joint as an independent joint with its own
+    coordinate; True makes it follow ``multiplier * s[primary] + offset`` with no coordinate of its own
+    (``model.mimic`` lists them, ``model.n`` counts the independent joints: Pinocchio's ``mimic=True``). A mimic of
+    a mimic joint is composed into a mimic of the independent one.
+
     Raises ``URDFError`` naming the offending element for malformed files: bad numbers, unknown or
-    unsupported joint types, links with several parents, kinematic loops, several roots, broken inertias.
+    unsupported joint types, links with several parents, kinematic loops, several roots, broken inertias, a mimic
+    joint whose primary is not a moving joint of the tree (with ``mimic=True``).
     """
     path = Path(path).resolve()
     robot = _parse(path)
@@ -309,9 +319,10 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | None = None, *, nam
         warnings.warn(f"{path.name}: joints {massless} move no mass (their links carry no inertia): the mass "
                       "matrix is singular and forward dynamics undefined unless they get armature", stacklevel=2)
 
-    n = sum(b.jtype != JOINT_FREE for b in bodies)
-    nv = n + (6 if floating_base else 0)
-    joints = [b for b in bodies if b.jtype != JOINT_FREE]
+    rules = _mimic_rules(robot, bodies) if mimic else ()
+    followers = {m.joint for m in rules}
+    joints = [b for b in bodies if b.jtype != JOINT_FREE and b.joint not in followers]
+    nv = len(joints) + (6 if floating_base else 0)
     return RobotModel(
         name=name or robot.name or path.stem,
         floating_base=floating_base,
@@ -333,7 +344,38 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | None = None, *, nam
         frames=tuple(frames),
         visuals=tuple(visuals),
         source=str(path),
+        mimic=rules,
     )
+
+
+def _mimic_rules(robot, bodies: list[_Body]) -> tuple[Mimic, ...]:
+    """The ``<mimic>`` elements of the moving joints, in body order, each composed down to an independent joint."""
+    moving = {b.joint for b in bodies if b.jtype != JOINT_FREE}
+    declared = {}
+    for j in robot.joints:
+        if j.mimic is None or j.name not in moving:
+            continue
+        what = f"joint {j.name!r} <mimic>"
+        m, o = (1.0 if j.mimic.multiplier is None else float(j.mimic.multiplier),
+                0.0 if j.mimic.offset is None else float(j.mimic.offset))
+        _finite(what, [m, o])
+        if j.mimic.joint not in moving:
+            raise URDFError(f"{what}: its primary joint {j.mimic.joint!r} is not a moving joint of the tree")
+        declared[j.name] = (j.mimic.joint, m, o)
+    rules = []
+    for b in bodies:
+        if b.joint not in declared:
+            continue
+        primary, m, o = declared[b.joint]
+        seen = {b.joint}
+        while primary in declared:  # q_j = m (m2 q_p + o2) + o
+            if primary in seen:
+                raise URDFError(f"joint {b.joint!r} <mimic>: the mimic joints {sorted(seen)} follow each other in a loop")
+            seen.add(primary)
+            p2, m2, o2 = declared[primary]
+            primary, m, o = p2, m * m2, m * o2 + o
+        rules.append(Mimic(b.joint, primary, m, o))
+    return tuple(rules)
 
 
 def _subtree_is_massless(bodies: list[_Body], k: int) -> bool:

@@ -1,0 +1,286 @@
+"""Mimic joints (URDF ``<mimic>``) loaded with ``mimic=True``, against Pinocchio's ``buildModelFromUrdf(mimic=True)``.
+
+Pinocchio 4 computes RNEA, CRBA, forward kinematics, Jacobians and the centre of mass of a model with mimic joints,
+but not ABA nor any derivative: lietraj's ABA is checked against the solution of Pinocchio's reduced system
+``M a = tau - h``, and the first-order RNEA and ABA derivatives by geometric finite differences. The robots: panda
+(one prismatic finger), baxter (two, multiplier -1), PR2 (floating base, ten gripper joints, some following a joint
+on another branch) and tiago_pro (ten gripper joints), plus panda with a non-leaf revolute mimic joint and
+non-trivial multipliers and offsets.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+import lietraj
+from conftest import relative_error
+from lietraj.dynamics.algorithms.aba import aba
+from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives
+from lietraj.dynamics.algorithms.aba_second_order import aba_second_order_derivatives
+from lietraj.dynamics.algorithms.crba import mass_matrix
+from lietraj.dynamics.algorithms.extended_inverse_dynamics import extended_inverse_dynamics
+from lietraj.dynamics.algorithms.hybrid_dynamics import hybrid_dynamics
+from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix
+from lietraj.dynamics.algorithms.linearization import linearize
+from lietraj.dynamics.algorithms.rnea import rnea
+from lietraj.dynamics.algorithms.rnea_derivatives import rnea_derivatives
+from lietraj.dynamics.algorithms.rnea_second_order import rnea_second_order_derivatives
+from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
+from lietraj.dynamics.contacts.equilibrium import static_equilibrium
+from lietraj.dynamics.kinematics.center_of_mass import center_of_mass, center_of_mass_jacobian
+from lietraj.dynamics.kinematics.kinematics import (
+    frame_acceleration,
+    frame_jacobian,
+    frame_placements,
+    frame_velocity,
+)
+from lietraj.dynamics.kinematics.kinematics_derivatives import frame_placement_error
+from lietraj.dynamics.lie.finite_differences import numerical_jacobian
+from lietraj.dynamics.model.builder import chain
+from lietraj.dynamics.model.model import Mimic, MimicNotSupported
+from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
+from lietraj.dynamics.model.robots import ROBOTS, robot_data_dir
+from lietraj.dynamics.model.urdf import URDFError, load_urdf
+from lietraj.dynamics.model.workspace import Workspace
+
+TOL = 1e-10
+ROBOTS_WITH_MIMIC = ["panda", "baxter", "pr2", "tiago_pro"]
+
+
+def urdf_path(name: str) -> Path:
+    e = ROBOTS[name]
+    return robot_data_dir() / e.path / e.urdf_subpath / e.urdf
+
+
+def pin_mimic_model(name: str) -> pin.Model:
+    """Pinocchio's model of the robot with ``mimic=True`` (these loaders add nothing but a free-flyer)."""
+    e = ROBOTS[name]
+    assert not e.rotor_parameters and e.keep_bodies is None and e.base_rotation is None
+    path = str(urdf_path(name))
+    if e.floating_base:
+        return pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer(), mimic=True)
+    return pin.buildModelFromUrdf(path, mimic=True)
+
+
+@pytest.fixture(scope="module")
+def panda_variant(tmp_path_factory):
+    """panda.urdf with a revolute mimic joint that carries the rest of the arm (joint 5 follows joint 1) and a
+    finger with multiplier and offset."""
+    text = urdf_path("panda").read_text()
+    text = text.replace('<mimic joint="panda_finger_joint1"/>',
+                        '<mimic joint="panda_finger_joint1" multiplier="0.5" offset="0.01"/>')
+    start = text.index('<joint name="panda_joint5"')
+    end = text.index("</joint>", start)
+    text = text[:end] + '<mimic joint="panda_joint1" multiplier="-1.3" offset="0.4"/>\n' + text[end:]
+    path = tmp_path_factory.mktemp("mimic") / "panda_variant.urdf"
+    path.write_text(text)
+    return path
+
+
+def check_against_pinocchio(model, pm, rng):
+    pd = pm.createData()
+    frames = [(k, pm.getFrameId(f.name)) for k, f in enumerate(model.frames) if pm.existFrame(f.name)]
+    assert len(frames) > model.nb
+    end = model.frames[-1].name
+    fid = pm.getFrameId(end)
+    for _ in range(2):
+        x = model.state_space.random(rng)
+        a, tau, fext = rng.normal(size=model.nv), rng.normal(size=model.nv), rng.normal(size=(model.nb, 6))
+        q, v = to_pinocchio(model, x)
+        assert q.shape == (pm.nq,) and v.shape == (pm.nv,)
+        forces = [pin.Force.Zero()] + [pin.Force(f) for f in fext]
+        assert relative_error(rnea(model, x, a, fext), pin.rnea(pm, pd, q, v, a, forces)) < TOL
+        # fresh data: Pinocchio 4.0.0's crba with a mimic joint that has children (panda_variant) is wrong from the
+        # second call on the same Data (off by ~0.1 from its own RNEA), right on a new one
+        M = pin.crba(pm, pm.createData(), q).copy()
+        M = np.triu(M) + np.triu(M, 1).T
+        assert relative_error(mass_matrix(model, x), M) < TOL
+        h = pin.rnea(pm, pd, q, v, np.zeros(pm.nv), forces).copy()
+        assert relative_error(aba(model, x, tau, fext), np.linalg.solve(M, tau - h)) < TOL
+        assert relative_error(inverse_mass_matrix(model, x), np.linalg.inv(M)) < TOL
+        pin.forwardKinematics(pm, pd, q, v, a)
+        pin.updateFramePlacements(pm, pd)
+        P = frame_placements(model, x)
+        for k, f in frames:
+            assert relative_error(P[k], pd.oMf[f].homogeneous) < TOL
+        assert relative_error(frame_velocity(model, x, end), pin.getFrameVelocity(pm, pd, fid).vector) < TOL
+        assert relative_error(frame_acceleration(model, x, a, end, "world"),
+                              pin.getFrameAcceleration(pm, pd, fid, pin.WORLD).vector) < TOL
+        assert relative_error(frame_jacobian(model, x, end, "local_world_aligned"),
+                              pin.computeFrameJacobian(pm, pd, q, fid, pin.LOCAL_WORLD_ALIGNED)) < TOL
+        assert relative_error(center_of_mass(model, x), pin.centerOfMass(pm, pd, q)) < TOL
+        assert relative_error(center_of_mass_jacobian(model, x), pin.jacobianCenterOfMass(pm, pd, q)) < TOL
+
+
+@pytest.mark.parametrize("name", ROBOTS_WITH_MIMIC)
+def test_matches_pinocchio_with_mimic(name, rng):
+    model, pm = lietraj.load_robot(name, mimic=True), pin_mimic_model(name)
+    assert model.nv == pm.nv and model.n < lietraj.load_robot(name).n
+    assert sorted(m.joint for m in model.mimic) == sorted(pm.names[j] for j in pm.mimicking_joints)
+    check_against_pinocchio(model, pm, rng)
+
+
+def test_multiplier_offset_and_non_leaf_mimic_match_pinocchio(panda_variant, rng):
+    model = load_urdf(panda_variant, mimic=True)
+    assert model.mimic == (Mimic("panda_joint5", "panda_joint1", -1.3, 0.4),
+                           Mimic("panda_finger_joint2", "panda_finger_joint1", 0.5, 0.01))
+    check_against_pinocchio(model, pin.buildModelFromUrdf(str(panda_variant), mimic=True), rng)
+
+
+def test_mimic_joint_follows_its_primary(panda_variant, rng):
+    model = load_urdf(panda_variant, mimic=True)
+    x = model.state_space.random(rng)
+    full = model.expand_state(x)
+    names = model.expanded.actuated_joint_names
+    s, v = dict(zip(names, full.s)), dict(zip(names, full.v))
+    assert s["panda_joint5"] == pytest.approx(-1.3 * s["panda_joint1"] + 0.4)
+    assert v["panda_joint5"] == pytest.approx(-1.3 * v["panda_joint1"])
+    assert s["panda_finger_joint2"] == pytest.approx(0.5 * s["panda_finger_joint1"] + 0.01)
+    assert model.actuated_joint_names == tuple(j for j in names if j not in ("panda_joint5", "panda_finger_joint2"))
+
+
+@pytest.mark.parametrize("name, fext_reference", [("panda", "local"), ("baxter", "world"), ("pr2", "world"),
+                                                  ("tiago_pro", "local")])
+def test_first_order_derivatives_match_finite_differences(name, fext_reference, rng):
+    model = lietraj.load_robot(name, mimic=True)
+    nv = model.nv
+    x = model.state_space.random(rng)
+    a, tau, fext = rng.normal(size=nv), rng.normal(size=nv), rng.normal(size=(model.nb, 6))
+    d = rnea_derivatives(model, x, a, fext, fext_reference)
+    J = numerical_jacobian(lambda y: rnea(model, y, a, fext, fext_reference), x, eps=1e-5)
+    assert relative_error(d.dtau_dq, J[:, :nv]) < 1e-6
+    assert relative_error(d.dtau_dv, J[:, nv:]) < 1e-6
+    assert relative_error(d.M, mass_matrix(model, x)) < TOL
+    assert relative_error(d.tau, rnea(model, x, a, fext, fext_reference)) < TOL
+    f = aba_derivatives(model, x, tau, fext, fext_reference)
+    J = numerical_jacobian(lambda y: aba(model, y, tau, fext, fext_reference), x, eps=1e-4)
+    assert relative_error(f.da_dq, J[:, :nv]) < 1e-6
+    assert relative_error(f.da_dv, J[:, nv:]) < 1e-6
+    assert relative_error(f.da_dtau, inverse_mass_matrix(model, x)) < TOL
+    assert relative_error(f.a, aba(model, x, tau, fext, fext_reference)) < TOL
+
+
+def test_linearization_and_kinematics_derivatives_match_finite_differences(panda_variant, rng):
+    model = load_urdf(panda_variant, mimic=True)
+    x, u = model.state_space.random(rng), rng.normal(size=model.n)
+    lin = linearize(model, x, u)
+    J = numerical_jacobian(lambda y: aba(model, y, u), x, eps=1e-5)
+    assert relative_error(lin.A[model.nv:], J) < 1e-6
+    target = lietraj.dynamics.se3.random(rng)
+    e = frame_placement_error(model, x, "panda_hand", target)
+    J = numerical_jacobian(lambda y: frame_placement_error(model, y, "panda_hand", target).residual, x)
+    assert relative_error(e.jacobian, J[:, :model.nv]) < 1e-6
+
+
+def test_trajectories_and_workspaces(rng):
+    model = lietraj.load_robot("pr2", mimic=True)
+    X = model.state_space.random_trajectory(3, rng)
+    A = rng.normal(size=(3, model.nv))
+    ws = Workspace(model)
+    TAU = rnea(model, X, A, workspace=ws)
+    D = aba_derivatives(model, X, TAU, workspace=ws)
+    for k in range(3):
+        assert relative_error(TAU[k], rnea(model, X[k], A[k], workspace=ws)) < 1e-12
+        assert relative_error(D.a[k], A[k]) < 1e-9
+        assert relative_error(mass_matrix(model, X)[k], mass_matrix(model, X[k])) < 1e-12
+    with pytest.raises(ValueError, match="another model"):
+        rnea(model, X[0], A[0], workspace=Workspace(lietraj.load_robot("pr2")))
+
+
+@pytest.mark.filterwarnings("ignore:romeo.urdf. joints .* move no mass")
+def test_mimic_before_its_primary_agrees_with_the_independent_model(rng):
+    """romeo's finger joints follow LHand, which comes after them in depth-first order (Pinocchio refuses the file
+    with mimic=True): inverse dynamics equal G^T ID of the model read with independent joints, G built here."""
+    model, free = lietraj.load_robot("romeo", mimic=True), lietraj.load_robot("romeo")
+    names, rule = free.actuated_joint_names, {m.joint: m for m in model.mimic}
+    assert names.index("LFinger21") < names.index("LHand")
+    G = np.zeros((free.nv, model.nv))
+    G[:6, :6] = np.eye(6)
+    for k, j in enumerate(names):
+        m = rule.get(j, Mimic(j, j))
+        G[6 + k, 6 + model.actuated_joint_names.index(m.primary)] = m.multiplier
+    x, a = model.state_space.random(rng), rng.normal(size=model.nv)
+    offsets = np.array([rule[j].offset if j in rule else 0.0 for j in names])
+    x_free = lietraj.State(x.H, G[6:, 6:] @ x.s + offsets, G @ x.v)
+    assert relative_error(rnea(model, x, a), G.T @ rnea(free, x_free, G @ a)) < 1e-12
+    assert relative_error(mass_matrix(model, x), G.T @ mass_matrix(free, x_free) @ G) < 1e-12
+
+
+def test_loading_says_which_behaviour_a_model_has():
+    assert lietraj.load_robot("panda").mimic == () and lietraj.load_robot("panda").n == 9
+    model = lietraj.load_robot("panda", mimic=True)
+    assert model.mimic == (Mimic("panda_finger_joint2", "panda_finger_joint1", 1.0, 0.0),)
+    assert "mimic=[panda_finger_joint2 = 1*panda_finger_joint1]" in repr(model)
+    assert "mimic" not in repr(lietraj.load_robot("panda"))
+    assert model.expanded.n == 9 and model.expanded.mimic == ()
+    assert lietraj.load_robot("panda", mimic=True) is model
+    assert lietraj.load_robot("ur5", mimic=True).n == lietraj.load_robot("ur5").n
+    # talos declares <mimic> on fixed joints only: nothing follows anything, as in Pinocchio
+    assert lietraj.load_robot("talos", mimic=True).mimic == ()
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy.mimic == model.mimic and copy.n == 8 and copy.expanded.n == 9
+
+
+def test_reference_posture_is_the_srdf_one_without_mimic_coordinates():
+    model, free = lietraj.load_robot("panda", mimic=True), lietraj.load_robot("panda")
+    k = free.joint_index("panda_finger_joint2")
+    np.testing.assert_array_equal(model.reference_state().s, np.delete(free.reference_state().s, k))
+
+
+def test_model_checks_its_mimic_declarations():
+    model = chain(3)
+    reduced = {k: getattr(model, k)[:2] for k in ("lower_limit", "upper_limit", "velocity_limit", "effort_limit",
+                                                  "continuous", "armature")}
+    assert model.replace(mimic=[("link3_joint", "link1_joint")], **reduced).n == 2
+    with pytest.raises(ValueError, match="armature has shape .3,., expected .2,. .mimic joints have no coordinate"):
+        model.replace(mimic=[("link3_joint", "link1_joint")])
+    for mimic, message in [([("link3_joint", "nope")], "its primary 'nope' is not a 1-DoF joint"),
+                           ([("link3_joint", "link1_joint"), ("link3_joint", "link2_joint")], "declared mimic twice"),
+                           ([("link2_joint", "link3_joint"), ("link3_joint", "link1_joint")], "itself a mimic joint")]:
+        with pytest.raises(ValueError, match=message):
+            model.replace(mimic=mimic, **reduced)
+
+
+def test_a_primary_that_is_not_a_moving_joint_is_refused():
+    with pytest.raises(URDFError, match="'index_q1'"):  # alex_psyonic_hands names a primary it does not have
+        lietraj.load_robot("alex_psyonic_hands", mimic=True)
+
+
+def test_mimic_of_a_mimic_is_composed(panda_variant, tmp_path, rng):
+    text = panda_variant.read_text()
+    start = text.index('<joint name="panda_joint7"')
+    end = text.index("</joint>", start)
+    chained = tmp_path / "chained.urdf"
+    chained.write_text(text[:end] + '<mimic joint="panda_joint5" multiplier="2.0" offset="-0.2"/>\n' + text[end:])
+    direct = tmp_path / "direct.urdf"
+    direct.write_text(text[:end] + '<mimic joint="panda_joint1" multiplier="-2.6" offset="0.6"/>\n' + text[end:])
+    a, b = load_urdf(chained, mimic=True), load_urdf(direct, mimic=True)
+    (j, p, m, o), = [r for r in a.mimic if r.joint == "panda_joint7"]
+    assert (j, p) == ("panda_joint7", "panda_joint1") and (m, o) == pytest.approx((-2.6, 0.6), abs=1e-15)
+    x = a.state_space.random(rng)
+    assert relative_error(rnea(a, x, x.v), rnea(b, x, x.v)) < 1e-13
+    looped = tmp_path / "looped.urdf"  # joint 5 follows joint 7, which follows joint 5
+    text = text.replace('<mimic joint="panda_joint1" multiplier="-1.3" offset="0.4"/>', '<mimic joint="panda_joint7"/>')
+    end = text.index("</joint>", text.index('<joint name="panda_joint7"'))
+    looped.write_text(text[:end] + '<mimic joint="panda_joint5"/>\n' + text[end:])
+    with pytest.raises(URDFError, match="loop"):
+        load_urdf(looped, mimic=True)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x: rnea_second_order_derivatives(m, x, np.zeros(m.nv)),
+    lambda m, x: aba_second_order_derivatives(m, x, np.zeros(m.nv)),
+    lambda m, x: extended_inverse_dynamics(m, x, np.zeros(m.nv)),
+    lambda m, x: hybrid_dynamics(m, x, np.zeros(m.nv, bool), np.zeros(m.nv), np.zeros(m.nv)),
+    lambda m, x: contact_dynamics(m, x, np.zeros(m.nv), [Contact("base_link", "6d")]),
+    lambda m, x: static_equilibrium(m, x, ["base_link"]),
+], ids=["rnea_second_order", "aba_second_order", "extended_id", "hybrid", "contact_dynamics", "static_equilibrium"])
+def test_unsupported_algorithms_refuse_a_model_with_mimic_joints(call):
+    model = lietraj.load_robot("pr2", mimic=True)
+    with pytest.raises(MimicNotSupported, match="l_gripper_r_finger_joint .follows l_gripper_l_finger_joint.*mimic=False"):
+        call(model, model.reference_state())
