@@ -272,6 +272,18 @@ def test_mimic_of_a_mimic_is_composed(panda_variant, tmp_path, rng):
         load_urdf(looped, mimic=True)
 
 
+def test_no_kernel_reads_a_mimic_model_with_its_full_tree_layout():
+    """A caller that hands ``model.packed`` to a kernel itself (a solver's compiled rollout) would have the kernel
+    read the joint positions of a state of the model with the full tree's layout: the arrays are refused."""
+    model = lietraj.load_robot("panda", mimic=True)
+    for name in ("packed", "dof_tables", "mi", "mf"):
+        with pytest.raises(MimicNotSupported, match=f"model.{name}: .*panda_finger_joint2"):
+            getattr(model, name)
+    assert model.expanded.packed[0].shape == (model.nb, 4)
+    with pytest.raises(AttributeError, match="no_such"):
+        model.no_such
+
+
 @pytest.mark.parametrize("call", [
     lambda m, x: rnea_second_order_derivatives(m, x, np.zeros(m.nv)),
     lambda m, x: aba_second_order_derivatives(m, x, np.zeros(m.nv)),

@@ -27,7 +27,8 @@ another: ``RobotModel.mimic`` holds ``Mimic(joint, primary, multiplier, offset)`
 ``multiplier * s[primary] + offset``; such a joint adds no coordinate, so ``n``, ``nv``, ``s`` and the
 per-coordinate arrays (limits, armature) count the independent joints only, in body order (Pinocchio's
 ``mimic=True`` layout). The bodies, joints and frames are those of the whole tree, and ``model.expanded`` is the same
-tree with every joint independent (its ``packed`` arrays are the ones a mimic model hands to the kernels). The map
+tree with every joint independent, whose ``packed`` arrays the kernels read (a mimic model has none of its own:
+reading them raises ``MimicNotSupported``, so that no kernel reads a state of the model with its full tree's layout). The map
 between the two is affine, ``s_full = G_s s + o``, ``v_full = G v`` (``MimicMap``; ``G`` keeps the base block), so
 
     tau = G^T ID_full(G_s s + o, G v, G a),   M = G^T M_full G,   a = M^{-1} (tau - G^T h_full),
@@ -153,9 +154,12 @@ class MimicNotSupported(ValueError):
 def refuse_mimic(model: "RobotModel", what: str) -> None:
     """Raise ``MimicNotSupported`` if ``model`` has mimic joints: for the algorithms that do not support them."""
     if model.mimic:
-        joints = ", ".join(f"{m.joint} (follows {m.primary})" for m in model.mimic)
-        raise MimicNotSupported(f"{what}({model.name}): not supported for a model with mimic joints: {joints}; load it "
-                                "with mimic=False to treat them as independent joints")
+        raise MimicNotSupported(f"{what}({model.name}): not supported for a model with mimic joints: "
+                                f"{_followers(model)}; load it with mimic=False to treat them as independent joints")
+
+
+def _followers(model: "RobotModel") -> str:
+    return ", ".join(f"{m.joint} (follows {m.primary})" for m in model.mimic)
 
 
 @dataclass(frozen=True, eq=False)
@@ -297,12 +301,10 @@ class RobotModel:
         object.__setattr__(self, "nb", nb)
         object.__setattr__(self, "n", n)
         object.__setattr__(self, "nv", nv)
-        if mimic:
+        if mimic:  # no packed arrays of its own: ``__getattr__`` refuses a kernel caller that does not know mimic joints
             full, mimic_map = _expand(self, coordinates)
             object.__setattr__(self, "expanded", full)
             object.__setattr__(self, "mimic_map", mimic_map)
-            for name in ("mi", "mf", "packed", "dof_tables"):
-                object.__setattr__(self, name, getattr(full, name))
             return
         object.__setattr__(self, "expanded", self)
         object.__setattr__(self, "mimic_map", None)
@@ -333,6 +335,16 @@ class RobotModel:
         arrays = ModelArrays(mi, mf, _read_only(np.array(self.gravity, dtype=np.float64)), bool(self.floating_base), n)
         object.__setattr__(self, "packed", tuple(arrays))
         object.__setattr__(self, "dof_tables", (_read_only(_subtree_end(mi)), _read_only(_dof_parent(mi, nv))))
+
+    def __getattr__(self, name: str):
+        # Only reached for an attribute the instance lacks: the packed arrays of a model with mimic joints. A kernel
+        # given its full tree's arrays with a state of this model would read the joint positions out of bounds.
+        if name in _PACKED and self.__dict__.get("mimic"):
+            raise MimicNotSupported(f"{self.name}: model.{name}: a model with mimic joints ({_followers(self)}) has no "
+                                    "packed arrays of its own, and the code reading them does not support mimic joints "
+                                    "(the kernels take model.expanded's, at model.expand_state(x)); load the model with "
+                                    "mimic=False to treat them as independent joints")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def state_space(self) -> StateSpace:
@@ -418,6 +430,9 @@ class RobotModel:
                                             for m in self.mimic) + "]"
         return (f"RobotModel({self.name!r}, {base}, n={self.n}, nv={self.nv}, bodies={self.nb}, "
                 f"frames={len(self.frames)}{mimic})")
+
+
+_PACKED = frozenset({"mi", "mf", "packed", "dof_tables"})
 
 
 def _from_fields(cls: type, arguments: dict) -> RobotModel:
