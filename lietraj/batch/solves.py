@@ -79,10 +79,10 @@ def _worker_name() -> str:
 
 
 def solve_one(problem: str | Callable, robot: str | None, parameters: Mapping, solver: str | None = None,
-              options: Mapping | None = None) -> tuple[dict, SolverResult | None]:
+              options: Mapping | None = None, keep_solution: bool = True) -> tuple[dict, SolverResult | None]:
     """Build ``problem`` at ``parameters`` and solve it (one thread unless ``options`` says ``threads``): its row
-    (module docstring, without the parameters) and its solution (None unless finite; the history keeps its scalars,
-    not its iterates). Never raises for the problem's sake: an exception is the row's "error"."""
+    (module docstring, without the parameters) and, if ``keep_solution``, its solution (None unless finite; the history
+    keeps its scalars, not its iterates). Never raises for the problem's sake: an exception is the row's "error"."""
     start = time.perf_counter()
     row, solution = _empty_row(status="error", worker=_worker_name()), None
     try:
@@ -102,7 +102,8 @@ def solve_one(problem: str | Callable, robot: str | None, parameters: Mapping, s
                 row["message"] = f"{row['message']}; no metrics: {e}".lstrip("; ")
             else:
                 row.update({k: float(v) for k, v in metrics.items() if k not in row and k != "converged"})
-            solution = replace(result, history=[replace(h, xs=None, us=None) for h in result.history])
+            if keep_solution:
+                solution = replace(result, history=[replace(h, xs=None, us=None) for h in result.history])
     except Exception as e:  # the batch goes on: a failing solve is a row
         row["message"] = f"{type(e).__name__}: {e}"
     row["wall_time"] = time.perf_counter() - start
@@ -124,10 +125,22 @@ def _prime(problem: str | Callable, robot: str | None, parameters: Mapping, solv
         return 0.0
     try:
         example = _build(problem, robot, parameters)
-    except Exception:  # the solves report it, row by row
-        return time.perf_counter() - start
-    run_stages(example.problem, example.xs0, example.us0, solver or example.solver, stages)
+        run_stages(example.problem, example.xs0, example.us0, solver or example.solver, stages)
+    except Exception:  # the solves report it, row by row, and compile what is left
+        pass
     return time.perf_counter() - start
+
+
+def _primed(problem: str | Callable, robot: str | None, solver: str | None, *seconds: float) -> float:
+    """The compile time of the ``_prime`` tasks; a ready problem's cache is marked warm once they compiled."""
+    if max(seconds) > 0 and isinstance(problem, str):
+        mark_warm(_spec(problem, robot, solver))
+    return max(seconds)
+
+
+def _solve_after(compiled: float, *arguments) -> tuple[dict, SolverResult | None]:
+    """``solve_one(*arguments)``, a task that Dask starts once the compiling (``compiled``, its seconds) is done."""
+    return solve_one(*arguments)
 
 
 def _spec(problem: str, robot: str | None, solver: str | None) -> Spec:
@@ -211,15 +224,17 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
     from distributed import as_completed
     from distributed.scheduler import KilledWorker
 
+    start = time.perf_counter()
     stages = stages_for(solver or (PROBLEMS[problem].solver if isinstance(problem, str) else "fddp"))
     parts = [tuple(s for s in stages if s in _WORKER_STAGES), tuple(s for s in stages if s not in _WORKER_STAGES)]
     primes = [client.submit(_prime, problem, robot, points[0], solver, part, pure=False) for part in parts]
-    compile_time = max(client.gather(primes))
-    if compile_time > 0 and isinstance(problem, str):
-        client.submit(mark_warm, _spec(problem, robot, solver), pure=False).result()
-
-    start = time.perf_counter()
-    futures = {client.submit(solve_one, problem, robot, p, solver, options, pure=False): i for i, p in enumerate(points)}
+    # The solves wait for the compiling in the scheduler, which starts them as it ends, not in this process, which
+    # would add a round trip. A solution crosses the network only when it is asked for: a row is a few hundred
+    # bytes, a solution ~100 kB.
+    primed = client.submit(_primed, problem, robot, solver, *primes, pure=False)
+    send = keep_solutions or on_result is not None
+    futures = {client.submit(_solve_after, primed, problem, robot, p, solver, options, send, pure=False): i
+               for i, p in enumerate(points)}
     rows: list[dict] = [{}] * len(points)
     solutions: list[SolverResult | None] = [None] * len(points)
     try:
@@ -239,7 +254,7 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
         if futures:
             client.cancel(list(futures))
     parameters = list(dict.fromkeys(k for p in points for k in p))
-    return BatchResult(table_of(rows, parameters), solutions if keep_solutions else [], compile_time,
+    return BatchResult(table_of(rows, parameters), solutions if keep_solutions else [], primed.result(),
                        time.perf_counter() - start)
 
 
