@@ -66,7 +66,7 @@ from lietraj.dynamics.kinematics.kinematics import (
     frame_velocity,
 )
 from lietraj.dynamics.model.mjcf import MJCFError, load_mjcf
-from lietraj.dynamics.model.model import Frame, ModelArrays, Posture, RobotModel, Visual
+from lietraj.dynamics.model.model import Frame, Mimic, MimicNotSupported, ModelArrays, Posture, RobotModel, Visual
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
 from lietraj.dynamics.algorithms.rnea_derivatives import (
@@ -89,7 +89,8 @@ __all__ = [
     "ForwardDynamicsDerivatives", "ForwardDynamicsHessian", "ForwardDynamicsSecondOrder", "Frame",
     "FrameAccelerationDerivatives", "FramePlacementError", "HybridDerivatives", "HybridResult",
     "ImpulseDynamicsDerivatives", "ImpulseDynamicsHessian", "ImpulseDynamicsResult", "InverseDynamicsDerivatives",
-    "InverseDynamicsHessian", "InverseDynamicsSecondOrder", "Linearization", "MJCFError", "ModelArrays", "Posture", "RobotModel",
+    "InverseDynamicsHessian", "InverseDynamicsSecondOrder", "Linearization", "MJCFError", "Mimic", "MimicNotSupported",
+    "ModelArrays", "Posture", "RobotModel",
     "State", "StateSpace", "Trajectory", "URDFError", "Visual", "Workspace", "aba", "aba_derivatives", "aba_hessian_contraction",
     "aba_second_order_derivatives", "available_robots", "body_placements", "center_of_mass",
     "center_of_mass_derivatives", "center_of_mass_jacobian", "center_of_mass_velocity", "contact_dynamics",
