@@ -59,25 +59,31 @@ def random_state(robot, rng) -> State:
 
 def check_against_mujoco(robot, mj, seed: int = 0, states: int = 2) -> None:
     """Mass matrix, bias, RNEA with acceleration, and the placements of every body, site and hinge frame equal
-    MuJoCo's at random states."""
-    maps, data, rng = mujoco_maps(robot, mj), mujoco.MjData(mj), np.random.default_rng(seed)
+    MuJoCo's at random states. MuJoCo keeps a mimic joint's coordinate (bound by its joint equality): its quantities
+    are those of ``robot.expanded``, contracted by the mimic map ``G`` (``M = Gᵀ M_full G``, ``τ = Gᵀ τ_full``)."""
+    full = robot.expanded
+    G = np.eye(robot.nv) if robot.mimic_map is None else robot.mimic_map.G
+    maps, data, rng = mujoco_maps(full, mj), mujoco.MjData(mj), np.random.default_rng(seed)
     for _ in range(states):
         x = random_state(robot, rng)
-        data.qpos[:], data.qvel[:] = maps.to_mujoco(x)
+        x_full = robot.expand_state(x)
+        data.qpos[:], data.qvel[:] = maps.to_mujoco(x_full)
         mujoco.mj_forward(mj, data)
-        T = maps.velocity_map(x)
+        T = maps.velocity_map(x_full) @ G
         M_mj = np.zeros((mj.nv, mj.nv))
         mujoco.mj_fullM(mj, data, M_mj)
         assert relative_error(mass_matrix(robot, x), T.T @ M_mj @ T) < TOL
         # qfrc_bias is the force at zero qacc: lietraj's acceleration there is not zero for a floating base.
-        at_rest = maps.acceleration_from_mujoco(x, np.zeros(mj.nv))
-        assert relative_error(rnea(robot, x, at_rest), maps.force_from_mujoco(x, data.qfrc_bias)) < TOL
+        at_rest = np.zeros(robot.nv)
+        at_rest[:robot.nv - robot.n] = maps.acceleration_from_mujoco(x_full, np.zeros(mj.nv))[:robot.nv - robot.n]
+        bias = G.T @ maps.force_from_mujoco(x_full, data.qfrc_bias)
+        assert relative_error(rnea(robot, x, at_rest), bias) < TOL
         a = rng.standard_normal(robot.nv)
-        data.qacc[:] = maps.acceleration_to_mujoco(x, a)
+        data.qacc[:] = maps.acceleration_to_mujoco(x_full, G @ a)
         qfrc = np.zeros(mj.nv)
         mujoco.mj_rne(mj, data, 1, qfrc)
         qfrc += mj.dof_armature * data.qacc  # mj_rne leaves the armature to mj_inverse
-        assert relative_error(rnea(robot, x, a), maps.force_from_mujoco(x, qfrc)) < TOL
+        assert relative_error(rnea(robot, x, a), G.T @ maps.force_from_mujoco(x_full, qfrc)) < TOL
 
         placements = frame_placements(robot, x)
         for frame, H in zip(robot.frames, placements):
@@ -251,11 +257,68 @@ def test_what_lietraj_cannot_represent_is_refused_naming_the_element(world, mess
         load_mjcf(mj)
 
 
-def test_equality_constraints_are_refused_naming_the_constraint():
-    xml = ("<mujoco><worldbody>" + _body("a", '<joint name="ha"/>') + _body("b", '<joint name="hb"/>') +
-           '</worldbody><equality><joint name="coupling" joint1="ha" joint2="hb"/></equality></mujoco>')
-    with pytest.raises(MJCFError, match="equality constraint 'coupling' \\(joint\\)"):
-        load_mjcf(mujoco.MjModel.from_xml_string(xml))
+def _two_hinges(equality: str) -> str:
+    return ("<mujoco><worldbody>" + _body("a", '<joint name="ha"/>') + _body("b", '<joint name="hb"/>') +
+            "</worldbody><equality>" + equality + "</equality></mujoco>")
+
+
+@pytest.mark.parametrize("equality, message", [
+    ('<connect name="loop" body1="a" body2="b" anchor="0 0 0"/>', "equality constraint 'loop' \\(connect\\)"),
+    ('<weld name="glue" body1="a" body2="b"/>', "equality constraint 'glue' \\(weld\\)"),
+    ('<joint name="lock" joint1="ha"/>', "'lock' \\(joint\\): it holds joint 'ha' at a position"),
+    ('<joint name="cam" joint1="hb" joint2="ha" polycoef="0 1 0.5 0 0"/>', "'cam' .*polynomial of degree > 1"),
+    ('<joint name="later" joint1="hb" joint2="ha" active="false"/>', "'later' .*inactive"),
+    ('<joint name="ab" joint1="hb" joint2="ha"/><joint name="ba" joint1="ha" joint2="hb"/>', "loop"),
+])
+def test_equality_constraints_other_than_linear_joint_couplings_are_refused_by_name(equality, message):
+    with pytest.raises(MJCFError, match=message):
+        load_mjcf(mujoco.MjModel.from_xml_string(_two_hinges(equality)))
+
+
+COUPLED = """
+<mujoco model="coupled">
+  <compiler angle="radian"/>
+  <worldbody>
+    <body name="root" pos="0 0 1"><freejoint name="root"/><geom type="box" size="0.2 0.1 0.05"/>
+      <body name="proximal" pos="0.2 0 0">
+        <joint name="drive" axis="0 1 0" ref="0.2" range="-1 2" armature="0.1"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.03"/>
+        <body name="distal" pos="0.2 0 0">
+          <joint name="follow" axis="0 1 0" ref="-0.1" range="-0.5 0.5" armature="0.02"/>
+          <geom type="capsule" fromto="0 0 0 0.15 0 0" size="0.025"/>
+          <body name="tip" pos="0.15 0 0">
+            <joint name="extend" type="slide" axis="1 0 0" armature="0.03"/>
+            <geom type="sphere" size="0.03"/><site name="fingertip"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <equality>
+    <joint joint1="follow" joint2="drive" polycoef="0.05 -0.5 0 0 0"/>
+    <joint joint1="extend" joint2="follow" polycoef="0.01 0.2 0 0 0"/>
+  </equality>
+</mujoco>
+"""
+
+
+def test_linear_joint_equalities_are_mimic_joints_with_mujocos_dynamics():
+    """MuJoCo's joint equality ``y - y0 = a0 + a1 (x - x0)`` is a mimic joint (composed down a chain of them):
+    lietraj's reduced dynamics equal MuJoCo's full ones contracted by the coupling, the followers' armature and
+    ranges carried to their primary."""
+    mj = mujoco.MjModel.from_xml_string(COUPLED)
+    robot = load_mjcf(mj)
+    assert robot.actuated_joint_names == ("drive",) and robot.nv == 7
+    (follow, follow_offset), (extend, extend_offset) = [(m, m.offset) for m in robot.mimic]
+    assert (follow.joint, follow.primary, follow.multiplier) == ("follow", "drive", -0.5)
+    assert follow_offset == pytest.approx(-0.1 + 0.05 + 0.5 * 0.2)
+    assert (extend.joint, extend.primary, extend.multiplier) == ("extend", "drive", pytest.approx(-0.1))
+    assert extend_offset == pytest.approx(0.2 * follow_offset + 0.01 - 0.2 * -0.1)
+    assert robot.armature[6] == pytest.approx(0.1 + 0.25 * 0.02 + 0.01 * 0.03)
+    # follow = -0.5 drive + o in [-0.5, 0.5] bounds drive to [2 (o - 0.5), 2 (o + 0.5)] within its own [-1, 2].
+    np.testing.assert_allclose([robot.lower_limit[0], robot.upper_limit[0]],
+                               [max(-1, 2 * (follow_offset - 0.5)), min(2, 2 * (follow_offset + 0.5))])
+    check_against_mujoco(robot, mj, seed=7, states=3)
 
 
 def test_files_mujoco_cannot_compile_or_find_are_reported(tmp_path):
@@ -298,15 +361,16 @@ def check_same_robot(reference, other, tol: float, seed: int = 0) -> None:
         np.testing.assert_allclose(G[other.frame_index(name)], F[reference.frame_index(name)], atol=tol, err_msg=name)
 
 
-@pytest.mark.parametrize("name", ["solo12", "ur5", "talos_legs", "anymal"])
+@pytest.mark.parametrize("name", ["solo12", "ur5", "talos_legs", "anymal", "panda"])
 def test_urdf_robots_converted_by_mujoco_have_the_urdf_dynamics(name, tmp_path):
     """example-robot-data's URDF compiled by MuJoCo (``build_mujoco_model``), read back by load_mjcf: the MjModel
     gives load_robot's dynamics to 1e-10 (the ANYmal's base with the isotropic 3e-6 kg m² build_mujoco_model adds so
-    that MuJoCo accepts its inertia: ``equivalent_robot``); its MJCF file, which MuJoCo writes with six significant
-    digits, gives MuJoCo's dynamics of that file to 1e-8 and the URDF's to the file's precision."""
-    robot = lietraj.load_robot(name)
-    plant = build_mujoco_model(robot)
-    reference = plant.equivalent_robot()
+    that MuJoCo accepts its inertia: ``equivalent_robot``; the panda's mimic finger, a joint equality in MuJoCo, as
+    ``load_robot(name, mimic=True)``); its MJCF file, which MuJoCo writes with six significant digits, gives MuJoCo's
+    dynamics of that file to 1e-8 and the URDF's to the file's precision."""
+    plant = build_mujoco_model(lietraj.load_robot(name))
+    robot = lietraj.load_robot(name, mimic=bool(plant.model.neq))
+    reference = robot.replace(inertia=plant.equivalent_robot().inertia)
     converted = load_mjcf(plant.model)
     check_same_robot(reference, converted, 1e-10)
     perm = joint_permutation(reference, converted)[reference.nv - reference.n:] - (reference.nv - reference.n)

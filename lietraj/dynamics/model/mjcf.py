@@ -4,8 +4,8 @@ lietraj never parses MJCF: ``mujoco.MjModel.from_xml_path`` compiles the file (d
 ``inertiafromgeom``, ``boundmass``, ``balanceinertia``, ``settotalmass``...), and the model is read from the compiled
 ``MjModel``, so that lietraj's dynamics are MuJoCo's whatever the compiler did to the file's numbers.
 
-How MuJoCo's tree becomes lietraj's (bodies keep MuJoCo's order, depth first, so joint ``k`` of the lietraj model is
-MuJoCo's ``k``-th hinge or slide joint, after the free joint if any, and ``s = qpos`` of those joints):
+How MuJoCo's tree becomes lietraj's (bodies keep MuJoCo's order, depth first, so coordinate ``k`` of the lietraj model
+is MuJoCo's ``k``-th hinge or slide joint that follows no other (below), and ``s = qpos`` of those joints):
 
 - a hinge at ``jnt_pos`` (the anchor, in the body frame) with axis ``a`` and reference angle ``ref`` moves its body
   by ``T(pos) R(a, q - ref) T(-pos)`` (MuJoCo's ``mj_kinematics``); lietraj's joint frame is put at the anchor,
@@ -27,12 +27,17 @@ actuators' ``forcerange`` times the gear, or ``ctrlrange`` times the gear for a 
 ``dof_armature`` is the armature. Gravity is ``opt.gravity`` (zero when MuJoCo's gravity is disabled). Keyframes and
 ``qpos0`` are the reference postures.
 
+A joint equality with a linear polynomial (``joint1 - y0 = a0 + a1 (joint2 - x0)``; MuJoCo's URDF compiler makes one
+of each ``<mimic>``) is a mimic joint (``RobotModel.mimic``): the follower has no coordinate, its armature is added to
+its primary's times ``a1²`` and its range bounds the primary's; MuJoCo's soft constraint becomes exact. Its own
+actuators do not count in the primary's effort limit.
+
 What lietraj cannot represent is refused with ``MJCFError`` naming the element: ball joints (lietraj has no
 spherical joint; three hinges would move differently), a free body beside another moving tree, several free bodies,
-tendons, equality constraints, flexes, armature on a free joint (a free joint below a body of the world MuJoCo's
-compiler refuses itself, and its message is passed on). Passive forces (joint
-damping, springs, friction loss, gravity compensation) are not part of a rigid-body model and are not read; nor is
-collision geometry.
+tendons, other equality constraints (connect, weld: closed loops; a locked joint, a nonlinear or inactive coupling),
+flexes, armature on a free joint (a free joint below a body of the world MuJoCo's compiler refuses itself, and its
+message is passed on). Passive forces (joint damping, springs, friction loss, gravity compensation) are not part of a
+rigid-body model and are not read; nor is collision geometry.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from lietraj.dynamics.model.model import (
     JOINT_PRISMATIC,
     JOINT_REVOLUTE,
     Frame,
+    Mimic,
     Posture,
     RobotModel,
     Visual,
@@ -151,10 +157,6 @@ def _refuse_unsupported(mj: "mujoco.MjModel", name: _Names) -> None:
 
     if mj.ntendon:
         raise MJCFError(f"tendon {name('tendon', 0)!r}: lietraj has no tendons ({mj.ntendon} in the model)")
-    if mj.neq:
-        kind = mujoco.mjtEq(int(mj.eq_type[0])).name.removeprefix("mjEQ_").lower()
-        raise MJCFError(f"equality constraint {name('equality', 0)!r} ({kind}): lietraj has no equality constraints "
-                        f"(closed loops, welds, coupled joints; {mj.neq} in the model)")
     if mj.nflex:
         raise MJCFError(f"flex {name('flex', 0)!r}: lietraj has no deformable bodies")
     if not mj.njnt:
@@ -176,6 +178,52 @@ def _refuse_unsupported(mj: "mujoco.MjModel", name: _Names) -> None:
                             "model has a single tree")
         if np.any(mj.dof_armature[mj.jnt_dofadr[free[0]]:mj.jnt_dofadr[free[0]] + 6] != 0):
             raise MJCFError(f"free joint {name('joint', free[0])!r}: lietraj has no armature on the floating base")
+
+
+def _mimic_rules(mj: "mujoco.MjModel", name: _Names) -> dict[int, tuple[int, float, float]]:
+    """The joint equalities as mimic joints: follower joint id -> ``(primary joint id, multiplier, offset)``, each
+    composed down to an independent primary; ``MJCFError`` naming any other equality constraint.
+
+    MuJoCo's joint equality keeps ``y - y0 = a0 + a1 (x - x0)`` (``y`` joint1's position, ``x`` joint2's, ``y0`` and
+    ``x0`` their ``qpos0``; ``polycoef = a0 ... a4``): with a linear polynomial, joint1 follows joint2 with
+    multiplier ``a1`` and offset ``y0 + a0 - a1 x0``, exactly where MuJoCo's constraint is soft.
+    """
+    import mujoco
+
+    declared: dict[int, tuple[int, float, float]] = {}
+    for e in range(mj.neq):
+        kind = mujoco.mjtEq(int(mj.eq_type[e])).name.removeprefix("mjEQ_").lower()
+        what = f"equality constraint {name('equality', e)!r} ({kind})"
+        if kind != "joint":
+            raise MJCFError(f"{what}: lietraj has no equality constraints but joint couplings (closed loops, welds "
+                            "and the like cannot be represented)")
+        follower, primary = int(mj.eq_obj1id[e]), int(mj.eq_obj2id[e])
+        coefficients = np.asarray(mj.eq_data[e, :5], dtype=float)
+        if primary < 0:
+            raise MJCFError(f"{what}: it holds joint {name('joint', follower)!r} at a position; lietraj has no locked "
+                            "joints")
+        if np.any(coefficients[2:] != 0):
+            raise MJCFError(f"{what}: joint {name('joint', follower)!r} follows {name('joint', primary)!r} through a "
+                            "polynomial of degree > 1; lietraj's mimic joints are linear")
+        if not mj.eq_active0[e]:
+            raise MJCFError(f"{what}: inactive at the start; lietraj cannot switch a joint coupling on")
+        if follower in declared:
+            raise MJCFError(f"{what}: joint {name('joint', follower)!r} already follows another joint")
+        a0, a1 = coefficients[:2]
+        y0, x0 = mj.qpos0[mj.jnt_qposadr[follower]], mj.qpos0[mj.jnt_qposadr[primary]]
+        declared[follower] = (primary, float(a1), float(y0 + a0 - a1 * x0))
+    rules = {}
+    for follower, (primary, multiplier, offset) in declared.items():
+        seen = {follower}
+        while primary in declared:  # y = m (m2 z + o2) + o
+            if primary in seen:
+                raise MJCFError(f"joint {name('joint', follower)!r}: the joint equalities of "
+                                f"{sorted(name('joint', j) for j in seen)} follow each other in a loop")
+            seen.add(primary)
+            next_primary, m2, o2 = declared[primary]
+            primary, multiplier, offset = next_primary, multiplier * m2, multiplier * o2 + offset
+        rules[follower] = (primary, multiplier, offset)
+    return rules
 
 
 def _robot(mj: "mujoco.MjModel", name: str | None, fallback: str = "mjcf") -> RobotModel:
@@ -223,13 +271,26 @@ def _robot(mj: "mujoco.MjModel", name: str | None, fallback: str = "mjcf") -> Ro
         frames.append(Frame(names("site", s), body, T[:3, :3].copy(), T[:3, 3].copy(), "site"))
 
     floating = FREE in jtypes
-    joints = [b for b in bodies if b.jtype != JOINT_FREE]
-    n, nv = len(joints), len(joints) + (6 if floating else 0)
+    rules = _mimic_rules(mj, names)
+    joints = [b for b in bodies if b.jtype != JOINT_FREE and b.mj_joint not in rules]
+    n, base = len(joints), 6 if floating else 0
+    coordinate = {b.mj_joint: k for k, b in enumerate(joints)}
     qposadr = np.array([mj.jnt_qposadr[b.mj_joint] for b in joints], dtype=np.int64)
-    limited = np.array([bool(mj.jnt_limited[b.mj_joint]) for b in joints], dtype=bool)
-    ranges = np.array([mj.jnt_range[b.mj_joint] for b in joints]).reshape(n, 2)
-    armature = np.zeros(nv)
-    armature[nv - n:] = [mj.dof_armature[mj.jnt_dofadr[b.mj_joint]] for b in joints]
+    lower = np.array([mj.jnt_range[b.mj_joint, 0] if mj.jnt_limited[b.mj_joint] else -np.inf for b in joints])
+    upper = np.array([mj.jnt_range[b.mj_joint, 1] if mj.jnt_limited[b.mj_joint] else np.inf for b in joints])
+    armature = np.zeros(base + n)
+    armature[base:] = [mj.dof_armature[mj.jnt_dofadr[b.mj_joint]] for b in joints]
+    for follower, (primary, multiplier, offset) in rules.items():
+        k = coordinate[primary]
+        # Its rotor turns multiplier times as fast as the primary's (M = G^T M_full G), and its range bounds the
+        # primary's, as MuJoCo's constraints do together.
+        armature[base + k] += multiplier ** 2 * mj.dof_armature[mj.jnt_dofadr[follower]]
+        if mj.jnt_limited[follower] and multiplier != 0:
+            ends = sorted((mj.jnt_range[follower] - offset) / multiplier)
+            lower[k], upper[k] = max(lower[k], ends[0]), min(upper[k], ends[1])
+    if np.any(lower > upper):
+        k = int(np.argmax(lower > upper))
+        raise MJCFError(f"joint {joints[k].joint!r}: the ranges of the joints that follow it leave it no position")
     gravity = np.array(mj.opt.gravity, dtype=float)
     if mj.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_GRAVITY:
         gravity = np.zeros(3)
@@ -246,15 +307,17 @@ def _robot(mj: "mujoco.MjModel", name: str | None, fallback: str = "mjcf") -> Ro
         com=np.array([b.com for b in bodies]),
         inertia=np.array([b.inertia for b in bodies]),
         armature=armature,
-        lower_limit=np.where(limited, ranges[:, 0], -np.inf),
-        upper_limit=np.where(limited, ranges[:, 1], np.inf),
+        lower_limit=lower,
+        upper_limit=upper,
         velocity_limit=np.full(n, np.inf),
         effort_limit=_effort_limits(mj, [b.mj_joint for b in joints]),
-        continuous=np.array([not lim and b.jtype == JOINT_REVOLUTE for b, lim in zip(joints, limited)], dtype=bool),
+        continuous=np.array([b.jtype == JOINT_REVOLUTE and lo == -np.inf and hi == np.inf
+                             for b, lo, hi in zip(joints, lower, upper)], dtype=bool),
         frames=tuple(frames),
         visuals=tuple(_visuals(mj, names, attach)),
         reference_postures=_postures(mj, names, floating, qposadr),
         gravity=gravity,
+        mimic=tuple(Mimic(names("joint", f), names("joint", p), m, o) for f, (p, m, o) in sorted(rules.items())),
     )
 
 
