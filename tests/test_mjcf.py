@@ -93,11 +93,13 @@ def check_against_mujoco(robot, mj, seed: int = 0, states: int = 2) -> None:
             elif frame.kind == "site":
                 i = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, frame.name)
                 p, R = data.site_xpos[i], data.site_xmat[i].reshape(3, 3)
-            else:  # a joint frame is at the anchor; MuJoCo's anchor of a slide does not move with it
+            else:  # a hinge's frame: at the anchor, about MuJoCo's axis (a slide's anchor does not move with it)
                 i = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, frame.name)
-                if mj.jnt_type[i] == mujoco.mjtJoint.mjJNT_SLIDE:
-                    continue
-                p, R = data.xanchor[i], H[:3, :3]
+                if mj.jnt_type[i] == mujoco.mjtJoint.mjJNT_HINGE:
+                    np.testing.assert_allclose(H[:3, 3], data.xanchor[i], atol=1e-12, err_msg=frame.name)
+                    np.testing.assert_allclose(H[:3, :3] @ full.axis[frame.body], data.xaxis[i], atol=1e-12,
+                                               err_msg=frame.name)
+                continue
             np.testing.assert_allclose(H[:3, 3], p, atol=1e-12, err_msg=frame.name)
             np.testing.assert_allclose(H[:3, :3], R, atol=1e-12, err_msg=frame.name)
 
