@@ -42,7 +42,7 @@ from lietraj.dynamics.kinematics.kinematics import (
 from lietraj.dynamics.kinematics.kinematics_derivatives import frame_placement_error
 from lietraj.dynamics.lie.finite_differences import numerical_jacobian
 from lietraj.dynamics.model.builder import chain
-from lietraj.dynamics.model.model import Mimic, MimicNotSupported
+from lietraj.dynamics.model.model import Mimic, MimicNotSupported, RobotModel
 from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 from lietraj.dynamics.model.robots import ROBOTS, robot_data_dir
 from lietraj.dynamics.model.urdf import URDFError, load_urdf
@@ -280,6 +280,9 @@ def test_no_kernel_reads_a_mimic_model_with_its_full_tree_layout():
         with pytest.raises(MimicNotSupported, match=f"model.{name}: .*panda_finger_joint2"):
             getattr(model, name)
     assert model.expanded.packed[0].shape == (model.nb, 4)
+    # the refusal lives in a subclass: a __getattr__ on RobotModel itself slows every attribute read of every model
+    assert isinstance(model, RobotModel) and type(model.expanded) is RobotModel
+    assert type(lietraj.load_robot("panda")) is RobotModel
     with pytest.raises(AttributeError, match="no_such"):
         model.no_such
 
