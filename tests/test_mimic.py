@@ -2,7 +2,8 @@
 
 Pinocchio 4 computes RNEA, CRBA, forward kinematics, Jacobians and the centre of mass of a model with mimic joints,
 but not ABA nor any derivative: lietraj's ABA is checked against the solution of Pinocchio's reduced system
-``M a = tau - h``, and the first-order RNEA and ABA derivatives by geometric finite differences. The robots: panda
+``M a = tau - h``, the first-order RNEA and ABA derivatives by geometric finite differences, and the second-order
+ones by finite differences of the first-order ones. The robots: panda
 (one prismatic finger), baxter (two, multiplier -1), PR2 (floating base, ten gripper joints, some following a joint
 on another branch) and tiago_pro (ten gripper joints), plus panda with a non-leaf revolute mimic joint and
 non-trivial multipliers and offsets.
@@ -21,7 +22,7 @@ import lietraj
 from conftest import relative_error
 from lietraj.dynamics.algorithms.aba import aba
 from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives
-from lietraj.dynamics.algorithms.aba_second_order import aba_second_order_derivatives
+from lietraj.dynamics.algorithms.aba_second_order import aba_hessian_contraction, aba_second_order_derivatives
 from lietraj.dynamics.algorithms.crba import mass_matrix
 from lietraj.dynamics.algorithms.extended_inverse_dynamics import extended_inverse_dynamics
 from lietraj.dynamics.algorithms.hybrid_dynamics import hybrid_dynamics
@@ -29,7 +30,10 @@ from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix
 from lietraj.dynamics.algorithms.linearization import linearize
 from lietraj.dynamics.algorithms.rnea import rnea
 from lietraj.dynamics.algorithms.rnea_derivatives import rnea_derivatives
-from lietraj.dynamics.algorithms.rnea_second_order import rnea_second_order_derivatives
+from lietraj.dynamics.algorithms.rnea_second_order import (
+    rnea_second_order_contraction,
+    rnea_second_order_derivatives,
+)
 from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_dynamics
 from lietraj.dynamics.contacts.equilibrium import static_equilibrium
 from lietraj.dynamics.kinematics.center_of_mass import center_of_mass, center_of_mass_jacobian
@@ -165,6 +169,34 @@ def test_first_order_derivatives_match_finite_differences(name, fext_reference, 
     assert relative_error(f.a, aba(model, x, tau, fext, fext_reference)) < TOL
 
 
+@pytest.mark.parametrize("name", ["panda_variant", "pr2"])
+def test_second_order_derivatives_match_finite_differences(name, panda_variant, rng):
+    model = load_urdf(panda_variant, mimic=True) if name == "panda_variant" else lietraj.load_robot(name, mimic=True)
+    nv = model.nv
+    x, a, tau, mu = (model.state_space.random(rng, scale=0.5), rng.normal(size=nv), rng.normal(size=nv),
+                     rng.normal(size=nv))
+    so = rnea_second_order_derivatives(model, x, a)
+    J_q = numerical_jacobian(lambda y: rnea_derivatives(model, y, a).dtau_dq, x)
+    J_v = numerical_jacobian(lambda y: rnea_derivatives(model, y, a).dtau_dv, x)
+    J_M = numerical_jacobian(lambda y: rnea_derivatives(model, y, a).M, x)
+    assert relative_error(so.d2tau_dq2, J_q[:, :, :nv]) < 1e-6
+    assert relative_error(so.d2tau_dqdv, J_q[:, :, nv:]) < 1e-6
+    assert relative_error(so.d2tau_dv2, J_v[:, :, nv:]) < 1e-6
+    assert relative_error(so.dM_dq, J_M[:, :, :nv]) < 1e-6
+    h = rnea_second_order_contraction(model, x, a, mu)
+    assert relative_error(h.qq, np.tensordot(mu, so.d2tau_dq2, axes=1)) < 1e-12
+    assert relative_error(h.M_q, np.tensordot(mu, so.dM_dq, axes=1)) < 1e-12
+    fd = aba_second_order_derivatives(model, x, tau)
+    J_q, Jt_q = numerical_jacobian(lambda y, t: aba_derivatives(model, y, t).da_dq, x, tau, eps=1e-5)
+    J_v = numerical_jacobian(lambda y: aba_derivatives(model, y, tau).da_dv, x, eps=1e-5)
+    assert relative_error(fd.d2a_dq2, J_q[:, :, :nv]) < 1e-6
+    assert relative_error(fd.d2a_dqdv, J_q[:, :, nv:]) < 1e-6
+    assert relative_error(fd.d2a_dv2, J_v[:, :, nv:]) < 1e-6
+    assert relative_error(fd.d2a_dqdtau, Jt_q) < 1e-6
+    H = aba_hessian_contraction(model, x, tau, mu)
+    assert relative_error(H.qq, np.tensordot(mu, fd.d2a_dq2, axes=1)) < 1e-10
+
+
 def test_linearization_and_kinematics_derivatives_match_finite_differences(panda_variant, rng):
     model = load_urdf(panda_variant, mimic=True)
     x, u = model.state_space.random(rng), rng.normal(size=model.n)
@@ -288,13 +320,11 @@ def test_no_kernel_reads_a_mimic_model_with_its_full_tree_layout():
 
 
 @pytest.mark.parametrize("call", [
-    lambda m, x: rnea_second_order_derivatives(m, x, np.zeros(m.nv)),
-    lambda m, x: aba_second_order_derivatives(m, x, np.zeros(m.nv)),
     lambda m, x: extended_inverse_dynamics(m, x, np.zeros(m.nv)),
     lambda m, x: hybrid_dynamics(m, x, np.zeros(m.nv, bool), np.zeros(m.nv), np.zeros(m.nv)),
     lambda m, x: contact_dynamics(m, x, np.zeros(m.nv), [Contact("base_link", "6d")]),
     lambda m, x: static_equilibrium(m, x, ["base_link"]),
-], ids=["rnea_second_order", "aba_second_order", "extended_id", "hybrid", "contact_dynamics", "static_equilibrium"])
+], ids=["extended_id", "hybrid", "contact_dynamics", "static_equilibrium"])
 def test_unsupported_algorithms_refuse_a_model_with_mimic_joints(call):
     model = lietraj.load_robot("pr2", mimic=True)
     with pytest.raises(MimicNotSupported, match="l_gripper_r_finger_joint .follows l_gripper_l_finger_joint.*mimic=False"):

@@ -29,7 +29,7 @@ import numpy as np
 
 from lietraj.dynamics._checks import checked_state, checked_vector, require_finite
 from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
-from lietraj.dynamics.model.model import RobotModel, refuse_mimic
+from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea_second_order import rnea_second_order_contraction, rnea_second_order_derivatives
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -64,7 +64,6 @@ def aba_second_order_derivatives(model: RobotModel, x: State, tau,
     ``workspace``: a ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own)."""
     what = "aba_second_order_derivatives"
     x = checked_state(model, x, what)
-    refuse_mimic(model, what)
     if type(x) is not State:
         raise TypeError(f"{what}({model.name}): x must be a State (one state), got a Trajectory; "
                         "aba_hessian_contraction takes trajectories")
@@ -96,7 +95,6 @@ def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam,
     """
     what = "aba_hessian_contraction"
     x = checked_state(model, x, what)
-    refuse_mimic(model, what)
     N = None if type(x) is State else len(x)
     tau = checked_vector(tau, model.nv, N, model, what, "tau")
     lam = checked_vector(lam, model.nv, N, model, what, "lam")

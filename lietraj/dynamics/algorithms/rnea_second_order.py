@@ -47,7 +47,8 @@ from lietraj.dynamics._checks import BAD_A, BAD_N, NO_FEXT, NOT_FINITE, OK, base
     check_vector, checked_state, checked_vector, raise_for_status, result_arrays
 from lietraj.dynamics._spatial import add, cross, cross_force, cross_motion, mtv
 from lietraj.dynamics.algorithms.crba import body_in_base_frame, rigid_inertia_times
-from lietraj.dynamics.model.model import JOINT_FREE, MF_MASS, ModelArrays, RobotModel, refuse_mimic
+from lietraj.dynamics.model.model import JOINT_FREE, MF_MASS, ModelArrays, RobotModel
+from lietraj.dynamics.algorithms.mimic import expand_velocity, expanded_workspace, reduce_matrix
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea_derivatives import joint_kinematics, unit_motion
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -468,13 +469,14 @@ class InverseDynamicsHessian:
 
 def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str, workspace: Workspace | None):
     x = checked_state(model, x, what)
-    refuse_mimic(model, what)
     nv = model.nv
     contract = cls is InverseDynamicsHessian  # then mu is required: None is not "no contraction"
     single = type(x) is State
     N = None if single else len(x)
     a = checked_vector(a, nv, N, model, what, "a")
     mu = checked_vector(mu, nv, N, model, what, "mu") if contract else None
+    if model.mimic:
+        return _mimic_run(model, x, a, mu, out, cls, what, workspace)
     work = workspace_for(model, workspace, what).work(idsva_so_work)
     shape = (nv, nv) if contract else (nv, nv, nv)
     shapes = (shape if single else (N,) + shape,) * 4
@@ -527,3 +529,23 @@ def rnea_second_order_contraction(model: RobotModel, x: State | Trajectory, a, m
     ``rnea_second_order_derivatives``.
     """
     return _run(model, x, a, mu, out, InverseDynamicsHessian, "rnea_second_order_contraction", workspace)
+
+
+def _mimic_run(model: RobotModel, x: State | Trajectory, a: np.ndarray, mu: np.ndarray | None, out, cls, what: str,
+               workspace: Workspace | None):
+    """``_run`` for a model with mimic joints, its inputs checked: the full tree's tensors at the expanded state and
+    ``G a`` with every index contracted by ``G`` (``q_full = G_s s + o`` is affine, so no other term appears), or its
+    contraction with the covector ``G mu`` (``mu . G^T tau_full``), both indices of each matrix contracted."""
+    full = _run(model.expanded, model.expand_state(x), expand_velocity(model, a),
+                None if mu is None else expand_velocity(model, mu), None, cls, what,
+                expanded_workspace(model, workspace, what))
+    G = model.mimic_map.G
+    if mu is None:
+        values = [np.einsum("...ijk,ia,jb,kc->...abc", T, G, G, G, optimize=True)
+                  for T in (full.d2tau_dq2, full.d2tau_dv2, full.d2tau_dqdv, full.dM_dq)]
+    else:
+        values = [reduce_matrix(model, A) for A in (full.qq, full.vv, full.qv, full.M_q)]
+    arrays = result_arrays(out, cls, tuple(v.shape for v in values), what)
+    for target, value in zip(arrays, values):
+        target[...] = value
+    return cls(*arrays) if out is None else out

@@ -27,17 +27,19 @@ another: ``RobotModel.mimic`` holds ``Mimic(joint, primary, multiplier, offset)`
 ``multiplier * s[primary] + offset``; such a joint adds no coordinate, so ``n``, ``nv``, ``s`` and the
 per-coordinate arrays (limits, armature) count the independent joints only, in body order (Pinocchio's
 ``mimic=True`` layout). The bodies, joints and frames are those of the whole tree, and ``model.expanded`` is the same
-tree with every joint independent, whose ``packed`` arrays the kernels read (a mimic model has none of its own:
-reading them raises ``MimicNotSupported``, so that no kernel reads a state of the model with its full tree's layout). The map
-between the two is affine, ``s_full = G_s s + o``, ``v_full = G v`` (``MimicMap``; ``G`` keeps the base block), so
+tree with every joint independent, whose ``packed`` arrays the kernels read. A model with mimic joints (a
+``MimicRobotModel``) has none of its own: reading them raises ``MimicNotSupported``, so that no kernel reads one of
+its states with the full tree's layout. The map between the two is affine, ``s_full = G_s s + o``, ``v_full = G v``
+(``MimicMap``; ``G`` keeps the base block), so
 
     tau = G^T ID_full(G_s s + o, G v, G a),   M = G^T M_full G,   a = M^{-1} (tau - G^T h_full),
 
 and every first- or second-order derivative is the full tree's contracted by ``G`` on each tangent index (the
 configuration tangent maps by ``G`` too: the base block is the identity). The algorithms that support mimic joints
-(RNEA, CRBA, ABA by the reduced system, M^{-1}, kinematics, centre of mass, the first-order RNEA and ABA
-derivatives, linearization) run their full-tree kernels on ``expanded`` between these maps; the others refuse a
-model with mimic joints, naming them (``MimicNotSupported``). Models without mimic joints pay one attribute test.
+(RNEA, CRBA, ABA by the reduced system, M^{-1}, kinematics, centre of mass, the first- and second-order RNEA and ABA
+derivatives, linearization) run their full-tree kernels on ``expanded`` between these maps; hybrid and extended
+inverse dynamics and every contact function refuse a model with mimic joints, naming them (``MimicNotSupported``).
+Models without mimic joints pay one attribute test per call.
 
 Why not inside the kernels: folding the offset into the joint placement and the multiplier into the axis makes a
 mimic joint a body sharing its primary's dof, but a shared dof breaks what the kernels rely on: one body per dof
