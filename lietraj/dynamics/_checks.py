@@ -25,7 +25,7 @@ import numpy as np
 from lietraj._jit import helper
 from lietraj.dynamics.lie import se3
 from lietraj.dynamics.lie.state import State, Trajectory
-from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.model import MimicRobotModel, RobotModel
 
 OK, BAD_S, BAD_V, BAD_A, BAD_FEXT, NOT_FINITE, BAD_ROTATION, BAD_H, BAD_TAU, BAD_N, SINGULAR = range(11)
 
@@ -220,13 +220,13 @@ def checked_state(model: RobotModel, x, what: str) -> State | Trajectory:
     Only types and shapes are compared here (the common path costs a few hundred nanoseconds); the values (NaN, a
     rigid base pose) are checked by the kernels, or by ``require_finite``."""
     t = type(x)
-    if t is State and type(model) is RobotModel:
+    if t is State and (type(model) is RobotModel or type(model) is MimicRobotModel):
         s, v, H = x.s, x.v, x.H
         if (type(s) is _ND and type(v) is _ND and s.dtype == F64 and v.dtype == F64 and s.ndim == 1 and v.ndim == 1
                 and len(s) == model.n and len(v) == model.nv
                 and (type(H) is _ND and H.dtype == F64 and H.shape == _POSE_SHAPE if model.floating_base else H is None)):
             return x
-    elif t is Trajectory and type(model) is RobotModel:
+    elif t is Trajectory and (type(model) is RobotModel or type(model) is MimicRobotModel):
         s, v, H = x.s, x.v, x.H
         if type(s) is _ND and type(v) is _ND and s.dtype == F64 and v.dtype == F64 and s.ndim == 2:
             N = s.shape[0]
