@@ -27,10 +27,12 @@ does; ``ur3_limited`` and ``ur3_gripper`` are UR3s.
 
 Cassie's loader reads an SDF file with closed kinematic loops: ``load_robot("cassie")`` says so.
 
-Mimic joints (panda's, baxter's and PR2's grippers, tiago_pro's, romeo's hands): ``load_robot(name)`` reads them as
-independent joints, as ``example_robot_data.load`` and Pinocchio do by default; ``load_robot(name, mimic=True)``
-makes them follow their primary joint with no coordinate of their own, as ``buildModelFromUrdf(path, mimic=True)``
-(``model.mimic`` lists them, and the model's repr shows them).
+Mimic joints (the grippers of panda, baxter, PR2, tiago_pro and talos_full, romeo's hands): ``load_robot(name)``
+reads them as independent joints, as ``example_robot_data.load`` and Pinocchio do by default;
+``load_robot(name, mimic=True)`` makes them follow their primary joint with no coordinate of their own, as
+``buildModelFromUrdf(path, mimic=True)`` (``model.mimic`` lists them, and the model's repr shows them). Pinocchio 4.0
+refuses romeo's and talos_full's URDFs with ``mimic=True`` (a mimic joint comes before its primary in depth-first
+order); lietraj loads them.
 """
 
 from __future__ import annotations
