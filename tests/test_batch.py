@@ -166,6 +166,79 @@ def test_a_worker_killed_mid_sweep_loses_nothing(client):
         assert table["cost"][k] == pytest.approx(serial(points[k])[1].cost, rel=1e-12)
 
 
+# ---- compiling once ---------------------------------------------------------------------------------------------
+
+def reach_builder():
+    """A builder of ur5 reaching a point (x, 0.2, 0.5) in 20 knots: a problem of the user's own, sent to the
+    workers by value (it is defined here, in a function, so that they need not import this test module)."""
+
+    def reach(x: float):
+        import lietraj
+        from lietraj.optimal_control import (ActionModel, CostSum, FramePlacementResidual, Problem, ResidualCost,
+                                             RobotDynamics, control_regularization, state_regularization)
+        from lietraj.problems import ExampleProblem
+
+        ur5 = lietraj.load_robot("ur5")
+        x0 = ur5.state_space.neutral()
+        target = np.eye(4)
+        target[:3, 3] = [x, 0.2, 0.5]
+        running = CostSum(ur5.state_space, ur5.n)
+        running.add("x", state_regularization(ur5.state_space, x0, 1e-4, ur5.n))
+        running.add("u", control_regularization(ur5.n, 1e-5))
+        terminal = CostSum(ur5.state_space, 0)
+        terminal.add("tool", ResidualCost(FramePlacementResidual(ur5, "tool0", target, nu=0)), 100.0)
+        problem = Problem(x0, ActionModel(RobotDynamics(ur5, 0.02), running), terminal, horizon=20)
+        return ExampleProblem("reach", ur5, problem, np.zeros((20, ur5.n)))
+
+    return reach
+
+
+def count_compiles(dask_worker) -> None:
+    """Run on each worker (``client.run``): record the task running at each numba compilation."""
+    import numba.core.event
+    from distributed.worker import thread_state
+
+    events = dask_worker.compiles = []
+
+    class Recorder(numba.core.event.Listener):
+        def on_start(self, event):
+            events.append(str(getattr(thread_state, "key", "")).split("-")[0])
+
+        def on_end(self, event):
+            pass
+
+    numba.core.event.register("numba:compile", Recorder())
+
+
+def compiles(dask_worker) -> list[str]:
+    return dask_worker.compiles
+
+
+def test_kernels_compile_once_for_all_workers_and_not_at_all_on_a_warm_cache(tmp_path, monkeypatch):
+    """From an empty cache (``NUMBA_CACHE_DIR``, which the workers inherit), the compiling tasks compile every
+    kernel and the solves none; a new cluster on that cache compiles nothing and its workers start solving at
+    once (their first solve loads the kernels from disk)."""
+    from distributed import Client
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    points = [{"x": x} for x in (0.3, 0.4, 0.5, 0.6)]
+    results = []
+    for _ in range(2):
+        cluster = local_cluster(2)
+        with Client(cluster) as c:
+            c.run(count_compiles)
+            batch = solve_many(reach_builder(), points, client=c)
+            results.append((batch, [k for events in c.run(compiles).values() for k in events]))
+        cluster.close()
+    (cold, cold_compiles), (warm, warm_compiles) = results
+    assert (cold.table["status"] == "converged").all() and cold.compile_time > 0
+    assert len(cold_compiles) > 50 and set(cold_compiles) <= {"_prime", "_primed"}
+    assert next((tmp_path / "cache").rglob("*.nbi"), None) is not None
+    assert warm_compiles == [] and warm.compile_time == 0
+    assert warm.table["cost"].tolist() == cold.table["cost"].tolist()
+    assert warm.table["wall_time"].max() < 10.0  # loading, not compiling (~1 s here; the cold compile takes ~40 s)
+
+
 # ---- sweeps ---------------------------------------------------------------------------------------------------
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

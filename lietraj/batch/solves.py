@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+import numba.core.event
 import numpy as np
 import pandas as pd
 
@@ -118,24 +119,32 @@ def _empty_row(**values) -> dict:
 
 def _prime(problem: str | Callable, robot: str | None, parameters: Mapping, solver: str | None,
            stages: tuple[str, ...]) -> float:
-    """Compile (into the disk cache) the kernels ``stages`` of ``solver`` call on ``problem`` at ``parameters``;
-    the wall seconds, 0 when a ready problem's cache is already warm."""
-    start = time.perf_counter()
+    """Compile (into the disk cache) the kernels ``stages`` of ``solver`` call on ``problem`` at ``parameters``:
+    the wall seconds if anything compiled, else 0 (a ready problem whose cache is stamped warm is not even built)."""
     if isinstance(problem, str) and is_warm(_spec(problem, robot, solver)):
         return 0.0
-    try:
-        example = _build(problem, robot, parameters)
-        run_stages(example.problem, example.xs0, example.us0, solver or example.solver, stages)
-    except Exception:  # the solves report it, row by row, and compile what is left
-        pass
-    return time.perf_counter() - start
+    start = time.perf_counter()
+    with numba.core.event.install_recorder("numba:compile") as compiled:
+        try:
+            example = _build(problem, robot, parameters)
+            run_stages(example.problem, example.xs0, example.us0, solver or example.solver, stages)
+        except Exception:  # the solves report it, row by row, and compile what is left
+            pass
+    return time.perf_counter() - start if compiled.buffer else 0.0
 
 
-def _primed(problem: str | Callable, robot: str | None, solver: str | None, *seconds: float) -> float:
-    """The compile time of the ``_prime`` tasks; a ready problem's cache is marked warm once they compiled."""
-    if max(seconds) > 0 and isinstance(problem, str):
+def _primed(problem: str | Callable, robot: str | None, parameters: Mapping, solver: str | None, options: Mapping,
+            *seconds: float) -> float:
+    """After the ``_prime`` tasks (their compiling ``seconds``): if they compiled, solve the first point too, which
+    compiles what the stages leave to a solve (the constrained solver's rollout, the metrics' kernels) once rather
+    than in every worker, and mark a ready problem's cache warm. The seconds spent compiling."""
+    if max(seconds) == 0:
+        return 0.0
+    start = time.perf_counter()
+    solve_one(problem, robot, parameters, solver, options, keep_solution=False)
+    if isinstance(problem, str):
         mark_warm(_spec(problem, robot, solver))
-    return max(seconds)
+    return max(seconds) + time.perf_counter() - start
 
 
 def _solve_after(compiled: float, *arguments) -> tuple[dict, SolverResult | None]:
@@ -231,7 +240,7 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
     # The solves wait for the compiling in the scheduler, which starts them as it ends, not in this process, which
     # would add a round trip. A solution crosses the network only when it is asked for: a row is a few hundred
     # bytes, a solution ~100 kB.
-    primed = client.submit(_primed, problem, robot, solver, *primes, pure=False)
+    primed = client.submit(_primed, problem, robot, points[0], solver, options, *primes, pure=False)
     send = keep_solutions or on_result is not None
     futures = {client.submit(_solve_after, primed, problem, robot, p, solver, options, send, pure=False): i
                for i, p in enumerate(points)}
