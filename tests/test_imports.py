@@ -99,6 +99,7 @@ LAYERS = {  # a package and the lietraj packages it must not import
                          "lietraj.sim"),
     "lietraj.scenarios": ("lietraj.viz", "lietraj.cli", "lietraj.warmup"),
     "lietraj.viz": ("lietraj.cli", "lietraj.warmup"),
+    "lietraj.batch": ("lietraj.cli", "lietraj.viz", "lietraj.mpc", "lietraj.sim", "lietraj.scenarios"),
 }
 
 
@@ -127,6 +128,7 @@ ARCHITECTURE = (  # the README's layers, lowest first: a module may import its o
     ("lietraj.scenarios",),
     ("lietraj.viz",),
     ("lietraj.warmup",),
+    ("lietraj.batch",),
     ("lietraj.cli",),
 )
 
