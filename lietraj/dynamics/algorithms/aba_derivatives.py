@@ -43,7 +43,7 @@ from lietraj.dynamics._checks import (
 )
 from lietraj.dynamics.algorithms.aba import _raise, aba_core, aba_work, mimic_forward_dynamics
 from lietraj.dynamics.algorithms.inverse_mass_matrix import minv_core, minv_work
-from lietraj.dynamics.algorithms.mimic import inverse
+from lietraj.dynamics.algorithms.mimic import solve_many
 from lietraj.dynamics.model.model import JOINT_FREE, DofTables, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
 from lietraj.dynamics.algorithms.rnea import body_frame_wrenches
@@ -260,11 +260,14 @@ def _mimic_aba_derivatives(model: RobotModel, x: State | Trajectory, tau: np.nda
     reference = next(k for k, v in FEXT_REFERENCES.items() if v == ref)
     a = mimic_forward_dynamics(model, x, tau, fext, reference, workspace, what)
     d = rnea_derivatives(model, x, a, fext, reference, workspace=workspace)
-    Minv = inverse(model, d.M, what)
     N = None if type(x) is State else len(x)
     lead = () if N is None else (N,)
     nv = model.nv
+    # one factorization of M for the three right-hand sides: [dID/dq, dID/dv, I] -> [-da/dq, -da/dv, M^-1]
+    eye = np.broadcast_to(np.eye(nv), lead + (nv, nv))
+    sol = solve_many(model, d.M, np.concatenate([d.dtau_dq, d.dtau_dv, eye], axis=-1), what)
+    Minv = sol[..., 2 * nv:]
     result = result_arrays(out, ForwardDynamicsDerivatives, (lead + (nv,),) + 3 * (lead + (nv, nv),), what)
-    for target, value in zip(result, (a, -Minv @ d.dtau_dq, -Minv @ d.dtau_dv, Minv)):
+    for target, value in zip(result, (a, -sol[..., :nv], -sol[..., nv:2 * nv], 0.5 * (Minv + np.swapaxes(Minv, -1, -2)))):
         target[...] = value
     return ForwardDynamicsDerivatives(*result) if out is None else out

@@ -42,28 +42,33 @@ def reduce_jacobian(model: RobotModel, J: np.ndarray) -> np.ndarray:
 def reduce_matrix(model: RobotModel, A: np.ndarray) -> np.ndarray:
     """``G^T A G`` for a matrix ``(..., nv_full, nv_full)`` of derivatives along two tangent directions."""
     G = model.mimic_map.G
+    # numpy's loop over a stack of small products: 15 times faster here than one BLAS product of the stacked rows
     return G.T @ A @ G
+
+
+def _require_definite(model: RobotModel, M: np.ndarray, what: str) -> None:
+    """A ValueError naming the cause if the reduced mass matrix (or one of a stack) is not positive definite."""
+    try:
+        np.linalg.cholesky(M)  # the cheapest test; numpy's batched triangular solves are general ones, so not reused
+    except np.linalg.LinAlgError:
+        raise ValueError(f"{what}({model.name}): the mass matrix is singular: some joint moves no mass (give it "
+                         "inertia or armature)") from None
 
 
 def solve(model: RobotModel, M: np.ndarray, b: np.ndarray, what: str) -> np.ndarray:
     """``M^{-1} b`` for the reduced mass matrix ``M`` (``(nv, nv)`` with ``b (nv,)``, or stacked); a singular ``M``
     is the ValueError of a joint that moves no mass."""
-    try:
-        L = np.linalg.cholesky(M)
-    except np.linalg.LinAlgError:
-        raise ValueError(f"{what}({model.name}): the mass matrix is singular: some joint moves no mass (give it "
-                         "inertia or armature)") from None
-    y = np.linalg.solve(L, b[..., None])
-    return np.linalg.solve(np.swapaxes(L, -1, -2), y)[..., 0]
+    return solve_many(model, M, b[..., None], what)[..., 0]
+
+
+def solve_many(model: RobotModel, M: np.ndarray, B: np.ndarray, what: str) -> np.ndarray:
+    """``M^{-1} B`` for a matrix ``B`` (``(nv, k)``, or stacked with ``M``): one factorization for its columns."""
+    _require_definite(model, M, what)
+    return np.linalg.solve(M, B)
 
 
 def inverse(model: RobotModel, M: np.ndarray, what: str) -> np.ndarray:
     """``M^{-1}`` for the reduced mass matrix (or a stack of them), symmetric."""
-    eye = np.broadcast_to(np.eye(M.shape[-1]), M.shape)
-    try:
-        L = np.linalg.cholesky(M)
-    except np.linalg.LinAlgError:
-        raise ValueError(f"{what}({model.name}): the mass matrix is singular: some joint moves no mass (give it "
-                         "inertia or armature)") from None
-    Linv = np.linalg.solve(L, eye)
-    return np.swapaxes(Linv, -1, -2) @ Linv
+    _require_definite(model, M, what)
+    Minv = np.linalg.inv(M)
+    return 0.5 * (Minv + np.swapaxes(Minv, -1, -2))
