@@ -425,9 +425,11 @@ class RobotModel:
         base = "floating base" if self.floating_base else "fixed base"
         mimic = ""
         if self.mimic:
-            mimic = ", mimic=[" + ", ".join(f"{m.joint} = {m.multiplier:g}*{m.primary}"
-                                            + (f" {'+' if m.offset >= 0 else '-'} {abs(m.offset):g}" if m.offset else "")
-                                            for m in self.mimic) + "]"
+            rules = [f"{m.joint} = {m.multiplier:g}*{m.primary}"
+                     + (f" {'+' if m.offset >= 0 else '-'} {abs(m.offset):g}" if m.offset else "") for m in self.mimic]
+            if len(rules) > 4:  # PR2's grippers have ten: the model's mimic field lists them all
+                rules = rules[:3] + [f"... {len(rules) - 3} more"]
+            mimic = ", mimic=[" + ", ".join(rules) + "]"
         return (f"RobotModel({self.name!r}, {base}, n={self.n}, nv={self.nv}, bodies={self.nb}, "
                 f"frames={len(self.frames)}{mimic})")
 
