@@ -3,8 +3,8 @@ local Dask workers (``lietraj.batch.solve_many``), in one run: wall times, the s
 as a fraction of a solve, and the load average.
 
 Compiling is in neither figure: the cache is warmed first (``lietraj.warmup``; the workers load the kernels from
-the same disk cache), and each worker solves one squat before the clock starts, loading the kernels and the robot
-(that first solve of a fresh worker on a warm machine is printed on its own). Both runs do the same work per
+the same disk cache), and each worker solves one squat before the clock starts (``client.run``), loading the
+kernels and the robot (that first solve of a fresh worker on a warm machine is printed on its own). Both runs do the same work per
 point, ``solve_one``: build the problem, solve it on one thread, compute its metrics.
 
 Dask's overhead per task is read from the workers' task stream: on each worker, the time between the end of one
@@ -80,9 +80,9 @@ def main() -> None:
     cluster = local_cluster(args.workers)
     with Client(cluster) as client:
         up = time.perf_counter() - started
-        first = solve_many(PROBLEM, batch[:args.workers], ROBOT, client=client).table
+        first = [row["wall_time"] for row, _ in client.run(solve_one, PROBLEM, ROBOT, batch[0]).values()]
         print(f"cluster of {args.workers} workers up in {up:.2f} s; a fresh worker's first solve on a warm machine: "
-              f"{', '.join(f'{t:.2f}' for t in first['wall_time'])} s (kernels and robot loaded from disk)")
+              f"{', '.join(f'{t:.2f}' for t in first)} s (kernels and robot loaded from disk)")
         quiet = Quietness(threads=args.workers)
         t_serial, per_solve = serial(batch)
         with get_task_stream(client) as stream:

@@ -501,7 +501,7 @@ def _sweep(args: argparse.Namespace) -> int:
     """``lietraj sweep``: check the grid and every option before a worker starts, solve the points the directory does
     not hold yet with a progress bar, print what the rows say; exit 1 if a row was lost (its workers kept dying: a
     run again solves it), 130 after Ctrl-C (the rows finished are kept: a run again resumes)."""
-    from lietraj.batch import GridError, grid_points, parse_axis, run_sweep
+    from lietraj.batch import GridError, connect, grid_points, parse_axis
 
     entry = PROBLEMS[args.problem]
     if args.robot is not None and args.robot not in entry.robots:
@@ -544,9 +544,26 @@ def _sweep(args: argparse.Namespace) -> int:
         axes[key] = values
     points = [{**{s.key: s.value for s in fixed}, **p} for p in grid_points(axes)]
     options = {} if args.max_iter is None else {"max_iter": args.max_iter}
+    sizes = " x ".join(f"{len(v)} {k}" for k, v in axes.items())
+    # connected before anything is printed or written: a wrong address is a user error like the others
+    try:
+        client = None if args.scheduler is None else connect(args.scheduler)
+    except ValueError as e:
+        raise ValueError(f"--scheduler: {e}") from e
+    try:
+        return _run_sweep(args, out, points, options, sizes, client)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _run_sweep(args: argparse.Namespace, out: Path, points: list[dict], options: dict, sizes: str, client) -> int:
+    """``lietraj sweep`` once its arguments are checked (``_sweep``): run it with a progress bar and report."""
+    from lietraj.batch import run_sweep
+
+    entry = PROBLEMS[args.problem]
     where = f"the cluster at {args.scheduler}" if args.scheduler else \
         f"{args.workers or os.cpu_count() or 1} local worker process(es)"
-    sizes = " x ".join(f"{len(v)} {k}" for k, v in axes.items())
     print(f"{args.problem}{f' on {args.robot}' if args.robot else ''}: {len(points)} points ({sizes}) on {where}; "
           f"in {out}", flush=True)
     if not is_warm(Spec(args.problem, args.robot, args.solver or entry.solver)):
@@ -554,8 +571,8 @@ def _sweep(args: argparse.Namespace) -> int:
               flush=True)
     bar = None if args.quiet else _ProgressBar()
     try:
-        report = run_sweep(out, args.problem, points, args.robot, solver=args.solver, options=options,
-                           client=args.scheduler, workers=args.workers, on_result=bar)
+        report = run_sweep(out, args.problem, points, args.robot, solver=args.solver, options=options, client=client,
+                           workers=args.workers, on_result=bar)
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()

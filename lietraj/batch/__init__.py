@@ -3,8 +3,8 @@ cores of this machine or on a cluster, into a table with one row per solve; ``ru
 directory it can resume (``lietraj sweep``)."""
 
 from lietraj.batch.grid import GridError, check_points, grid_points, parse_axis
-from lietraj.batch.solves import BatchResult, local_cluster, solve_many, solve_one
+from lietraj.batch.solves import BatchResult, connect, local_cluster, solve_many, solve_one
 from lietraj.batch.sweep import SweepResult, read_table, run_sweep, summary_figure
 
-__all__ = ["BatchResult", "GridError", "SweepResult", "check_points", "grid_points", "local_cluster", "parse_axis",
+__all__ = ["BatchResult", "GridError", "SweepResult", "check_points", "connect", "grid_points", "local_cluster", "parse_axis",
            "read_table", "run_sweep", "solve_many", "solve_one", "summary_figure"]

@@ -169,6 +169,17 @@ def local_cluster(workers: int | None = None):
                         silence_logs=logging.ERROR)
 
 
+def connect(address: str, timeout: float = 10.0):
+    """A ``distributed.Client`` of the scheduler at ``address`` (e.g. ``"tcp://host:8786"``); a ValueError names
+    the address when no scheduler answers there within ``timeout`` seconds."""
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=timeout)
+    except (OSError, ValueError, TypeError) as e:
+        raise ValueError(f"no Dask scheduler answers at {address!r} ({e})") from e
+
+
 def solve_many(problem: str | Callable, points: Sequence[Mapping] | Mapping[str, Sequence], robot: str | None = None,
                *, solver: str | None = None, options: Mapping | None = None, client=None, workers: int | None = None,
                keep_solutions: bool = False, on_result: Callable[[int, dict, SolverResult | None], None] | None = None
@@ -192,7 +203,7 @@ def solve_many(problem: str | Callable, points: Sequence[Mapping] | Mapping[str,
         cluster = local_cluster(workers)
         client = own_client = Client(cluster)
     elif isinstance(client, str):
-        client = own_client = Client(client)
+        client = own_client = connect(client)
     try:
         return _run(client, problem, robot, points, solver, dict(options or {}), keep_solutions, on_result)
     finally:
@@ -242,8 +253,10 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
     # bytes, a solution ~100 kB.
     primed = client.submit(_primed, problem, robot, points[0], solver, options, *primes, pure=False)
     send = keep_solutions or on_result is not None
-    futures = {client.submit(_solve_after, primed, problem, robot, p, solver, options, send, pure=False): i
-               for i, p in enumerate(points)}
+    n = len(points)
+    mapped = client.map(_solve_after, [primed] * n, [problem] * n, [robot] * n, points, [solver] * n, [options] * n,
+                        [send] * n, pure=False)  # one message to the scheduler, not one per task
+    futures = {future: i for i, future in enumerate(mapped)}
     rows: list[dict] = [{}] * len(points)
     solutions: list[SolverResult | None] = [None] * len(points)
     try:

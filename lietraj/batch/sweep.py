@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lietraj.batch.solves import RESULT_COLUMNS, check_batch, solve_many, table_of
+from lietraj.batch.solves import RESULT_COLUMNS, check_batch, connect, solve_many, table_of
 from lietraj.optimal_control.solution_io import save_solution
 
 SWEEP_FILE = "sweep.json"
@@ -135,6 +135,16 @@ def run_sweep(directory: str | os.PathLike, problem: str, points: Sequence[Mappi
     (Ctrl-C), the table is written with the rows finished so far and KeyboardInterrupt raised again."""
     points = check_batch(problem, points, robot, solver, options)
     directory = Path(directory)
+    own = connect(client) if isinstance(client, str) else None  # before the directory: a wrong address leaves none
+    try:
+        return _sweep(directory, problem, points, robot, solver, options, own or client, workers, on_result, figure)
+    finally:
+        if own is not None:
+            own.close()
+
+
+def _sweep(directory, problem, points, robot, solver, options, client, workers, on_result, figure) -> SweepResult:
+    """``run_sweep`` once its points are checked and its client connected."""
     _open(directory, {"problem": problem, "robot": robot, "solver": solver, "options": dict(options or {})})
     finished = {k for k, row in finished_rows(directory).items() if row.get("status") != "lost"}
     todo = list({point_key(p): p for p in points if point_key(p) not in finished}.items())
