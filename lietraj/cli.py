@@ -17,7 +17,8 @@ Every mistake of the user's (an option, a parameter, an output file) is reported
 anything is built when the command can tell, as one ``lietraj: error: ...`` line on stderr naming the option as
 typed, with exit code 2. A solve that does not converge says so on stderr and exits with 1 (130 after Ctrl-C, which
 keeps the iterate reached); the files asked for are still written if its trajectory is finite, with a line saying
-what they hold.
+what they hold. ``lietraj sweep`` exits with 0 once every point of its grid has its row, converged or not (the table
+says), 1 if some were lost with their workers, 130 after Ctrl-C; the same command resumes it.
 """
 
 from __future__ import annotations
@@ -566,7 +567,7 @@ def _run_sweep(args: argparse.Namespace, out: Path, points: list[dict], options:
         f"{args.workers or os.cpu_count() or 1} local worker process(es)"
     print(f"{args.problem}{f' on {args.robot}' if args.robot else ''}: {len(points)} points ({sizes}) on {where}; "
           f"in {out}", flush=True)
-    if not is_warm(Spec(args.problem, args.robot, args.solver or entry.solver)):
+    if args.scheduler is None and not is_warm(Spec(args.problem, args.robot, args.solver or entry.solver)):
         print("the workers compile the problem's kernels first (first run only; `lietraj warmup` does it ahead of time)",
               flush=True)
     bar = None if args.quiet else _ProgressBar()

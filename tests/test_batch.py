@@ -132,7 +132,9 @@ def test_a_failing_solve_is_a_row_and_the_batch_goes_on(client):
         return squat("solo12", depth=depth, horizon=8, com_weight=com_weight)
 
     points = [{"depth": 0.02}, {"depth": -1.0}, {"depth": 0.02, "com_weight": 1e300}, {"depth": 0.9}]
-    table = solve_many(fragile_squat, points, client=client).table
+    batch = solve_many(fragile_squat, points, client=client)
+    table = batch.table
+    assert list(batch.failed.index) == [1, 2, 3]
     assert list(table["status"]) == ["converged", "error", "failed", "error"]
     assert table["message"][1] == "RuntimeError: this builder refuses negative depths"
     assert "Q_uu not positive definite" in table["message"][2] and np.isfinite(table["cost"][2])
@@ -140,6 +142,7 @@ def test_a_failing_solve_is_a_row_and_the_batch_goes_on(client):
     assert table["cost"][[1, 3]].isna().all() and table["depth_mm"][[1, 3]].isna().all()
     unconverged = solve_many("squat", [{"horizon": 8}], "solo12", options={"max_iter": 1}, client=client).table
     assert unconverged["status"][0] == "max_iterations" and unconverged["iterations"][0] == 1
+    assert unconverged["message"][0].startswith("max_iter = 1 reached with stop = ")
 
 
 def test_a_worker_killed_mid_sweep_loses_nothing(client):
@@ -302,9 +305,9 @@ def test_a_stopped_sweep_resumes_with_every_row_once(client, tmp_path, capsys, m
 def test_lost_rows_are_solved_again_and_other_rows_kept(client, tmp_path):
     """A row recorded "lost" (its workers kept dying) is solved by the next run; a failed one is the problem's."""
     out = tmp_path / "sweep"
-    points = [{"depth": 0.02, "horizon": 8}, {"depth": 0.9, "horizon": 8}]
+    points = [{"depth": 0.02, "horizon": 8}, {"depth": 0.9, "horizon": 8}, {"horizon": 8, "depth": 0.02}]
     first = run_sweep(out, "squat", points, "solo12", client=client, figure=False)
-    assert list(first.table.sort_values("depth")["status"]) == ["converged", "error"]
+    assert list(first.table.sort_values("depth")["status"]) == ["converged", "error"]  # a point twice: one row
     lost = next((out / "rows").glob("*.json"))
     row = json.loads(lost.read_text())
     lost.write_text(json.dumps({**row, "status": "lost"}))

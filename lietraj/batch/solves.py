@@ -88,13 +88,16 @@ def solve_one(problem: str | Callable, robot: str | None, parameters: Mapping, s
     row, solution = _empty_row(status="error", worker=_worker_name()), None
     try:
         example = _build(problem, robot, parameters)
-        result = example.solve(solver, replace(example.options, **{"threads": 1, **(options or {})}))
+        chosen = replace(example.options, **{"threads": 1, **(options or {})})
+        result = example.solve(solver, chosen)
         status, _, why = result.status.partition(": ")
         finite = bool(result.xs.is_finite() and np.isfinite(result.us).all() and np.isfinite(result.cost))
         row.update(status=status if finite else "diverged", message=why if finite else result.status,
                    iterations=int(result.iterations), cost=float(result.cost), stop=float(result.stop),
                    gap_norm=float(result.gap_norm), solve_time=float(result.total_time))
-        if status != "converged" and not row["message"]:
+        if status == "max_iterations":
+            row["message"] = f"max_iter = {chosen.max_iter} reached with stop = {result.stop:.3g} (tol = {chosen.tol:g})"
+        elif status != "converged" and not row["message"]:
             row["message"] = status
         if finite:
             try:

@@ -128,12 +128,12 @@ def run_sweep(directory: str | os.PathLike, problem: str, points: Sequence[Mappi
               robot: str | None = None, *, solver: str | None = None, options: Mapping | None = None, client=None,
               workers: int | None = None, on_result: Callable[[int, int, dict], None] | None = None,
               figure: bool = True) -> SweepResult:
-    """Solve ``problem`` at each of ``points`` (as ``solve_many`` takes them) that ``directory`` does not hold yet,
-    writing each row and solution there as it ends, then the table and (``figure``) the summary figure (module
-    docstring). ``on_result(done, total, row)`` is called after each row is written (``done`` counts the rows found
-    finished too). Everything is checked before any worker starts: a ValueError names what is wrong. Stopped
+    """Solve ``problem`` at each of ``points`` (as ``solve_many`` takes them; a point given twice is one row) that
+    ``directory`` does not hold yet, writing each row and solution there as it ends, then the table and (``figure``)
+    the summary figure (module docstring). ``on_result(done, total, row)`` is called after each row is written
+    (``done`` counts the rows found finished too). Everything is checked before any worker starts: a ValueError names what is wrong. Stopped
     (Ctrl-C), the table is written with the rows finished so far and KeyboardInterrupt raised again."""
-    points = check_batch(problem, points, robot, solver, options)
+    points = list({point_key(p): p for p in check_batch(problem, points, robot, solver, options)}.values())
     directory = Path(directory)
     own = connect(client) if isinstance(client, str) else None  # before the directory: a wrong address leaves none
     try:
@@ -147,7 +147,7 @@ def _sweep(directory, problem, points, robot, solver, options, client, workers, 
     """``run_sweep`` once its points are checked and its client connected."""
     _open(directory, {"problem": problem, "robot": robot, "solver": solver, "options": dict(options or {})})
     finished = {k for k, row in finished_rows(directory).items() if row.get("status") != "lost"}
-    todo = list({point_key(p): p for p in points if point_key(p) not in finished}.items())
+    todo = [(point_key(p), p) for p in points if point_key(p) not in finished]
     done = len(points) - len(todo)
 
     def record(i: int, row: dict, solution) -> None:
