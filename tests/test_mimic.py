@@ -40,6 +40,7 @@ from lietraj.dynamics.kinematics.center_of_mass import center_of_mass, center_of
 from lietraj.dynamics.kinematics.kinematics import (
     frame_acceleration,
     frame_jacobian,
+    frame_placement,
     frame_placements,
     frame_velocity,
 )
@@ -401,3 +402,32 @@ def test_unsupported_algorithms_refuse_a_model_with_mimic_joints(call):
     model = lietraj.load_robot("pr2", mimic=True)
     with pytest.raises(MimicNotSupported, match="l_gripper_r_finger_joint .follows l_gripper_l_finger_joint.*mimic=False"):
         call(model, model.reference_state())
+
+
+def test_a_solver_steps_a_mimic_model_through_its_reduced_dynamics():
+    """FDDP on panda with its second finger following the first: the plan's steps are semi-implicit Euler steps of
+    ``aba`` on the reduced model (the compiled rollout packs a model's own arrays, which a mimic model has not: its
+    field is evaluated in Python), and the fingertip frame reaches its target."""
+    from lietraj.optimal_control import (ActionModel, CostSum, FramePlacementResidual, Problem, ResidualCost,
+                                         RobotDynamics, SolverOptions, control_regularization, solve_fddp,
+                                         state_regularization)
+    model = lietraj.load_robot("panda", mimic=True)
+    sp, dt, tool = model.state_space, 0.02, "panda_leftfinger"
+    x0 = model.reference_state()
+    goal = x0.copy()
+    goal.s[:] += 0.2
+    target = frame_placement(model, goal, tool)
+    running = CostSum(sp, model.n)
+    running.add("x", state_regularization(sp, x0, 1e-3, model.n))
+    running.add("u", control_regularization(model.n, 1e-4, state_space=sp))
+    terminal = CostSum(sp, 0)
+    terminal.add("tool", ResidualCost(FramePlacementResidual(model, tool, target, nu=0)), 1e3)
+    problem = Problem(x0, ActionModel(RobotDynamics(model, dt), running), terminal, horizon=30)
+    result = solve_fddp(problem, us0=np.zeros((30, model.n)), options=SolverOptions(max_iter=300))
+    assert result.status == "converged", result.status
+    for k in (0, 15, 29):
+        x, u = result.xs[k], result.us[k]
+        v = x.v + dt * aba(model, x, u)
+        np.testing.assert_allclose(result.xs[k + 1].v, v, atol=1e-9)
+        np.testing.assert_allclose(result.xs[k + 1].s, x.s + dt * v, atol=1e-9)
+    assert np.linalg.norm(frame_placement(model, result.xs[-1], tool)[:3, 3] - target[:3, 3]) < 5e-3

@@ -138,7 +138,9 @@ class FreeField(RobotField):
             if fext.shape != (model.nb, 6) or not np.all(np.isfinite(fext)):
                 raise ValueError(f"FreeField({model.name}): fext must be a finite ({model.nb}, 6) array")
         self.fext = fext
-        if type(self) is FreeField:  # a subclass may change the field: it is evaluated in Python
+        # A subclass may change the field, and a model with mimic joints has no packed arrays of its own (its
+        # algorithms run on the full tree): both are evaluated in Python.
+        if type(self) is FreeField and not model.mimic:
             self.tables = FieldTables(NO_FEXT if fext is None else fext, None)
 
     def __repr__(self) -> str:
