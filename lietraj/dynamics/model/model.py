@@ -168,8 +168,9 @@ def _followers(model: "RobotModel") -> str:
 class Frame:
     """A named frame rigidly attached to a body: ``(R, p)`` is its pose in the body frame.
 
-    ``kind`` is ``"body"`` (a URDF link), ``"joint"`` (a moving joint's frame) or ``"fixed_joint"``
-    (a fixed joint merged into its parent body). ``body`` is -1 for frames fixed in the world.
+    ``kind`` is ``"body"`` (a URDF link, an MJCF body), ``"joint"`` (a moving joint's frame), ``"fixed_joint"``
+    (a fixed joint merged into its parent body) or ``"site"`` (an MJCF site). ``body`` is -1 for frames fixed in the
+    world.
     """
 
     name: str
