@@ -18,10 +18,13 @@ Row columns, after the point's parameters:
 - the problem's ``metrics`` (``ExampleProblem.metrics``), NaN where a row has none.
 
 Kernels: numba's disk cache (``lietraj/_jit.py``) lives beside lietraj's sources, or in ``NUMBA_CACHE_DIR``,
-which the local workers inherit from this process. Before the batch, the kernels of the problem are compiled once,
-in two tasks that split the stages as ``lietraj.warmup`` does (no-ops when the cache is warm: a worker on a warm
-machine starts solving at once), so that N workers do not each compile them; workers on other machines share that
-work when their cache directory is on a shared file system.
+which the local workers inherit from this process. Unless every worker's cache is stamped warm for a ready problem
+(``lietraj.warmup.is_warm``), the kernels are compiled once before the batch: two tasks split the stages as
+``lietraj.warmup`` does, then one solve of the first point compiles what the stages leave to a solve, and the solves
+start as that ends (in the scheduler, with no round trip through this process). N workers thus do not each compile
+them; workers on other machines share that work when their cache directory is on a shared file system. On a warm
+cache the two tasks compile nothing (a builder of the user's, which has no stamp, pays a build and a load of its
+kernels) and a fresh worker's first solve only loads the kernels from disk.
 """
 
 from __future__ import annotations
@@ -248,17 +251,19 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
     from distributed.scheduler import KilledWorker
 
     start = time.perf_counter()
-    stages = stages_for(solver or (PROBLEMS[problem].solver if isinstance(problem, str) else "fddp"))
-    parts = [tuple(s for s in stages if s in _WORKER_STAGES), tuple(s for s in stages if s not in _WORKER_STAGES)]
-    primes = [client.submit(_prime, problem, robot, points[0], solver, part, pure=False) for part in parts]
-    # The solves wait for the compiling in the scheduler, which starts them as it ends, not in this process, which
-    # would add a round trip. A solution crosses the network only when it is asked for: a row is a few hundred
-    # bytes, a solution ~100 kB.
-    primed = client.submit(_primed, problem, robot, points[0], solver, options, *primes, pure=False)
-    send = keep_solutions or on_result is not None
-    n = len(points)
-    mapped = client.map(_solve_after, [primed] * n, [problem] * n, [robot] * n, points, [solver] * n, [options] * n,
-                        [send] * n, pure=False)  # one message to the scheduler, not one per task
+    n, send = len(points), keep_solutions or on_result is not None
+    # A solution crosses the network only when it is asked for: a row is a few hundred bytes, a solution ~100 kB.
+    arguments = ([problem] * n, [robot] * n, points, [solver] * n, [options] * n, [send] * n)
+    primed = None
+    if not isinstance(problem, str) or not all(client.run(is_warm, _spec(problem, robot, solver)).values()):
+        stages = stages_for(solver or (PROBLEMS[problem].solver if isinstance(problem, str) else "fddp"))
+        parts = [tuple(s for s in stages if s in _WORKER_STAGES), tuple(s for s in stages if s not in _WORKER_STAGES)]
+        primes = [client.submit(_prime, problem, robot, points[0], solver, part, pure=False) for part in parts]
+        # the solves wait for the compiling in the scheduler, which starts them as it ends, not in this process
+        primed = client.submit(_primed, problem, robot, points[0], solver, options, *primes, pure=False)
+        mapped = client.map(_solve_after, [primed] * n, *arguments, pure=False)
+    else:  # every worker's cache is stamped warm for this problem: nothing to wait for
+        mapped = client.map(solve_one, *arguments, pure=False)  # one message to the scheduler, not one per task
     futures = {future: i for i, future in enumerate(mapped)}
     rows: list[dict] = [{}] * len(points)
     solutions: list[SolverResult | None] = [None] * len(points)
@@ -279,8 +284,8 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
         if futures:
             client.cancel(list(futures))
     parameters = list(dict.fromkeys(k for p in points for k in p))
-    return BatchResult(table_of(rows, parameters), solutions if keep_solutions else [], primed.result(),
-                       time.perf_counter() - start)
+    return BatchResult(table_of(rows, parameters), solutions if keep_solutions else [],
+                       0.0 if primed is None else primed.result(), time.perf_counter() - start)
 
 
 def table_of(rows: Sequence[Mapping], parameters: Sequence[str]) -> pd.DataFrame:

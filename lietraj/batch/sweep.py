@@ -131,8 +131,9 @@ def run_sweep(directory: str | os.PathLike, problem: str, points: Sequence[Mappi
     """Solve ``problem`` at each of ``points`` (as ``solve_many`` takes them; a point given twice is one row) that
     ``directory`` does not hold yet, writing each row and solution there as it ends, then the table and (``figure``)
     the summary figure (module docstring). ``on_result(done, total, row)`` is called after each row is written
-    (``done`` counts the rows found finished too). Everything is checked before any worker starts: a ValueError names what is wrong. Stopped
-    (Ctrl-C), the table is written with the rows finished so far and KeyboardInterrupt raised again."""
+    (``done`` counts the rows found finished too). Everything is checked before any worker starts: a ValueError
+    names what is wrong. Stopped (Ctrl-C), the table is written with the rows finished so far and KeyboardInterrupt
+    raised again."""
     points = list({point_key(p): p for p in check_batch(problem, points, robot, solver, options)}.values())
     directory = Path(directory)
     own = connect(client) if isinstance(client, str) else None  # before the directory: a wrong address leaves none
