@@ -17,7 +17,8 @@ import pytest
 import lietraj.batch.solves as batch_module
 import lietraj.batch.sweep as sweep_module
 import lietraj.cli as cli
-from lietraj.batch import GridError, grid_points, local_cluster, parse_axis, read_table, run_sweep, solve_many
+from lietraj.batch import (GridError, grid_points, local_cluster, parse_axis, read_table, run_sweep, solve_many,
+                           summary_figure)
 from lietraj.cli import main
 from lietraj.optimal_control.solution_io import load_solution
 from lietraj.problems import make_problem, squat
@@ -251,6 +252,8 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+# dask 2026.8's Parquet reader calls reset_index(inplace=True), which pandas 3.1 deprecates
+@pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame.reset_index")
 def test_sweep_writes_table_solutions_and_figure(tmp_path, capsys):
     """`lietraj sweep` on its own local cluster: the table (pandas and Dask read it), one .npz per solution as
     `--save` writes it, the summary figure; a second run skips every row."""
@@ -272,6 +275,15 @@ def test_sweep_writes_table_solutions_and_figure(tmp_path, capsys):
         assert saved.metadata["parameters"] == {"dt": 0.05, "depth": row["depth"], "horizon": row["horizon"]}
         assert saved.metadata["problem"] == "squat" and saved.metadata["key"] == row["key"]
     assert (out / "summary.png").stat().st_size > 20_000
+    figure = summary_figure(read_table(out), "squats")
+    panels = {ax.get_title(): ax for ax in figure.axes if ax.get_visible()}
+    assert list(panels)[:3] == ["cost", "iterations", "wall_time"] and "depth_mm" in panels
+    lines = [line for line in panels["depth_mm"].get_lines() if line.get_label() in ("horizon=8", "horizon=10")]
+    assert len(lines) == 2  # one line per horizon, over the depth
+    for line in lines:
+        rows = table[table["horizon"] == int(line.get_label().split("=")[1])].sort_values("depth")
+        np.testing.assert_array_equal(line.get_xdata(), rows["depth"])
+        np.testing.assert_array_equal(line.get_ydata(), rows["depth_mm"])
     before = {p.name: p.stat().st_mtime_ns for p in (out / "rows").iterdir()}
     code, stdout, _ = run(capsys, *argv)
     assert code == 0 and "4 point(s) were done already" in stdout and "solved" not in stdout
