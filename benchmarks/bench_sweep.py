@@ -49,7 +49,7 @@ def overheads(stream: list[dict], tasks: int) -> tuple[float, float, float, floa
     first computation's start, in the stream's clock)."""
     computes: dict[str, list[tuple[float, float]]] = {}
     for record in stream:
-        if not record["key"].startswith("_solve_after"):
+        if not record["key"].startswith(("solve_one", "_solve_after")):
             continue
         for part in record["startstops"]:
             if part["action"] == "compute":
