@@ -16,10 +16,20 @@ from conftest import relative_error
 from lietraj.dynamics.contacts.contact_dynamics import Contact
 from lietraj.dynamics.algorithms.crba import mass_matrix
 from lietraj.dynamics.lie.finite_differences import numerical_jacobian
-from lietraj.dynamics.contacts.impulse_dynamics import impulse_dynamics, impulse_dynamics_derivatives
+from lietraj.dynamics.algorithms.rnea_derivatives import rnea_derivatives
+from lietraj.dynamics.contacts.impulse_dynamics import (
+    _impact,
+    _in_references,
+    impulse_dynamics,
+    impulse_dynamics_derivatives,
+    impulse_inputs,
+    no_gravity,
+)
 from lietraj.dynamics.kinematics.kinematics import frame_velocity
+from lietraj.dynamics.kinematics.kinematics_derivatives import frame_velocity_derivatives
 from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
-from lietraj.dynamics.lie.state import State
+from lietraj.dynamics.lie.state import State, Trajectory
+from lietraj.dynamics.model.workspace import Workspace
 from pin_oracle import PROXIMAL_SETTINGS, pin_constraints, pin_model
 from test_contact_dynamics import FEET, GAINS, case, robot
 
@@ -198,3 +208,101 @@ def test_bad_inputs_raise():
             f(model, (x.H, x.s, x.v), contacts)
         with pytest.raises(ValueError, match="rank deficient"):
             f(model, x, contacts + [contacts[0]])
+
+
+def _hat(w):
+    """Skew matrices (..., 3, 3) of vectors (..., 3)."""
+    H = np.zeros(w.shape[:-1] + (3, 3))
+    H[..., 0, 1], H[..., 0, 2], H[..., 1, 2] = -w[..., 2], w[..., 1], -w[..., 0]
+    H[..., 1, 0], H[..., 2, 0], H[..., 2, 1] = w[..., 2], -w[..., 1], w[..., 0]
+    return H
+
+
+def composed_derivatives(model, x, contacts, restitution, damping):
+    """The four blocks composed from the public building blocks with numpy (module docstring's formulas, as
+    impulse_dynamics_derivatives computed them before its compiled pass): IDSVA of the gravity-free model for dF/dq,
+    the frame velocity derivatives at (q, v+) and (q, v) for dC/dq, then the dense Schur solve."""
+    what = "composed_derivatives"
+    x, contacts, restitution, damping, ids = impulse_inputs(model, x, contacts, restitution, damping, what)
+    workspace = Workspace(model)
+    s = _impact(model, x, contacts, restitution, damping, what, workspace, ids)
+    nv, lead = model.nv, x.v.shape[:-1]
+    fext = np.zeros(lead + (model.nb, 6))
+    o = 0
+    for c, k in zip(contacts, ids):
+        fr = model.frames[k]
+        f = s.lambda_c[..., o:o + 3]
+        fext[..., fr.body, :3] += f @ fr.R.T
+        fext[..., fr.body, 3:] += f @ (_hat(fr.p) @ fr.R).T
+        if c.dim == 6:
+            fext[..., fr.body, 3:] += s.lambda_c[..., o + 3:o + 6] @ fr.R.T
+        o += c.dim
+    free, free_workspace = no_gravity(model, workspace)
+    kind = State if type(x) is State else Trajectory
+    dF_dq = rnea_derivatives(free, kind(x.H, x.s, np.zeros_like(x.v)), s.v_plus - x.v, fext, "local",
+                             workspace=free_workspace).dtau_dq
+    nc = s.J.shape[-2]
+    dC_dq, J_ang, o = np.empty(lead + (nc, nv)), [], 0
+    for c, k in zip(contacts, ids):
+        dv_dq, J = frame_velocity_derivatives(model, kind(x.H, x.s, s.v_plus), k, "local", workspace)
+        dC_dq[..., o:o + c.dim, :] = dv_dq[..., :c.dim, :]
+        dC_dq[..., o:o + c.dim, :] += restitution * frame_velocity_derivatives(model, x, k, "local",
+                                                                               workspace)[0][..., :c.dim, :]
+        J_ang.append(J[..., 3:, :])
+        o += c.dim
+    rhs = np.concatenate([np.swapaxes(s.MinvJt, -1, -2) @ dF_dq - dC_dq, -(1.0 + restitution) * s.J], axis=-1)
+    dlambda = np.linalg.solve(s.S, rhs)
+    dv = s.MinvJt @ dlambda
+    dv[..., :nv] -= s.Minv @ dF_dq
+    dv[..., nv:] += np.eye(nv)
+    o = 0
+    for c, P, Ja in zip(contacts, s.poses, J_ang):
+        if P is not None:
+            for r in range(o, o + c.dim, 3):
+                dlambda[..., r:r + 3, :nv] -= _hat(s.lambda_c[..., r:r + 3]) @ Ja
+        o += c.dim
+    dlambda = _in_references(contacts, s.poses, dlambda)
+    return dict(zip(BLOCKS, (dv[..., :nv], dv[..., nv:], dlambda[..., :nv], dlambda[..., nv:])))
+
+
+@pytest.mark.parametrize("damping", [0.0, 1e-3])
+@pytest.mark.parametrize("restitution", [0.0, 0.5])
+@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("name", list(FEET))
+def test_compiled_equals_composition(name, reference, restitution, damping):
+    """The compiled pass against the same formulas composed from the building blocks, on a trajectory (one
+    compiled call) and on each of its knots as a State."""
+    model, _, contacts = impact_case(name, 0, reference)
+    X = model.state_space.random_trajectory(4, np.random.default_rng(11))
+    D = impulse_dynamics_derivatives(model, X, contacts, restitution, damping)
+    oracle = composed_derivatives(model, X, contacts, restitution, damping)
+    for block in BLOCKS:
+        assert relative_error(getattr(D, block), oracle[block]) <= 1e-12, block
+    for k in (0, 3):
+        d = impulse_dynamics_derivatives(model, X[k], contacts, restitution, damping)
+        one = composed_derivatives(model, X[k], contacts, restitution, damping)
+        for block in BLOCKS:
+            assert relative_error(getattr(d, block), one[block]) <= 1e-12, block
+            assert relative_error(getattr(d, block), getattr(D, block)[k]) <= 1e-12, block
+
+
+def test_compiled_equals_composition_fixed_base():
+    """An arm's tool hitting a wall: no base columns (the kernel's closed-form base columns are skipped)."""
+    model = robot("ur5")
+    X = model.state_space.random_trajectory(3, np.random.default_rng(12))
+    for contacts in ([Contact("tool0", "3d", "local_world_aligned")], [Contact("tool0", "6d", "local")]):
+        D = impulse_dynamics_derivatives(model, X, contacts, 0.5)
+        oracle = composed_derivatives(model, X, contacts, 0.5, 0.0)
+        for block in BLOCKS:
+            assert relative_error(getattr(D, block), oracle[block]) <= 1e-12, block
+
+
+def test_trajectory_errors_name_the_knot():
+    model, _, contacts = impact_case("solo12", 0)
+    X = model.state_space.random_trajectory(3, np.random.default_rng(13))
+    X.v[2, 4] = np.nan
+    with pytest.raises(ValueError, match=r"at knot 2: .*x\.v\[2, 4\] = nan"):
+        impulse_dynamics_derivatives(model, X, contacts)
+    X.v[2, 4] = 0.0
+    with pytest.raises(ValueError, match="at knot 0: .*rank deficient"):
+        impulse_dynamics_derivatives(model, X, contacts + [contacts[0]])

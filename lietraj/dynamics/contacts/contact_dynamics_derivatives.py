@@ -35,7 +35,9 @@ the same and its force is the LOCAL one rotated into world axes, ``lambda_w = R 
 
 Columns are the state tangent ``[z_q (nv); z_v (nv)]`` (base columns: body-twist perturbations ``H exp(z)``),
 rows the accelerations ``(nv,)`` and the stacked forces ``(nc,)`` in contact order and in each contact's reference.
-Everything after ``contact_dynamics`` runs in one compiled call for a whole trajectory (``x`` a Trajectory).
+Everything after ``contact_dynamics`` runs in one compiled call for a whole trajectory (``x`` a Trajectory). The
+steps after the rows and ``Y_x`` (``schur_products``, ``schur_factor``, ``plus_g_times``, ``in_references``) and
+the forces' body wrenches (``contact_wrench``) serve the impact's derivatives too (``impulse_dynamics``).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from lietraj.dynamics._checks import (
     checked_real,
     checked_state,
     checked_vector,
+    finite,
     raise_for_status,
     result_arrays,
 )
@@ -105,6 +108,27 @@ class ContactDynamicsDerivatives:
 
 
 @helper
+def contact_wrench(fb, ff, k, d, o, world_aligned, oR, lambda_c, lambda_local, fext):
+    """Rows o .. o + d of ``lambda_c`` (the force, or impulse, of a contact on frame k at orientation ``oR``, in the
+    contact's reference) in the frame's axes into ``lambda_local``, and added to ``fext`` as a wrench on the frame's
+    body in body axes: a frame at ``(R, p)`` in its body moves ``[f; torque]`` to ``[R f; R torque + p x R f]``."""
+    for r in range(o, o + d, 3):
+        f = (lambda_c[r], lambda_c[r + 1], lambda_c[r + 2])
+        if world_aligned:
+            f = mtv(oR, f)
+        lambda_local[r], lambda_local[r + 1], lambda_local[r + 2] = f[0], f[1], f[2]
+    b = fb[k]
+    fR, fp = load9(ff, k, 0), load3(ff, k, 9)
+    force = mv(fR, (lambda_local[o], lambda_local[o + 1], lambda_local[o + 2]))
+    torque = cross(fp, force)
+    if d == 6:
+        torque = add(torque, mv(fR, (lambda_local[o + 3], lambda_local[o + 4], lambda_local[o + 5])))
+    for r in range(3):
+        fext[b, r] += force[r]
+        fext[b, 3 + r] += torque[r]
+
+
+@helper
 def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lambda_c, Wk, MD, PE, r6, fext, lambda_local,
                   J, Jang, df_dq, df_dv):
     """Forward kinematics at ``a``; then per contact its LOCAL rows of J (and J_ang), ``-dC/dq`` and ``-dC/dv``
@@ -116,11 +140,7 @@ def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lambda
         k, d, o, flags = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF], ci[c, _CFLAGS]
         Kp, Kv = gains[c, 0], gains[c, 1]
         oR, op = frame_pose(Wk, fb, ff, k)
-        for r in range(o, o + d, 3):
-            f = (lambda_c[r], lambda_c[r + 1], lambda_c[r + 2])
-            if flags & _WORLD_ALIGNED:
-                f = mtv(oR, f)
-            lambda_local[r], lambda_local[r + 1], lambda_local[r + 2] = f[0], f[1], f[2]
+        contact_wrench(fb, ff, k, d, o, flags & _WORLD_ALIGNED, oR, lambda_c, lambda_local, fext)
         # MD = [dv_dq, da_dq, da_dv, da_da = J] of the frame in LOCAL; dv_dv is J as well.
         motion_derivatives_core(mi, mf, fb, ff, k, ACCELERATION, LOCAL, d == 3, Wk, MD)
         for r in range(d):
@@ -143,16 +163,6 @@ def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lambda
                     ex = cross(e, (MD[3, 3, col], MD[3, 4, col], MD[3, 5, col]))
                     for r in range(3):
                         df_dq[o + r, col] -= Kp * (MD[3, r, col] + ex[r])
-        # The force [f; torque] at the frame origin in frame axes, as a wrench on the body in body axes.
-        b = fb[k]
-        fR, fp = load9(ff, k, 0), load3(ff, k, 9)
-        force = mv(fR, (lambda_local[o], lambda_local[o + 1], lambda_local[o + 2]))
-        torque = cross(fp, force)
-        if d == 6:
-            torque = add(torque, mv(fR, (lambda_local[o + 3], lambda_local[o + 4], lambda_local[o + 5])))
-        for r in range(3):
-            fext[b, r] += force[r]
-            fext[b, 3 + r] += torque[r]
 
 
 @helper
@@ -177,6 +187,86 @@ def _cholesky_solve(L, B):
                 B[k, col] -= e * B[r, col]
 
 
+@helper
+def schur_products(J, Minv, Yq, Yv, Gt, rhs_q, rhs_v):
+    """``G^T = J M^-1`` into Gt and the right-hand sides ``rhs -= J Y`` for the q and v columns. J is sparse (the
+    contact frames' ancestors' columns only): its zeros are skipped."""
+    nc, nv = J.shape[0], J.shape[1]
+    for c in range(nc):
+        for col in range(nv):
+            Gt[c, col] = 0.0
+        for k in range(nv):
+            e = J[c, k]
+            if e != 0.0:
+                for col in range(nv):
+                    Gt[c, col] += e * Minv[k, col]
+                    rhs_q[c, col] -= e * Yq[k, col]
+                    rhs_v[c, col] -= e * Yv[k, col]
+
+
+@helper
+def schur_factor(Gt, J, damping, S):
+    """The Schur complement ``S = G^T J^T + damping I`` factored by Cholesky in place (lower triangle); False when
+    it is not positive definite (redundant contacts without damping)."""
+    nc, nv = J.shape[0], J.shape[1]
+    for r in range(nc):
+        for c in range(r + 1):
+            acc = damping if r == c else 0.0
+            for k in range(nv):
+                acc += Gt[r, k] * J[c, k]
+            S[r, c] = acc
+    for r in range(nc):
+        for c in range(r + 1):
+            acc = S[r, c]
+            for k in range(c):
+                acc -= S[r, k] * S[c, k]
+            if r == c:
+                if not acc > 0.0:
+                    return False
+                S[r, r] = math.sqrt(acc)
+            else:
+                S[r, c] = acc / S[c, c]
+    return True
+
+
+@helper
+def plus_g_times(Gt, X, Y):
+    """Y += G X with ``G = M^-1 J^T`` given as Gt (nc, nv), X (nc, m), Y (nv, m)."""
+    for r in range(Y.shape[0]):
+        for c in range(Gt.shape[0]):
+            e = Gt[c, r]
+            for col in range(Y.shape[1]):
+                Y[r, col] += e * X[c, col]
+
+
+@helper
+def _rotate_rows(oR, X, r):
+    """Rows r, r + 1, r + 2 of X (nc, m), given in a frame's axes, into world axes (``oR`` the frame's
+    orientation)."""
+    for col in range(X.shape[1]):
+        X[r, col], X[r + 1, col], X[r + 2, col] = mv(oR, (X[r, col], X[r + 1, col], X[r + 2, col]))
+
+
+@helper
+def in_references(ci, fb, ff, Wk, lambda_local, Jang, dl_dq, dl_dv, dl_du):
+    """The LOCAL derivatives of the contact forces (or impulses) w.r.t. q, v and another input (``dl_du``, possibly
+    with no column) into each contact's reference: for a world-aligned one ``dlambda_w = R (dlambda - [lambda]x
+    J_ang dq)``, ``R`` turning with the frame's local angular Jacobian ``J_ang``."""
+    for c in range(ci.shape[0]):
+        if not ci[c, _CFLAGS] & _WORLD_ALIGNED:
+            continue
+        k, d, o = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF]
+        oR, _ = frame_pose(Wk, fb, ff, k)
+        for r in range(o, o + d, 3):
+            f = (lambda_local[r], lambda_local[r + 1], lambda_local[r + 2])
+            for col in range(dl_dq.shape[1]):
+                x = sub((dl_dq[r, col], dl_dq[r + 1, col], dl_dq[r + 2, col]),
+                        cross(f, (Jang[c, 0, col], Jang[c, 1, col], Jang[c, 2, col])))
+                dl_dq[r, col], dl_dq[r + 1, col], dl_dq[r + 2, col] = mv(oR, x)
+            _rotate_rows(oR, dl_dv, r)
+            _rotate_rows(oR, dl_du, r)
+
+
 # Inlined at numba's IR level into its one caller, the batch kernel: as a kernel of its own it was one more level of
 # LLVM modules, whose whole call tree the batch kernel optimized and compiled to machine code again (a cold
 # talos_reach's derivatives took 19.9 s of CPU instead of 18.0), at the same speed.
@@ -195,67 +285,24 @@ def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_l
         return status
     # Y_x = -M^-1 dF/dx into da_dq, da_dv; the contact wrenches are fixed in the body frames.
     minus_minv_dtau(mi, dof_end, g, H, Minv, dtau_dq, dtau_dv, True, T, da_dq, da_dv)
-    # G^T = J M^-1 and the right-hand sides -dC/dx - J Y_x (df_dq, df_dv already hold -dC/dx); J is sparse (the
-    # contact frames' ancestors' columns only).
+    # df_dq, df_dv hold -dC/dx: the right-hand sides -dC/dx - J Y_x, and dlambda/dtau = -S^-1 G^T.
+    schur_products(J, Minv, da_dq, da_dv, Gt, df_dq, df_dv)
     for c in range(nc):
         for col in range(nv):
-            Gt[c, col] = 0.0
-        for k in range(nv):
-            e = J[c, k]
-            if e != 0.0:
-                for col in range(nv):
-                    Gt[c, col] += e * Minv[k, col]
-                    df_dq[c, col] -= e * da_dq[k, col]
-                    df_dv[c, col] -= e * da_dv[k, col]
-        for col in range(nv):
             df_dtau[c, col] = -Gt[c, col]
-    # S = G^T J^T + damping I, factored in place (lower triangle).
-    for r in range(nc):
-        for c in range(r + 1):
-            acc = damping if r == c else 0.0
-            for k in range(nv):
-                acc += Gt[r, k] * J[c, k]
-            S[r, c] = acc
-    for r in range(nc):
-        for c in range(r + 1):
-            acc = S[r, c]
-            for k in range(c):
-                acc -= S[r, k] * S[c, k]
-            if r == c:
-                if not acc > 0.0:
-                    return SCHUR_SINGULAR
-                S[r, r] = math.sqrt(acc)
-            else:
-                S[r, c] = acc / S[c, c]
+    if not schur_factor(Gt, J, damping, S):
+        return SCHUR_SINGULAR
     _cholesky_solve(S, df_dq)
     _cholesky_solve(S, df_dv)
     _cholesky_solve(S, df_dtau)
     # da = Y + G dlambda; da/dtau = M^-1 + G dlambda/dtau.
+    plus_g_times(Gt, df_dq, da_dq)
+    plus_g_times(Gt, df_dv, da_dv)
     for r in range(nv):
         for col in range(nv):
             da_dtau[r, col] = Minv[r, col]
-        for c in range(nc):
-            e = Gt[c, r]
-            for col in range(nv):
-                da_dq[r, col] += e * df_dq[c, col]
-                da_dv[r, col] += e * df_dv[c, col]
-                da_dtau[r, col] += e * df_dtau[c, col]
-    # World-aligned contacts: dlambda_w = R (dlambda - [lambda]x J_ang dq).
-    for c in range(ci.shape[0]):
-        if not ci[c, _CFLAGS] & _WORLD_ALIGNED:
-            continue
-        k, d, o = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF]
-        oR, _ = frame_pose(Wk, fb, ff, k)
-        for r in range(o, o + d, 3):
-            f = (lambda_local[r], lambda_local[r + 1], lambda_local[r + 2])
-            for col in range(nv):
-                x = sub((df_dq[r, col], df_dq[r + 1, col], df_dq[r + 2, col]),
-                        cross(f, (Jang[c, 0, col], Jang[c, 1, col], Jang[c, 2, col])))
-                df_dq[r, col], df_dq[r + 1, col], df_dq[r + 2, col] = mv(oR, x)
-                x = mv(oR, (df_dv[r, col], df_dv[r + 1, col], df_dv[r + 2, col]))
-                df_dv[r, col], df_dv[r + 1, col], df_dv[r + 2, col] = x
-                x = mv(oR, (df_dtau[r, col], df_dtau[r + 1, col], df_dtau[r + 2, col]))
-                df_dtau[r, col], df_dtau[r + 1, col], df_dtau[r + 2, col] = x
+    plus_g_times(Gt, df_dtau, da_dtau)
+    in_references(ci, fb, ff, Wk, lambda_local, Jang, df_dq, df_dv, df_dtau)
     return OK
 
 
@@ -309,6 +356,16 @@ def contact_derivatives_work(model: RobotModel, m: int, nc: int) -> ContactDeriv
         np.zeros((nc, nv)), np.zeros((nc, nc)))
 
 
+@helper
+def solution_status(m, nv, H, s, v, u, code, lambda_c, no_fext):
+    """Status of a knot's state, of the nv-vector ``u`` of its solution (reported as ``code``) and of its contact
+    forces (or impulses) ``lambda_c``; ``m``: ``ModelArrays``, ``no_fext`` an empty (0, 6) array."""
+    status = check_dynamics_inputs(m.joints, m.floating, m.n, nv, H, s, v, u, code, no_fext)
+    if status == OK and not finite(lambda_c):
+        status = NOT_FINITE
+    return status
+
+
 @kernel
 def contact_derivatives_batch_kernel(model, dofs, contacts, damping, H, S, V, A, LAM, work, DA_DQ, DA_DV, DA_DTAU,
                                      DF_DQ, DF_DV, DF_DTAU):
@@ -319,15 +376,10 @@ def contact_derivatives_batch_kernel(model, dofs, contacts, damping, H, S, V, A,
     if (V.shape[0] != N or A.shape[0] != N or LAM.shape[0] != N or DA_DQ.shape[0] != N
             or (m.floating and H.shape[0] != N) or LAM.shape[1] != nc):
         return BAD_N, 0
-    no_fext = w.fext[:0]  # an empty fext: only the state and a are checked
+    no_fext = w.fext[:0]  # an empty fext: only the state, a and the forces are checked
     for t in range(N):
         Ht = H[t] if m.floating else H[0]
-        status = check_dynamics_inputs(m.joints, m.floating, m.n, DA_DQ.shape[1], Ht, S[t], V[t], A[t], BAD_A,
-                                       no_fext)
-        if status == OK:
-            for r in range(nc):
-                if not math.isfinite(LAM[t, r]):
-                    status = NOT_FINITE
+        status = solution_status(m, DA_DQ.shape[1], Ht, S[t], V[t], A[t], BAD_A, LAM[t], no_fext)
         if status == OK:
             status = contact_derivatives_core(m.joints, m.bodies, m.gravity, DofTables(*dofs).subtree_end, c.fb, c.ff,
                                               c.ci, c.gains, c.targets, c.a_last, damping, Ht, S[t], V[t], A[t], LAM[t],
@@ -351,20 +403,25 @@ def _frame_ids(model: RobotModel, contacts: tuple[Contact, ...], what: str) -> l
 
 class _Plan(NamedTuple):
     """What the kernel needs about one contact set: its tables and work arrays (plain tuples of
-    ``ContactTables`` and ``ContactDerivativesWork``) and its number of rows."""
+    ``ContactTables`` and ``ContactDerivativesWork``, in ``ImpulseDerivativesWork`` for an impact) and its number
+    of rows."""
 
     tables: tuple
     work: tuple
     nc: int
 
 
-def _build_plan(model: RobotModel, contacts: tuple[Contact, ...], what: str) -> _Plan:
-    ids = _frame_ids(model, contacts, what)
+def build_plan(model: RobotModel, contacts: tuple[Contact, ...], what: str, ids: list[int] | None = None,
+               baumgarte: bool = True) -> _Plan:
+    """The kernel's form of ``contacts`` (``ids``: their frame indices, if the caller has them). Without
+    ``baumgarte`` (an impact) the contacts' gains and targets are left out."""
+    if ids is None:
+        ids = _frame_ids(model, contacts, what)
     m = len(contacts)
     ci, gains, targets = np.zeros((m, 4), dtype=np.int64), np.zeros((m, 2)), np.zeros((m, 4, 4))
     o = 0
     for c, (contact, k) in enumerate(zip(contacts, ids)):
-        Kp, Kv = contact.baumgarte
+        Kp, Kv = contact.baumgarte if baumgarte else (0.0, 0.0)
         position = Kp != 0.0 and contact.target is not None
         ci[c] = k, contact.dim, o, (_WORLD_ALIGNED if contact.reference == "local_world_aligned" else 0) | (
             _POSITION if position else 0)
@@ -378,12 +435,14 @@ def _build_plan(model: RobotModel, contacts: tuple[Contact, ...], what: str) -> 
     return _Plan(tuple(tables), tuple(contact_derivatives_work(model, m, nc)), nc)
 
 
-def _raise(status: int, model: RobotModel, knot: int | None, what: str, x, A: np.ndarray, LAM: np.ndarray) -> None:
+def raise_derivatives_status(status: int, model: RobotModel, knot: int | None, what: str, x, **inputs) -> None:
+    """The ValueError of a derivative kernel's status; ``inputs``: the solution it read, by name, searched for a
+    NaN as ``raise_for_status`` does."""
     name = f"{what}({model.name})" + ("" if knot is None else f" at knot {knot}")
     if status == SCHUR_SINGULAR:
         raise ValueError(f"{name}: the contact Jacobian is rank deficient (redundant contacts); remove contacts or "
                          "pass damping > 0")
-    raise_for_status(status, model, what, knot, x, **{"dynamics.a": A, "dynamics.lagrangian": LAM})
+    raise_for_status(status, model, what, knot, x, **inputs)
 
 
 def contact_derivatives(model: RobotModel, x: State | Trajectory, tau: np.ndarray | None, contacts: tuple,
@@ -393,7 +452,7 @@ def contact_derivatives(model: RobotModel, x: State | Trajectory, tau: np.ndarra
     reported as those of ``what``."""
     if dynamics is None:
         dynamics = solve_contacts(model, x, tau, contacts, damping, workspace, what)
-    plan = workspace.for_objects("contact derivatives", contacts, lambda: _build_plan(model, contacts, what))
+    plan = workspace.for_objects("contact derivatives", contacts, lambda: build_plan(model, contacts, what))
     single = type(x) is State
     nv, nc, lead = model.nv, plan.nc, () if single else (len(x),)
     A, LAM = np.asarray(dynamics.a, dtype=np.float64), np.asarray(dynamics.lagrangian, dtype=np.float64)
@@ -413,7 +472,8 @@ def contact_derivatives(model: RobotModel, x: State | Trajectory, tau: np.ndarra
                                                  np.ascontiguousarray(A1), np.ascontiguousarray(LAM1), plan.work,
                                                  *blocks)
     if status != OK:
-        _raise(status, model, None if single else k, what, x, A, LAM)
+        raise_derivatives_status(status, model, None if single else k, what, x,
+                                 **{"dynamics.a": A, "dynamics.lagrangian": LAM})
     return ContactDynamicsDerivatives(*arrays) if out is None else out
 
 

@@ -41,26 +41,68 @@ and for a world-aligned contact ``dΛ_w/dq = R (dΛ/dq - [Λ]x J_ang)``, ``dΛ_w
 the frame's local angular Jacobian ``J_ang``, as in ``contact_dynamics_derivatives``). Columns are the state
 tangent ``[z_q (nv); z_v (nv)]`` (base columns: body-twist perturbations ``H exp(z)``).
 
-Everything is batched over a ``Trajectory``: the impact and each building block of its derivatives (the recursive
-inverse mass matrix, Jacobians, IDSVA, frame velocity derivatives) is one compiled call over all knots, the small
-dense solves of the derivatives one batched numpy call.
+All of it is one compiled pass per knot (``impulse_derivatives_core``), with ``contact_derivatives_core``'s steps:
+``Y_q = -M⁻¹ ∂F/∂q`` (the recursive ``M⁻¹``; without gravity ``F`` does not depend on the base pose, whose columns
+are zero), ``Y_v = I`` (``∂F/∂v = -M``) and ``G = M⁻¹ Jᵀ`` give ``dΛ/dx = S⁻¹ (-∂C/∂x - J Y_x)`` and
+``dv⁺/dx = Y_x + G dΛ/dx``, the expressions above. The frame twists and their q-derivatives come from forward
+kinematics at ``(q, v⁺)``, and at ``(q, v)`` for ``e ∂(J v)/∂q`` when ``e`` ≠ 0. A Trajectory's knots are one
+compiled call.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
+from numba import njit
 
-from lietraj.dynamics._checks import checked_real, checked_state, require_finite
+from lietraj._jit import helper, kernel
+from lietraj.dynamics._checks import (
+    BAD_N,
+    BAD_V,
+    OK,
+    base_pose,
+    base_poses,
+    checked_real,
+    checked_state,
+    require_finite,
+)
+from lietraj.dynamics.algorithms.aba_derivatives import _minus_minv_times
+from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix, minv_core
+from lietraj.dynamics.algorithms.rnea_derivatives import LOCAL_WRENCH, idsva_core
 from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_tuple, solve_impact
-from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix
-from lietraj.dynamics.kinematics.kinematics import frame_id, frame_jacobian, frame_placement
-from lietraj.dynamics.kinematics.kinematics_derivatives import frame_velocity_derivatives
-from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.contacts.contact_dynamics_derivatives import (
+    _CDIM,
+    _CFLAGS,
+    _CK,
+    _COFF,
+    _WORLD_ALIGNED,
+    SCHUR_SINGULAR,
+    ContactDerivativesWork,
+    ContactTables,
+    _cholesky_solve,
+    build_plan,
+    contact_wrench,
+    in_references,
+    plus_g_times,
+    raise_derivatives_status,
+    schur_factor,
+    schur_products,
+    solution_status,
+)
+from lietraj.dynamics.kinematics.kinematics import (
+    LOCAL,
+    VELOCITY,
+    forward_kinematics_core,
+    frame_id,
+    frame_jacobian,
+    frame_placement,
+    frame_pose,
+)
+from lietraj.dynamics.kinematics.kinematics_derivatives import motion_derivatives_core
+from lietraj.dynamics.model.model import JOINT_FREE, DofTables, ModelArrays, RobotModel
 from lietraj.dynamics.model.workspace import Workspace, workspace_for
-from lietraj.dynamics.algorithms.rnea_derivatives import rnea_derivatives
 from lietraj.dynamics.lie.state import State, Trajectory
 
 
@@ -96,7 +138,8 @@ class ImpulseDynamicsDerivatives:
 
 @dataclass(frozen=True)
 class _Impact:
-    """The LOCAL-row solution and what its derivatives reuse."""
+    """The LOCAL-row solution and the matrices the second-order contraction (``impulse_hessian_contraction``)
+    reuses."""
 
     ids: list[int]
     poses: list[np.ndarray | None]  # frame poses (..., 4, 4) of world-aligned contacts, None for LOCAL ones
@@ -131,7 +174,7 @@ def impulse_inputs(model: RobotModel, x, contacts, restitution, damping, name: s
 def _impact(model: RobotModel, x: State | Trajectory, contacts: tuple[Contact, ...], restitution: float,
             damping: float, name: str, workspace: Workspace, ids: list[int]) -> _Impact:
     """The impact of checked inputs (``impulse_inputs``): its solution by ``solve_impact`` (as ``impulse_dynamics``
-    gives it, to the bit) and the matrices its derivatives reuse."""
+    gives it, to the bit) and the matrices ``_Impact`` holds."""
     v_plus, lambda_ref, _ = solve_impact(model, x, contacts, restitution, damping, workspace, name)
     Minv = inverse_mass_matrix(model, x, workspace)
     if not contacts:
@@ -182,34 +225,6 @@ def impulse_dynamics(model: RobotModel, x: State | Trajectory, contacts: Sequenc
     return ImpulseDynamicsResult(v_plus, tuple(impulses), lambda_c, J)
 
 
-def _body_wrenches(model: RobotModel, contacts: Sequence[Contact], ids: list[int], lambda_c: np.ndarray) -> np.ndarray:
-    """The LOCAL impulses (..., nc) as wrenches on the contact bodies in the body frames (..., nb, 6): a frame at
-    ``(R, p)`` in its body moves ``[f; n]`` to ``[R f; R n + p x R f]``."""
-    fext = np.zeros(lambda_c.shape[:-1] + (model.nb, 6))
-    o = 0
-    for c, k in zip(contacts, ids):
-        fr = model.frames[k]
-        f = lambda_c[..., o:o + 3]
-        fext[..., fr.body, :3] += f @ fr.R.T
-        fext[..., fr.body, 3:] += f @ (_hat(fr.p) @ fr.R).T
-        if c.dim == 6:
-            fext[..., fr.body, 3:] += lambda_c[..., o + 3:o + 6] @ fr.R.T
-        o += c.dim
-    return fext
-
-
-def _hat(w: np.ndarray) -> np.ndarray:
-    """Skew matrices (..., 3, 3) of vectors (..., 3): ``_hat(w) u = w x u``."""
-    H = np.zeros(w.shape[:-1] + (3, 3))
-    H[..., 0, 1], H[..., 0, 2], H[..., 1, 2] = -w[..., 2], w[..., 1], -w[..., 0]
-    H[..., 1, 0], H[..., 2, 0], H[..., 2, 1] = w[..., 2], -w[..., 1], w[..., 0]
-    return H
-
-
-def _with_velocity(x: State | Trajectory, v: np.ndarray) -> State | Trajectory:
-    return (State if type(x) is State else Trajectory)(x.H, x.s, v)
-
-
 def no_gravity(model: RobotModel, workspace: Workspace) -> tuple[RobotModel, Workspace]:
     """The model without gravity (whose inverse dynamics at zero velocity is ``M dv - J^T lambda_c``), kept with the
     model, and a workspace for it, kept in ``workspace``."""
@@ -232,50 +247,138 @@ def impulse_dynamics_derivatives(model: RobotModel, x: State | Trajectory, conta
                                ids)
 
 
+@helper
+def _impulse_rows(mi, mf, fb, ff, ci, last, restitution, H, s, v, v_plus, lambda_c, Wk, MD, fext, lambda_local, J, Jang,
+                  rhs_q, rhs_v):
+    """Forward kinematics at ``(q, v⁺)``; per contact its LOCAL rows of J (and J_ang), ``-∂C/∂q`` into rhs_q (its
+    ``e ∂(J v)/∂q`` part from a second pass at ``(q, v)``) and ``-∂C/∂v = -e J`` into rhs_v, its impulse in LOCAL
+    axes and as a wrench on its body (fext, body frame)."""
+    nv = J.shape[1]
+    forward_kinematics_core(mi, mf, H, s, v_plus, v_plus, VELOCITY, last, Wk)
+    fext[:, :] = 0.0
+    for c in range(ci.shape[0]):
+        k, d, o = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF]
+        oR, _ = frame_pose(Wk, fb, ff, k)
+        contact_wrench(fb, ff, k, d, o, ci[c, _CFLAGS] & _WORLD_ALIGNED, oR, lambda_c, lambda_local, fext)
+        # MD = [dv_dq, J] of the frame's LOCAL twist; a 3d contact's rows are its linear part, the velocity of the
+        # frame origin.
+        motion_derivatives_core(mi, mf, fb, ff, k, VELOCITY, LOCAL, False, Wk, MD)
+        for r in range(d):
+            for col in range(nv):
+                J[o + r, col] = MD[1, r, col]
+                rhs_q[o + r, col] = -MD[0, r, col]
+                rhs_v[o + r, col] = -restitution * MD[1, r, col]
+        for r in range(3):
+            for col in range(nv):
+                Jang[c, r, col] = MD[1, 3 + r, col]
+    if restitution == 0.0:
+        return
+    forward_kinematics_core(mi, mf, H, s, v, v, VELOCITY, last, Wk)
+    for c in range(ci.shape[0]):
+        k, d, o = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF]
+        motion_derivatives_core(mi, mf, fb, ff, k, VELOCITY, LOCAL, False, Wk, MD)
+        for r in range(d):
+            for col in range(nv):
+                rhs_q[o + r, col] -= restitution * MD[0, r, col]
+
+
+# Inlined into its one caller, the batch kernel, as contact_derivatives_core is (one level fewer of LLVM modules).
+@njit(inline="always", cache=True, nogil=True, no_cfunc_wrapper=True)
+def impulse_derivatives_core(mi, mf, dof_end, fb, ff, ci, last, restitution, damping, H, s, v, v_plus, lambda_c, work,
+                             dv_dq, dv_dv, dl_dq, dl_dv):
+    """The four derivative blocks at one state for the solution (v_plus, lambda_c) of the impact (module docstring;
+    work: ``ImpulseDerivativesWork``). Assumes checked inputs; returns OK, SINGULAR (M) or SCHUR_SINGULAR."""
+    contact_work, zero, jump, g = work
+    Wk, Wi, D, Wm, T, MD, _pe, _r6, fext, lambda_local, tau_id, dtau_dq, dtau_dv, M, Minv, J, Jang, Gt, S = contact_work
+    nv = dv_dq.shape[0]
+    for k in range(nv):
+        jump[k] = v_plus[k] - v[k]
+    _impulse_rows(mi, mf, fb, ff, ci, last, restitution, H, s, v, v_plus, lambda_c, Wk, MD, fext, lambda_local, J, Jang,
+                  dl_dq, dl_dv)
+    # dF/dq: M(q) dv - J(q)^T lambda is the inverse dynamics without gravity, at zero velocity and acceleration dv.
+    idsva_core(mi, mf, g, dof_end, H, s, zero, jump, fext, LOCAL_WRENCH, Wi, D, tau_id, dtau_dq, dtau_dv, M)
+    status = minv_core(mi, mf, s, Wm, Minv)
+    if status != OK:
+        return status
+    # Y_q = -M^-1 dF/dq into dv_dq. Without gravity F does not depend on the base pose: those columns are zero
+    # (minus_minv_dtau's closed form with g = 0; its product is called directly to skip the velocity columns that
+    # minus_minv_dtau adds, 8 % of this kernel). Y_v = I (dF/dv = -M) into dv_dv.
+    first = 6 if mi[0, 1] == JOINT_FREE else 0
+    for r in range(nv):
+        for col in range(first):
+            dv_dq[r, col] = 0.0
+    _minus_minv_times(mi, dof_end, Minv, dtau_dq, first, T, dv_dq)
+    for r in range(nv):
+        for col in range(nv):
+            dv_dv[r, col] = 1.0 if r == col else 0.0
+    schur_products(J, Minv, dv_dq, dv_dv, Gt, dl_dq, dl_dv)
+    if not schur_factor(Gt, J, damping, S):
+        return SCHUR_SINGULAR
+    _cholesky_solve(S, dl_dq)
+    _cholesky_solve(S, dl_dv)
+    plus_g_times(Gt, dl_dq, dv_dq)
+    plus_g_times(Gt, dl_dv, dv_dv)
+    in_references(ci, fb, ff, Wk, lambda_local, Jang, dl_dq, dl_dv, Gt[:, :0])
+    return OK
+
+
+class ImpulseDerivativesWork(NamedTuple):
+    """Work arrays of the impact derivatives: the contact derivatives' (a plain ``ContactDerivativesWork`` tuple for
+    the contact set), a zero velocity and the velocity jump ``v⁺ - v`` (nv,) and a zero gravity (3,)."""
+
+    contact: tuple
+    zero_velocity: np.ndarray
+    velocity_jump: np.ndarray
+    gravity: np.ndarray
+
+
+@kernel
+def impulse_derivatives_batch_kernel(model, dofs, contacts, restitution, damping, H, S, V, V_PLUS, LAM, work, DV_DQ,
+                                     DV_DV, DL_DQ, DL_DV):
+    """The derivative blocks at N knots in one compiled call (contacts: ``ContactTables``, work:
+    ``ImpulseDerivativesWork``); returns (status, failing knot)."""
+    m, c = ModelArrays(*model), ContactTables(*contacts)
+    w = ImpulseDerivativesWork(*work)
+    N, nc = S.shape[0], DL_DQ.shape[1]
+    if (V.shape[0] != N or V_PLUS.shape[0] != N or LAM.shape[0] != N or DV_DQ.shape[0] != N
+            or (m.floating and H.shape[0] != N) or LAM.shape[1] != nc):
+        return BAD_N, 0
+    no_fext = ContactDerivativesWork(*w.contact).fext[:0]
+    for t in range(N):
+        Ht = H[t] if m.floating else H[0]
+        status = solution_status(m, DV_DQ.shape[1], Ht, S[t], V[t], V_PLUS[t], BAD_V, LAM[t], no_fext)
+        if status == OK:
+            status = impulse_derivatives_core(m.joints, m.bodies, DofTables(*dofs).subtree_end, c.fb, c.ff, c.ci,
+                                              c.a_last, restitution, damping, Ht, S[t], V[t], V_PLUS[t], LAM[t], w,
+                                              DV_DQ[t], DV_DV[t], DL_DQ[t], DL_DV[t])
+        if status != OK:
+            return status, t
+    return OK, 0
+
+
+def _plan(model: RobotModel, contacts: tuple[Contact, ...], what: str, ids: list[int]):
+    """The contact derivatives' plan of ``contacts`` without their Baumgarte gains and targets, its work arrays
+    those of ``impulse_derivatives_batch_kernel``."""
+    plan = build_plan(model, contacts, what, ids, baumgarte=False)
+    nv = model.nv
+    return plan._replace(work=tuple(ImpulseDerivativesWork(plan.work, np.zeros(nv), np.zeros(nv), np.zeros(3))))
+
+
 def impulse_derivatives(model: RobotModel, x: State | Trajectory, contacts: tuple[Contact, ...], restitution: float,
                         damping: float, workspace: Workspace, what: str, ids: list[int]) -> ImpulseDynamicsDerivatives:
     """``impulse_dynamics_derivatives`` of checked inputs (``impulse_inputs``), its errors reported as ``what``'s."""
-    s = _impact(model, x, contacts, restitution, damping, what, workspace, ids)
-    nv, lead = model.nv, x.v.shape[:-1]
-    eye = np.broadcast_to(np.eye(nv), lead + (nv, nv))
-    if not contacts:
-        e = np.zeros(lead + (0, nv))
-        return ImpulseDynamicsDerivatives(s.v_plus, s.lambda_ref, np.zeros(lead + (nv, nv)), eye.copy(), e, e.copy())
-
-    # dF/dq: M(q) dv - J(q)^T lambda_c is the inverse dynamics without gravity, at zero velocity and acceleration dv.
-    free, free_workspace = no_gravity(model, workspace)
-    dF_dq = rnea_derivatives(free, _with_velocity(x, np.zeros_like(x.v)), s.v_plus - x.v,
-                             _body_wrenches(model, contacts, s.ids, s.lambda_c), "local", workspace=free_workspace).dtau_dq
-
-    nc = s.J.shape[-2]
-    dC_dq = np.empty(lead + (nc, nv))
-    J_ang = []  # each contact's LOCAL angular Jacobian, for the world-aligned impulse rotation
-    x_plus = _with_velocity(x, s.v_plus)
-    o = 0
-    for c, k in zip(contacts, s.ids):
-        d = c.dim
-        dv_dq, J = frame_velocity_derivatives(model, x_plus, k, "local", workspace)
-        dC_dq[..., o:o + d, :] = dv_dq[..., :d, :]
-        if restitution != 0.0:
-            dv_dq = frame_velocity_derivatives(model, x, k, "local", workspace)[0]
-            dC_dq[..., o:o + d, :] += restitution * dv_dq[..., :d, :]
-        J_ang.append(J[..., 3:, :])
-        o += d
-
-    MinvJt = s.MinvJt
-    # One solve for both column blocks: S^-1 [J M^-1 dF/dq - dC/dq, -(1 + e) J].
-    rhs = np.concatenate([np.swapaxes(MinvJt, -1, -2) @ dF_dq - dC_dq, -(1.0 + restitution) * s.J], axis=-1)
-    dlambda = np.linalg.solve(s.S, rhs)
-    dv = MinvJt @ dlambda
-    dv[..., :nv] -= s.Minv @ dF_dq
-    dv[..., nv:] += eye
-
-    o = 0
-    for c, P, Ja in zip(contacts, s.poses, J_ang):
-        if P is not None:
-            for r in range(o, o + c.dim, 3):
-                dlambda[..., r:r + 3, :nv] -= _hat(s.lambda_c[..., r:r + 3]) @ Ja  # d(R λ) = R (dλ - [λ]x J_ang dq)
-        o += c.dim
-    dlambda = _in_references(contacts, s.poses, dlambda)
-    return ImpulseDynamicsDerivatives(s.v_plus, s.lambda_ref, dv[..., :nv], dv[..., nv:], dlambda[..., :nv],
-                                      dlambda[..., nv:])
+    v_plus, impulses, _ = solve_impact(model, x, contacts, restitution, damping, workspace, what)
+    plan = workspace.for_objects("impulse derivatives", contacts, lambda: _plan(model, contacts, what, ids))
+    single = type(x) is State
+    nv, nc, lead = model.nv, plan.nc, () if single else (len(x),)
+    blocks = tuple(np.empty(lead + shape) for shape in ((nv, nv), (nv, nv), (nc, nv), (nc, nv)))
+    if single:
+        H, S, V, V_PLUS, LAM = base_pose(x)[None], x.s[None], x.v[None], v_plus[None], impulses[None]
+        knots = tuple(b[None] for b in blocks)
+    else:
+        H, S, V, V_PLUS, LAM, knots = base_poses(x), x.s, x.v, v_plus, impulses, blocks
+    status, k = impulse_derivatives_batch_kernel(model.packed, model.dof_tables, plan.tables, restitution, damping, H, S,
+                                                 V, V_PLUS, LAM, plan.work, *knots)
+    if status != OK:
+        raise_derivatives_status(status, model, None if single else k, what, x, v_plus=v_plus, impulses=impulses)
+    return ImpulseDynamicsDerivatives(v_plus, impulses, *blocks)
