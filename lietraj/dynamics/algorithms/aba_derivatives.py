@@ -59,7 +59,7 @@ from lietraj.dynamics.lie.state import State, Trajectory
 
 
 @helper
-def _minus_minv_times(mi, dof_end, Minv, d, first, T, out):
+def minus_minv_times(mi, dof_end, Minv, d, first, T, out):
     """out[:, c] = -Minv d[:, c] for the columns c >= first, reading only the rows where column c can be
     non-zero (the ancestors' and the subtree's dofs of the body owning dof c). T is an (nv, nv) scratch."""
     nb, nv = mi.shape[0], Minv.shape[0]
@@ -101,8 +101,8 @@ def minus_minv_dtau(mi, dof_end, g, H, Minv, dtau_dq, dtau_dv, body_fixed_wrench
         da_dq[1, 3], da_dq[1, 5] = -gb[2], gb[0]
         da_dq[2, 3], da_dq[2, 4] = gb[1], -gb[0]
         first = 6
-    _minus_minv_times(mi, dof_end, Minv, dtau_dq, first, T, da_dq)
-    _minus_minv_times(mi, dof_end, Minv, dtau_dv, 0, T, da_dv)
+    minus_minv_times(mi, dof_end, Minv, dtau_dq, first, T, da_dq)
+    minus_minv_times(mi, dof_end, Minv, dtau_dv, 0, T, da_dv)
 
 
 @kernel

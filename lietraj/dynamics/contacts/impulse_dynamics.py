@@ -68,7 +68,7 @@ from lietraj.dynamics._checks import (
     checked_state,
     require_finite,
 )
-from lietraj.dynamics.algorithms.aba_derivatives import _minus_minv_times
+from lietraj.dynamics.algorithms.aba_derivatives import minus_minv_times
 from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix, minv_core
 from lietraj.dynamics.algorithms.rnea_derivatives import LOCAL_WRENCH, idsva_core
 from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_tuple, solve_impact
@@ -307,7 +307,7 @@ def impulse_derivatives_core(mi, mf, dof_end, fb, ff, ci, last, restitution, dam
     for r in range(nv):
         for col in range(first):
             dv_dq[r, col] = 0.0
-    _minus_minv_times(mi, dof_end, Minv, dtau_dq, first, T, dv_dq)
+    minus_minv_times(mi, dof_end, Minv, dtau_dq, first, T, dv_dq)
     for r in range(nv):
         for col in range(nv):
             dv_dv[r, col] = 1.0 if r == col else 0.0
