@@ -478,6 +478,9 @@ class Problem:
             for group in groups:
                 knots, Xg, Ug = gather(group)
                 contiguous = isinstance(knots, slice)
+                if not contiguous and isinstance(group.cost, ResidualCost):  # adds into its knots' rows in place
+                    group.cost._add(group.cost.residual.derivatives(Xg, Ug), group.weight, r, rows=knots)
+                    continue
                 # one run: the term adds into the running arrays' view; several: into a buffer scattered to their knots
                 target = CostDerivatives(*(getattr(r, name)[knots] for name in names)) if contiguous else \
                     CostDerivatives.zeros(len(group), self.ndx, self.nu)

@@ -136,11 +136,12 @@ def _row_nonzeros(A, I, C):
 
 
 @kernel
-def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, counts, p_known):
-    """``PHQ[k] += weight P[k]ᵀ H[k] Q[k]`` and, when ``gP`` has N rows, ``gP[k] += weight P[k]ᵀ g[k]``, for
+def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, counts, p_known, rows):
+    """``PHQ[row] += weight P[k]ᵀ H[k] Q[k]`` and, when ``gP`` is not empty, ``gP[row] += weight P[k]ᵀ g[k]``, for
     P (N, nr, m), Q (N, nr, p) and a Hessian H (N, nr, nr), or, when H is empty, ``diag(D[k])`` with D (N, nr);
-    a D or H of one knot serves every knot. ``symmetric``: Q is P (and H symmetric), so each product is computed
-    once for both triangles.
+    a D or H of one knot serves every knot. ``row = rows[k]`` (distinct rows), or ``k`` when ``rows`` is empty: a term
+    held by several runs of knots adds into their rows of the problem's arrays, without a buffer to scatter.
+    ``symmetric``: Q is P (and H symmetric), so each product is computed once for both triangles.
 
     Residual Jacobians are mostly zeros (a frame's non-ancestor joints, the velocity columns, the identity blocks
     of a state error), so each row's non-zero columns are gathered first and only their products summed:
@@ -152,7 +153,8 @@ def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, 
     diagonal = H.shape[0] == 0
     IP, IQ, CP, CQ = nonzeros[0], nonzeros[1], counts[0], counts[1]
     for k in range(N):
-        Pk, Qk, out = P[k], Q[k], PHQ[k]
+        row = rows[k] if rows.shape[0] else k
+        Pk, Qk, out = P[k], Q[k], PHQ[row]
         if not p_known:
             _row_nonzeros(Pk, IP, CP)
         if symmetric:
@@ -181,15 +183,16 @@ def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, 
                                 out[b, a] += x
                         else:
                             out[a, b] += wa * Qk[s, b]
-        if gP.shape[0] == N:
+        if gP.shape[0]:
             for r in range(nr):
                 wg = weight * g[k, r]
                 for i in range(CP[r]):
                     a = IP[r, i]
-                    gP[k, a] += wg * Pk[r, a]
+                    gP[row, a] += wg * Pk[r, a]
 
 
 _NO_GRADIENT, _NO_DIAGONAL, _NO_MATRIX = np.empty((0, 0)), np.empty((0, 0)), np.empty((0, 0, 0))
+_EACH_KNOT = np.empty(0, dtype=np.int64)
 
 
 def _x_pattern(d, nr: int, ndx: int, nonzeros: np.ndarray, counts: np.ndarray, known) -> tuple | None:
@@ -275,11 +278,12 @@ class ResidualCost(CostModel):
             work = self._pattern = (np.empty((2, nr, width), np.int64), np.empty((2, nr), np.int64), None)
         return work
 
-    def _add(self, d, weight: float, out: CostDerivatives) -> None:
-        """out += weight * (value and derivatives) from the residual's derivatives ``d``."""
+    def _add(self, d, weight: float, out: CostDerivatives, rows: np.ndarray | None = None) -> None:
+        """out += weight * (value and derivatives) from the residual's derivatives ``d``: into ``out``'s knots, or
+        into its distinct ``rows`` (int64, one per knot of ``d``) of a larger ``out``."""
         res = self.residual
         a = self.activation.derivatives(d.r)
-        N, ndx, nu = out.l_x.shape[0], out.l_x.shape[1], self.nu
+        N, ndx, nu = out.l_x.shape[0] if rows is None else len(rows), out.l_x.shape[1], self.nu
         nr = d.r.shape[1] if d.r.ndim == 2 else -1
         D, H = _hessian_data(a)
         # The kernel reads without bounds checks: a custom residual or activation of the wrong shape must stop here.
@@ -290,7 +294,11 @@ class ResidualCost(CostModel):
             raise ValueError(f"{self!r}: inconsistent shapes: r {d.r.shape}, R_x {d.R_x.shape}, R_u {d.R_u.shape} "
                              f"(expected ({N}, nr), ({N}, nr, {ndx}), ({N}, nr, {nu})); activation value {a.value.shape}, "
                              f"gradient {a.gradient.shape}, Hessian {(D if D.size else H).shape}")
-        out.l += weight * a.value
+        if rows is None:
+            out.l += weight * a.value
+            rows = _EACH_KNOT
+        else:
+            out.l[rows] += weight * a.value
         g = np.ascontiguousarray(a.gradient, dtype=np.float64)
         R_x = np.ascontiguousarray(d.R_x, dtype=np.float64) if res.uses_x else None
         R_u = np.ascontiguousarray(d.R_u, dtype=np.float64) if res.uses_u else None
@@ -299,11 +307,12 @@ class ResidualCost(CostModel):
         pattern = _x_pattern(d, nr, ndx, nonzeros, counts, held) if res.uses_x else None
         known = pattern is not None
         if res.uses_x:
-            _add_weighted_products(R_x, R_x, True, g, D, H, weight, out.l_xx, out.l_x, nonzeros, counts, known)
+            _add_weighted_products(R_x, R_x, True, g, D, H, weight, out.l_xx, out.l_x, nonzeros, counts, known, rows)
         if res.uses_x and res.uses_u:
-            _add_weighted_products(R_x, R_u, False, g, D, H, weight, out.l_xu, _NO_GRADIENT, nonzeros, counts, known)
+            _add_weighted_products(R_x, R_u, False, g, D, H, weight, out.l_xu, _NO_GRADIENT, nonzeros, counts, known,
+                                   rows)
         if res.uses_u:  # searches R_u's pattern into the first halves
-            _add_weighted_products(R_u, R_u, True, g, D, H, weight, out.l_uu, out.l_u, nonzeros, counts, False)
+            _add_weighted_products(R_u, R_u, True, g, D, H, weight, out.l_uu, out.l_u, nonzeros, counts, False, rows)
         self._pattern = (nonzeros, counts, None if res.uses_u else pattern)
 
 
