@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -312,6 +315,29 @@ def test_a_stopped_sweep_resumes_with_every_row_once(client, tmp_path, capsys, m
     table = pd.read_parquet(out / "results.parquet")
     assert sorted(table["depth"]) == pytest.approx(list(np.linspace(0.01, 0.04, 6)))
     assert table["key"].is_unique and len(list((out / "solutions").iterdir())) == 6
+
+
+def test_ctrl_c_in_a_terminal_stops_the_sweep_without_a_traceback(tmp_path):
+    """SIGINT to the command's whole process group, as a terminal's Ctrl-C sends it, workers included: the command
+    says it was interrupted (exit 130) and no worker prints a KeyboardInterrupt traceback; the rows done are kept."""
+    out = tmp_path / "squats"
+    command = [sys.executable, "-m", "lietraj.cli", "sweep", "squat", "--robot", "solo12", "--grid",
+               "depth=0.01:0.05:400", "--set", "horizon=8", "--workers", "2", "--out", str(out)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while not any((out / "rows").glob("*.json")) and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert "lietraj: error: interrupted (Ctrl-C)" in stderr
+    assert 1 <= len(pd.read_parquet(out / "results.parquet")) < 400
 
 
 def test_lost_rows_are_solved_again_and_other_rows_kept(client, tmp_path):

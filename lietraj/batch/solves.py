@@ -124,33 +124,36 @@ def _empty_row(**values) -> dict:
 
 
 def _prime(problem: str | Callable, robot: str | None, parameters: Mapping, solver: str | None,
-           stages: tuple[str, ...]) -> float:
+           stages: tuple[str, ...]) -> tuple[float, bool]:
     """Compile (into the disk cache) the kernels ``stages`` of ``solver`` call on ``problem`` at ``parameters``:
-    the wall seconds if anything compiled, else 0 (a ready problem whose cache is stamped warm is not even built)."""
+    the wall seconds if anything compiled (else 0), and whether the stages ran (the problem could be built). A ready
+    problem whose cache is stamped warm is not even built."""
     if isinstance(problem, str) and is_warm(_spec(problem, robot, solver)):
-        return 0.0
+        return 0.0, True
     start = time.perf_counter()
     with numba.core.event.install_recorder("numba:compile") as compiled:
         try:
             example = _build(problem, robot, parameters)
             run_stages(example.problem, example.xs0, example.us0, solver or example.solver, stages)
         except Exception:  # the solves report it, row by row, and compile what is left
-            pass
-    return time.perf_counter() - start if compiled.buffer else 0.0
+            return time.perf_counter() - start if compiled.buffer else 0.0, False
+    return time.perf_counter() - start if compiled.buffer else 0.0, True
 
 
 def _primed(problem: str | Callable, robot: str | None, parameters: Mapping, solver: str | None, options: Mapping,
-            *seconds: float) -> float:
-    """After the ``_prime`` tasks (their compiling ``seconds``): if they compiled, solve the first point too, which
-    compiles what the stages leave to a solve (the constrained solver's rollout, the metrics' kernels) once rather
-    than in every worker, and mark a ready problem's cache warm. The seconds spent compiling."""
-    if max(seconds) == 0:
-        return 0.0
-    start = time.perf_counter()
-    solve_one(problem, robot, parameters, solver, options, keep_solution=False)
-    if isinstance(problem, str):
+            *primes: tuple[float, bool]) -> float:
+    """After the ``_prime`` tasks (their compiling seconds and whether their stages ran): if they compiled, solve
+    the first point too, which compiles what the stages leave to a solve (the constrained solver's rollout, the
+    metrics' kernels) once rather than in every worker; once every stage ran, a ready problem's cache is stamped
+    warm (the next batch skips all this). The seconds spent compiling."""
+    seconds = max(s for s, _ in primes)
+    if seconds > 0:
+        start = time.perf_counter()
+        solve_one(problem, robot, parameters, solver, options, keep_solution=False)
+        seconds += time.perf_counter() - start
+    if isinstance(problem, str) and all(ran for _, ran in primes):
         mark_warm(_spec(problem, robot, solver))
-    return max(seconds) + time.perf_counter() - start
+    return seconds
 
 
 def _solve_after(compiled: float, *arguments) -> tuple[dict, SolverResult | None]:
@@ -165,14 +168,14 @@ def _spec(problem: str, robot: str | None, solver: str | None) -> Spec:
 def local_cluster(workers: int | None = None):
     """A ``distributed.LocalCluster`` of ``workers`` single-threaded worker processes (default: one per core),
     its logs at ERROR level; its scheduler serves on a free port (never the default 8787, which another cluster on
-    the machine may hold)."""
+    the machine may hold); its workers leave Ctrl-C to this process (``worker_setup``)."""
     from distributed import LocalCluster
 
     workers = (os.cpu_count() or 1) if workers is None else workers
     if workers < 1:
         raise ValueError(f"solve_many: workers must be at least 1, got {workers}")
     return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                        silence_logs=logging.ERROR)
+                        silence_logs=logging.ERROR, preload=["lietraj.batch.worker_setup"])
 
 
 def connect(address: str, timeout: float = 10.0):
