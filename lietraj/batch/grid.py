@@ -42,10 +42,10 @@ def _plain(values) -> list:
 
 
 def parse_axis(text: str) -> tuple[str, list]:
-    """``KEY=START:STOP:COUNT`` (COUNT evenly spaced numbers from START to STOP, both included; integers when START
-    and STOP are integers and every value is one) or ``KEY=V1,V2,...`` (Python literals, or else names): the key and
-    its values. GridError names the text when it is neither, when COUNT is not a positive integer (or is 1 with
-    START != STOP), or when a value repeats."""
+    """``KEY=START:STOP:COUNT`` (COUNT evenly spaced numbers from START to STOP, both included, to 12 significant
+    digits; integers when START and STOP are integers and every value is one) or ``KEY=V1,V2,...`` (Python
+    literals, or else names): the key and its values. GridError names the text when it is neither, when COUNT is
+    not a positive integer (or is 1 with START != STOP), or when a value repeats."""
     key, sep, spec = text.partition("=")
     if not sep or not key.isidentifier():
         raise GridError(f"--grid {text}: expected KEY=START:STOP:COUNT or KEY=V1,V2,...")
@@ -66,7 +66,8 @@ def parse_axis(text: str) -> tuple[str, list]:
             raise GridError(f"--grid {text}: an empty range: START = STOP gives the same value {count} times")
         values = np.linspace(start, stop, count)
         integral = isinstance(start, Integral) and isinstance(stop, Integral) and np.all(values == np.round(values))
-        return key, [int(v) for v in values] if integral else [float(v) for v in values]
+        # to 12 digits, the values typed: 0.02 in 0.01:0.05:5 and in 0.01:0.05:9 is one point of a sweep, not two
+        return key, [int(v) for v in values] if integral else [float(f"{v:.12g}") for v in values]
     values = [_literal(v.strip()) for v in spec.split(",") if v.strip()]
     repeated = sorted({repr(v) for v in values if values.count(v) > 1})
     if repeated:

@@ -270,25 +270,34 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
     futures = {future: i for i, future in enumerate(mapped)}
     rows: list[dict] = [{}] * len(points)
     solutions: list[SolverResult | None] = [None] * len(points)
+    # The results come with the futures, gathered by Dask's own thread: nothing in this loop waits on the cluster, so
+    # that Ctrl-C lands here or in on_result, never inside a call to the scheduler (distributed 2026.8 then logs a
+    # NameError's traceback from its clean-up).
+    finished = as_completed(futures, with_results=True, raise_errors=False)
     try:
-        for future in as_completed(futures):
+        for future, outcome in finished:
             i = futures.pop(future)
-            try:
-                row, solution = future.result()
-            except KilledWorker as e:
-                row, solution = _empty_row(status="lost", message=f"the workers running it died: {e}"), None
+            solution = None
+            if future.status == "finished":
+                row, solution = outcome
+            else:  # its workers kept dying (KilledWorker), or the task could not run at all
+                error = outcome[1] if isinstance(outcome, tuple) else outcome
+                row = _empty_row(status="lost" if isinstance(error, KilledWorker) else "error",
+                                 message=f"{type(error).__name__}: {error}")
             future.release()
             rows[i] = {**points[i], **row}
             if keep_solutions:
                 solutions[i] = solution
             if on_result is not None:
                 on_result(i, rows[i], solution)
-    finally:  # stopped (Ctrl-C, an on_result that raised): the cluster drops what is left
-        if futures:
-            client.cancel(list(futures))
+    finally:  # stopped (Ctrl-C, an on_result that raised): the cluster forgets what is left
+        finished.clear()
+        for future in futures:
+            future.release()
     parameters = list(dict.fromkeys(k for p in points for k in p))
     return BatchResult(table_of(rows, parameters), solutions if keep_solutions else [],
-                       0.0 if primed is None else primed.result(), time.perf_counter() - start)
+                       primed.result() if primed is not None and primed.status == "finished" else 0.0,
+                       time.perf_counter() - start)
 
 
 def table_of(rows: Sequence[Mapping], parameters: Sequence[str]) -> pd.DataFrame:
