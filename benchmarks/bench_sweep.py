@@ -4,13 +4,19 @@ as a fraction of a solve, and the load average.
 
 Compiling is in neither figure: the cache is warmed first (``lietraj.warmup``; the workers load the kernels from
 the same disk cache), and each worker solves one squat before the clock starts (``client.run``), loading the
-kernels and the robot (that first solve of a fresh worker on a warm machine is printed on its own). Both runs do the same work per
-point, ``solve_one``: build the problem, solve it on one thread, compute its metrics.
+kernels and the robot (that first solve of a fresh worker on a warm machine is printed on its own). Both runs do
+the same work per point, ``solve_one``: build the problem, solve it on one thread, compute its metrics.
 
-Dask's overhead per task is read from the workers' task stream: on each worker, the time between the end of one
-task's computation and the start of the next (scheduling, moving the parameters in and the row and solution out),
-summed over workers and divided by the tasks; the tail, when one worker has finished and the other still
-computes, is printed apart. Run:
+Two overheads, both measured on one clock per process (the task stream's times are shifted by Dask's estimate of
+each worker's clock offset, which jitters by milliseconds):
+
+- Dask's own cost per task: 200 tasks that do nothing, mapped on the same workers, their wall time times the
+  workers over their number;
+- the batch's time not spent solving: the workers' wall time (their number times the batch's) less the solves'
+  own wall times (measured in the workers), per task: Dask's cost, the batch's start (the warm-cache check,
+  submitting) and its tail (one worker idle while the other ends its last solve).
+
+Run:
 
     python benchmarks/bench_sweep.py            # 24 squats, 2 workers
     python benchmarks/bench_sweep.py --quick    # 8 squats
@@ -23,7 +29,7 @@ import io
 import time
 
 import numpy as np
-from distributed import Client, get_task_stream
+from distributed import Client
 from machine import Quietness, describe
 
 from lietraj.batch import local_cluster, solve_many, solve_one
@@ -43,24 +49,18 @@ def serial(batch: list[dict]) -> tuple[float, float]:
     return time.perf_counter() - start, float(np.mean(walls))
 
 
-def overheads(stream: list[dict], tasks: int) -> tuple[float, float, float, float]:
-    """From the task stream of the solves: (seconds between one task's computation and the next on a worker, per
-    task; seconds of the tail, from the first worker's last end to the last one's; mean computation seconds; the
-    first computation's start, in the stream's clock)."""
-    computes: dict[str, list[tuple[float, float]]] = {}
-    for record in stream:
-        if not record["key"].startswith(("solve_one", "_solve_after")):
-            continue
-        for part in record["startstops"]:
-            if part["action"] == "compute":
-                computes.setdefault(record["worker"], []).append((part["start"], part["stop"]))
-    gaps, ends, durations = 0.0, [], []
-    for spans in computes.values():
-        spans.sort()
-        gaps += sum(b[0] - a[1] for a, b in zip(spans, spans[1:]))
-        ends.append(spans[-1][1])
-        durations += [b - a for a, b in spans]
-    return gaps / tasks, max(ends) - min(ends), float(np.mean(durations)), min(s[0][0] for s in computes.values())
+def nothing(i: int) -> int:
+    return i
+
+
+def dask_cost(client, workers: int, tasks: int = 200) -> float:
+    """Seconds of a worker per task of ``tasks`` no-op tasks mapped on the cluster (median of 3 rounds)."""
+    walls = []
+    for _ in range(3):
+        start = time.perf_counter()
+        client.gather(client.map(nothing, range(tasks), pure=False))
+        walls.append(time.perf_counter() - start)
+    return float(np.median(walls)) * workers / tasks
 
 
 def main() -> None:
@@ -85,21 +85,23 @@ def main() -> None:
               f"{', '.join(f'{t:.2f}' for t in first)} s (kernels and robot loaded from disk)")
         quiet = Quietness(threads=args.workers)
         t_serial, per_solve = serial(batch)
-        with get_task_stream(client) as stream:
-            start, clock = time.perf_counter(), time.time()
-            result = solve_many(PROBLEM, batch, ROBOT, client=client)
-            t_dask = time.perf_counter() - start
-        gap, tail, compute, first_start = overheads(stream.data, len(batch))
+        start = time.perf_counter()
+        result = solve_many(PROBLEM, batch, ROBOT, client=client)
+        t_dask = time.perf_counter() - start
+        per_task = dask_cost(client, args.workers)
     cluster.close()
     table = result.table
     assert (table["status"] == "converged").all(), table[["depth", "status", "message"]]
+    solving = float(table["wall_time"].sum())
+    idle = (args.workers * t_dask - solving) / len(batch)
+    mean = solving / len(batch)
     print(f"{'run':28s} {'wall s':>8s} {'per solve ms':>12s}")
     print(f"{'serial, this process':28s} {t_serial:8.3f} {1e3 * per_solve:12.1f}")
-    print(f"{f'Dask, {args.workers} local workers':28s} {t_dask:8.3f} {1e3 * table['wall_time'].mean():12.1f}")
+    print(f"{f'Dask, {args.workers} local workers':28s} {t_dask:8.3f} {1e3 * mean:12.1f}")
     print(f"speed-up {t_serial / t_dask:.2f}x (goal >= 1.8x on 2 cores)")
-    print(f"Dask overhead per task: {1e3 * gap:.2f} ms between tasks on a worker = {100 * gap / compute:.1f} % of a "
-          f"solve's {1e3 * compute:.1f} ms (goal <= 5 %); tail {1e3 * tail:.0f} ms with one worker idle; "
-          f"first solve started {1e3 * (first_start - clock):.0f} ms after the call (the cache's check included)")
+    print(f"Dask's cost per task (no-op tasks): {1e3 * per_task:.2f} ms = {100 * per_task / mean:.1f} % of a solve "
+          f"(goal <= 5 %); the batch's time not spent solving: {1e3 * idle:.1f} ms per task = {100 * idle / mean:.1f} % "
+          "(start and tail included)")
     verdict = "quiet" if quiet.quiet else ("BUSY: another process took CPU during the run, which slows the workers' "
                                            "solves more than the serial ones: the speed-up is understated")
     print(f"end: {describe()}; {verdict}")
