@@ -4,8 +4,10 @@ as a fraction of a solve, and the load average.
 
 Compiling is in neither figure: the cache is warmed first (``lietraj.warmup``; the workers load the kernels from
 the same disk cache), and each worker solves one squat before the clock starts (``client.run``), loading the
-kernels and the robot (that first solve of a fresh worker on a warm machine is printed on its own). Both runs do
-the same work per point, ``solve_one``: build the problem, solve it on one thread, compute its metrics.
+kernels and the robot (that first solve of a fresh worker on a warm machine is printed on its own), then a batch
+of two points runs through ``solve_many`` (a client's first batch waits ~80 ms longer for its first result, once,
+like the cluster's start, which is left out too). Both runs do the same work per point, ``solve_one``: build the
+problem, solve it on one thread, compute its metrics.
 
 Two overheads, both measured on one clock per process (the task stream's times are shifted by Dask's estimate of
 each worker's clock offset, which jitters by milliseconds):
@@ -83,6 +85,7 @@ def main() -> None:
         first = [row["wall_time"] for row, _ in client.run(solve_one, PROBLEM, ROBOT, batch[0]).values()]
         print(f"cluster of {args.workers} workers up in {up:.2f} s; a fresh worker's first solve on a warm machine: "
               f"{', '.join(f'{t:.2f}' for t in first)} s (kernels and robot loaded from disk)")
+        solve_many(PROBLEM, batch[:2], ROBOT, client=client)  # a client's first batch pays ~80 ms once
         quiet = Quietness(threads=args.workers)
         t_serial, per_solve = serial(batch)
         start = time.perf_counter()
