@@ -71,6 +71,7 @@ def test_parse_axis_ranges_and_lists():
     assert (key, values) == ("horizon", [10, 15, 20]) and all(type(v) is int for v in values)
     assert parse_axis("horizon=10:15:3")[1] == [10.0, 12.5, 15.0]  # not integers: numbers, rejected later for an int
     assert parse_axis("lift=None,FL_FOOT") == ("lift", [None, "FL_FOOT"])
+    assert parse_axis("target=(0.4,0,1.2),(0.5,0,1.1)") == ("target", [(0.4, 0, 1.2), (0.5, 0, 1.1)])
     assert parse_axis("depth=0.02:0.02:1") == ("depth", [0.02])
     for text, message in [("depth", "expected KEY="), ("depth=", "no values"), ("depth=0.1:0.2:0", "COUNT must be"),
                           ("depth=0.1:0.2:2.5", "COUNT must be"), ("depth=0.1:0.1:3", "empty range"),

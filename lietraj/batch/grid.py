@@ -44,8 +44,9 @@ def _plain(values) -> list:
 def parse_axis(text: str) -> tuple[str, list]:
     """``KEY=START:STOP:COUNT`` (COUNT evenly spaced numbers from START to STOP, both included, to 12 significant
     digits; integers when START and STOP are integers and every value is one) or ``KEY=V1,V2,...`` (Python
-    literals, or else names): the key and its values. GridError names the text when it is neither, when COUNT is
-    not a positive integer (or is 1 with START != STOP), or when a value repeats."""
+    literals, points such as ``(0.4,0,1.2)`` included, or else names): the key and its values. GridError names
+    the text when it is neither, when COUNT is not a positive integer (or is 1 with START != STOP), or when a value
+    repeats."""
     key, sep, spec = text.partition("=")
     if not sep or not key.isidentifier():
         raise GridError(f"--grid {text}: expected KEY=START:STOP:COUNT or KEY=V1,V2,...")
@@ -68,7 +69,10 @@ def parse_axis(text: str) -> tuple[str, list]:
         integral = isinstance(start, Integral) and isinstance(stop, Integral) and np.all(values == np.round(values))
         # to 12 digits, the values typed: 0.02 in 0.01:0.05:5 and in 0.01:0.05:9 is one point of a sweep, not two
         return key, [int(v) for v in values] if integral else [float(f"{v:.12g}") for v in values]
-    values = [_literal(v.strip()) for v in spec.split(",") if v.strip()]
+    try:  # a list of literals, points included: target=(0.4,0,1.2),(0.5,0,1.1)
+        values = list(ast.literal_eval(f"[{spec}]"))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):  # names among them: lift=None,FL_FOOT
+        values = [_literal(v.strip()) for v in spec.split(",") if v.strip()]
     repeated = sorted({repr(v) for v in values if values.count(v) > 1})
     if repeated:
         raise GridError(f"--grid {text}: {', '.join(repeated)} given more than once")
