@@ -316,6 +316,25 @@ def test_the_steps_run_by_hand_are_the_solve():
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_state_guess_is_costed_once_with_its_derivatives():
+    """From ``xs0`` the guess's cost is read from the first linearization's ``l`` (not evaluated apart, which an MPC
+    tick paid twice): it equals ``Problem.cost`` of the guess; a solve that ends before linearizing costs its guess
+    itself; a guess whose cost overflows ends in a named failure."""
+    prob = pendulum_problem(T=20)
+    xs0, us0 = prob.constant_trajectory(), np.full((prob.T, 1), 2.0)
+    solver = Solver(prob)
+    state = solver.start(xs0, us0)
+    assert state.cost_pending and np.isnan(state.cost)
+    solver.linearize(state)
+    assert not state.cost_pending and state.cost == pytest.approx(prob.cost(xs0, us0), rel=1e-14)
+    assert solver.result(solver.start(xs0, us0)).cost == pytest.approx(prob.cost(xs0, us0), rel=1e-14)
+    assert not solver.start(None, us0).cost_pending  # a rollout's cost is known at once
+    huge = xs0.copy()
+    huge.v[5] = 1e200
+    r = solve_fddp(prob, huge, us0)
+    assert r.status == "failed: the cost of the guess is not finite", r.status
+
+
 def test_a_subclass_adds_a_status_to_the_termination_rule():
     """The hook a deadline (MPC) uses: the solve ends with its status after the iterations it allowed."""
     prob = pendulum_problem(T=20)

@@ -117,6 +117,11 @@ class ProblemDerivatives:
     running: CostDerivatives
     terminal: CostDerivatives
 
+    @property
+    def cost(self) -> float:
+        """The total cost at the knots they were computed at (the sum of the costs ``l`` they carry)."""
+        return float(self.running.l.sum() + self.terminal.l[0])
+
     @classmethod
     def empty(cls, T: int, ndx: int, nu: int, nh: int | None = None) -> ProblemDerivatives:
         """Arrays for ``T`` running knots; with ``nh`` (the size of the base block: 6 for a floating base, 0 for a

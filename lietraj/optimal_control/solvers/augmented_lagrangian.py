@@ -63,6 +63,7 @@ from lietraj.optimal_control.problem import ActionModel, Problem
 from lietraj.optimal_control.solvers.solvers import (
     _NUMERICAL_ERRORS,
     IterationInfo,
+    take_cost,
     SolveFailed,
     _forward_pass,
     LogTable,
@@ -445,8 +446,7 @@ class ConstrainedSolver(Solver):
             self._reset_targets()
         if state.iteration >= self.options.max_iter:
             return "max_iterations"
-        state.cost = self.problem.cost(state.xs, state.us)
-        state.linearized, self._costs_changed = False, True
+        state.linearized, state.cost_pending, self._costs_changed = False, True, True
         return ""
 
     def linearize(self, state: SolverState) -> None:
@@ -460,6 +460,7 @@ class ConstrainedSolver(Solver):
             self.problem.cost_derivatives(state.xs, state.us, state.derivatives)
         except _NUMERICAL_ERRORS as e:
             raise SolveFailed(f"the derivatives cannot be evaluated ({e})") from e
+        take_cost(state)
         state.hessian, state.linearized = None, True
 
     def forward_pass(self, state: SolverState, direction, alpha: float):

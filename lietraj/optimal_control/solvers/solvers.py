@@ -227,7 +227,8 @@ class SolveFailed(Exception):
 
 @dataclass(eq=False)
 class SolverState:
-    """What one iteration hands to the next: the guess ``xs, us``, its ``cost``, ``feasible`` (no gaps left) and
+    """What one iteration hands to the next: the guess ``xs, us``, its ``cost`` (``cost_pending``: not known yet,
+    to be read from the derivatives the next linearization computes at the guess), ``feasible`` (no gaps left) and
     ``gaps`` (None when feasible), the regularization ``reg``, the local model at the guess (``derivatives``,
     DDP's ``hessian``; ``linearized``: it is the current guess's), the last backward pass ``direction``, the last
     ``stop`` measure, the ``iteration`` count (steps taken), the ``history``, the ``status`` ("" while the solve
@@ -248,6 +249,7 @@ class SolverState:
     iteration: int = 0
     history: list[IterationInfo] = field(default_factory=list)
     status: str = ""
+    cost_pending: bool = False
 
 
 @dataclass(eq=False)
@@ -323,8 +325,10 @@ class Solver:
 
     def start(self, xs0: Trajectory | None = None, us0=None) -> SolverState:
         """The state at the initial guess: checked controls (clipped to the bounds), the rollout of ``us0`` without
-        ``xs0`` or a copy of ``xs0`` (infeasible until a step closes its gaps), and its cost. Bad inputs raise
-        ValueError; a guess that cannot be evaluated gives a state whose status says so."""
+        ``xs0`` or a copy of ``xs0`` (infeasible until a step closes its gaps), and its cost: that of a rollout here,
+        that of ``xs0`` at the first linearization, which computes it with the derivatives (a warm-started MPC tick
+        evaluates its costs once, not twice). Bad inputs raise ValueError; a guess that cannot be evaluated gives a
+        state whose status says so."""
         started = time.perf_counter()
         problem = self.problem
         T, nu = problem.T, problem.nu
@@ -336,15 +340,16 @@ class Solver:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             try:
                 xs = problem.rollout(us) if feasible else xs.copy()
-                cost = problem.cost(xs, us) if xs.is_finite() else math.nan
-                if not math.isfinite(cost):
-                    status = _failed("the initial rollout or its cost is not finite")
+                if feasible:
+                    cost = problem.cost(xs, us) if xs.is_finite() else math.nan
+                    if not math.isfinite(cost):
+                        status = _failed("the initial rollout or its cost is not finite")
             except _NUMERICAL_ERRORS as e:
                 what = "the initial rollout of the controls fails" if feasible else "the initial guess cannot be evaluated"
                 status = _failed(f"{what} ({e})")
         return SolverState(problem.constant_trajectory() if xs is None else xs, us, cost, feasible,
                            max(self.options.reg_init, self.options.reg_min), problem.empty_derivatives(),
-                           started, status=status)
+                           started, status=status, cost_pending=not feasible)
 
     # ---- one iteration -----------------------------------------------------------------------------------------
 
@@ -376,6 +381,7 @@ class Solver:
             state.gaps = None if state.feasible else self.problem.gaps(state.xs, state.us)
         except _NUMERICAL_ERRORS as e:
             raise SolveFailed(f"the derivatives cannot be evaluated ({e})") from e
+        take_cost(state)
         if state.gaps is not None and _gap_norm(state.gaps) <= self.options.gap_tol:
             state.feasible, state.gaps = True, None
         state.hessian, state.linearized = None, True
@@ -536,11 +542,26 @@ class Solver:
         else:
             K, k = state.direction.K, state.direction.k
         gap = _gap_norm(state.gaps)
+        if state.cost_pending:  # ended before linearizing its guess (interrupted, or a status set on the way)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                try:
+                    state.cost = problem.cost(state.xs, state.us)
+                except _NUMERICAL_ERRORS:
+                    state.cost = math.nan
+            state.cost_pending = False
         if self.verbose:
             print(f"{self.name}: {state.status} after {state.iteration} iteration(s), cost {state.cost:.8e}, "
                   f"stop {state.stop:.3e}, gap {gap:.2e}, {time.perf_counter() - state.started:.3f} s")
         return SolverResult(state.xs, state.us, K, k, float(state.cost), state.status, state.iteration,
                             state.history, float(state.stop), gap, time.perf_counter() - state.started, self.name)
+
+
+def take_cost(state: SolverState) -> None:
+    """The guess's pending cost (``SolverState.cost_pending``) from the derivatives just computed at it."""
+    if state.cost_pending:
+        state.cost, state.cost_pending = state.derivatives.cost, False
+        if not math.isfinite(state.cost):
+            raise SolveFailed("the cost of the guess is not finite")
 
 
 def _failed(why: str) -> str:
