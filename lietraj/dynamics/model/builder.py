@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from lietraj.dynamics.model.model import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE, Frame, RobotModel
+from lietraj.dynamics.model.model import JOINT_FREE, JOINT_PRISMATIC, JOINT_REVOLUTE, Frame, RobotModel, tree_fields
 
 _TYPES = {"revolute": JOINT_REVOLUTE, "prismatic": JOINT_PRISMATIC}
 
@@ -125,13 +125,7 @@ class ModelBuilder:
         armature = ([0.0] * 6 if self.floating_base else []) + [b.armature for b in joints]
         return RobotModel(
             name=self.name, floating_base=self.floating_base,
-            body_names=tuple(b.name for b in bodies), joint_names=tuple(b.joint for b in bodies),
-            parent=np.array([b.parent for b in bodies], dtype=np.int64),
-            joint_type=np.array([b.jtype for b in bodies], dtype=np.int64),
-            joint_placement=np.array([b.placement for b in bodies]).reshape(len(bodies), 4, 4),
-            axis=np.array([b.axis for b in bodies]).reshape(len(bodies), 3),
-            mass=np.array([b.mass for b in bodies]), com=np.array([b.com for b in bodies]).reshape(len(bodies), 3),
-            inertia=np.array([b.inertia for b in bodies]).reshape(len(bodies), 3, 3),
+            **tree_fields(bodies),
             armature=np.array(armature, dtype=float),
             lower_limit=np.array([b.limits[0] for b in joints], dtype=float),
             upper_limit=np.array([b.limits[1] for b in joints], dtype=float),

@@ -59,6 +59,7 @@ from lietraj.dynamics.model.model import (
     Posture,
     RobotModel,
     Visual,
+    tree_fields,
 )
 from lietraj.dynamics.model.pinocchio_interop import pose_from_xyzquat
 from lietraj.dynamics.model.urdf import _combine
@@ -297,15 +298,7 @@ def _robot(mj: "mujoco.MjModel", name: str | None, fallback: str = "mjcf") -> Ro
     return RobotModel(
         name=name or _model_name(mj) or fallback,
         floating_base=floating,
-        body_names=tuple(b.name for b in bodies),
-        joint_names=tuple(b.joint for b in bodies),
-        parent=np.array([b.parent for b in bodies], dtype=np.int64),
-        joint_type=np.array([b.jtype for b in bodies], dtype=np.int64),
-        joint_placement=np.array([b.placement for b in bodies]),
-        axis=np.array([b.axis for b in bodies]),
-        mass=np.array([b.mass for b in bodies]),
-        com=np.array([b.com for b in bodies]),
-        inertia=np.array([b.inertia for b in bodies]),
+        **tree_fields(bodies),
         armature=armature,
         lower_limit=lower,
         upper_limit=upper,

@@ -99,6 +99,24 @@ class DofTables(NamedTuple):
     else the last dof of the parent body's joint; the sparsity pattern of the LTDL factorization."""
 
 
+def tree_fields(bodies) -> dict:
+    """The per-body arguments of ``RobotModel`` (names, parents, joint types and placements, axes, inertias) from the
+    bodies a loader collected, in order: objects with ``name``, ``joint``, ``parent``, ``jtype``, ``placement``
+    (4, 4), ``axis`` (3,), ``mass``, ``com`` (3,) and ``inertia`` (3, 3)."""
+    nb = len(bodies)
+    return dict(
+        body_names=tuple(b.name for b in bodies),
+        joint_names=tuple(b.joint for b in bodies),
+        parent=np.array([b.parent for b in bodies], dtype=np.int64),
+        joint_type=np.array([b.jtype for b in bodies], dtype=np.int64),
+        joint_placement=np.array([b.placement for b in bodies], dtype=float).reshape(nb, 4, 4),
+        axis=np.array([b.axis for b in bodies], dtype=float).reshape(nb, 3),
+        mass=np.array([b.mass for b in bodies], dtype=float),
+        com=np.array([b.com for b in bodies], dtype=float).reshape(nb, 3),
+        inertia=np.array([b.inertia for b in bodies], dtype=float).reshape(nb, 3, 3),
+    )
+
+
 def _read_only(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False
     return a

@@ -32,6 +32,7 @@ from lietraj.dynamics.model.model import (
     Posture,
     RobotModel,
     Visual,
+    tree_fields,
 )
 
 
@@ -326,15 +327,7 @@ def load_urdf(path: str | os.PathLike, floating_base: bool | None = None, *, nam
     return RobotModel(
         name=name or robot.name or path.stem,
         floating_base=floating_base,
-        body_names=tuple(b.name for b in bodies),
-        joint_names=tuple(b.joint for b in bodies),
-        parent=np.array([b.parent for b in bodies], dtype=np.int64),
-        joint_type=np.array([b.jtype for b in bodies], dtype=np.int64),
-        joint_placement=np.array([b.placement for b in bodies]),
-        axis=np.array([b.axis for b in bodies]),
-        mass=np.array([b.mass for b in bodies]),
-        com=np.array([b.com for b in bodies]),
-        inertia=np.array([b.inertia for b in bodies]),
+        **tree_fields(bodies),
         armature=np.zeros(nv),
         lower_limit=np.array([b.limits[0] for b in joints]),
         upper_limit=np.array([b.limits[1] for b in joints]),
