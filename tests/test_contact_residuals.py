@@ -252,3 +252,37 @@ def test_residuals_share_the_contact_derivatives_of_their_dynamics(name, rng):
         WrenchConeResidual(model, dyn.contacts, MU, dynamics=other)
     with pytest.raises(ValueError, match="dynamics must be a ContactRobotDynamics"):
         WrenchConeResidual(model, dyn.contacts, MU, damping=1e-6, dynamics=dyn)
+
+
+def test_a_problem_reads_each_runs_contact_derivatives_from_its_dynamics(rng, monkeypatch):
+    """A wrench-cone term held by two runs of one stance (a gait's phases recur) is evaluated per run, each run's
+    forces and derivatives read from what the dynamics kept of that run (one contact-derivative evaluation per run,
+    none for the costs), equal to the term computing them alone; its values likewise after a rollout."""
+    from lietraj.optimal_control import ActionModel, CostSum, Problem, RobotDynamics
+    from lietraj.optimal_control.dynamics import contact_field
+
+    model, contacts, X, U = case("solo12", rng, N=9)
+    stance, flight = ContactRobotDynamics(model, 0.01, contacts), RobotDynamics(model, 0.01)
+    sp = model.state_space
+
+    def costs(dynamics):
+        c = CostSum(sp, model.n)
+        c.add("cone", ResidualCost(WrenchConeResidual(model, stance.contacts, MU, dynamics=dynamics)))
+        return c
+
+    shared, alone = costs(stance), costs(None)
+    flying = ActionModel(flight, CostSum(sp, model.n))
+    problems = [Problem(X[0], [ActionModel(stance, c)] * 3 + [flying] * 2 + [ActionModel(stance, c)] * 3,
+                        CostSum(sp, 0)) for c in (shared, alone)]
+    solved = []
+    real = contact_field.contact_dynamics_derivatives
+    monkeypatch.setattr(contact_field, "contact_dynamics_derivatives",
+                        lambda *a, **k: solved.append(len(a[1])) or real(*a, **k))
+    d_shared = problems[0].derivatives(X, U[:8])
+    assert solved == [3, 3]  # the dynamics' two runs; the costs read them
+    d_alone = problems[1].derivatives(X, U[:8])
+    for name in ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu"):
+        np.testing.assert_allclose(getattr(d_shared.running, name), getattr(d_alone.running, name), rtol=1e-13,
+                                   atol=1e-13)
+    Xr = problems[0].rollout(U[:8])
+    np.testing.assert_allclose(problems[0].running_costs(Xr, U[:8]), problems[1].running_costs(Xr, U[:8]), rtol=1e-13)

@@ -158,6 +158,14 @@ class _TermGroup:
         return np.concatenate([np.arange(a, b) for a, b in self.runs])
 
 
+def _term_key(term, weight: float, start: int) -> tuple:
+    """What groups a cost term over runs of knots: the term and its weight; and the run, for a residual that reads
+    its dynamics' evaluations of the run (``Residual.reads_dynamics``): those are kept per run."""
+    if getattr(getattr(term, "residual", None), "reads_dynamics", False):
+        return id(term), weight, start
+    return id(term), weight
+
+
 def _runs(objects: list) -> list[tuple[int, int, object]]:
     """Maximal runs of consecutive knots sharing one object: ``(start, stop, object)``."""
     runs, start = [], 0
@@ -341,26 +349,29 @@ class Problem:
         (the very object, with the same weight) with the knots of all of them (a posture term shared by the phases of
         a gait is one call over all their knots, not one per phase), or a cost (not a sum) that several runs hold;
         the cost of a run that shares none of its terms, whole, with that run's knots (``whole``: the cost's own
-        single pass)."""
+        single pass). A term whose residual reads its dynamics' evaluations (contact forces) is grouped per run: the
+        dynamics kept them per run (``_term_key``)."""
         terms_of = [[(term.cost, term.weight) for _, term in cost._active()] if isinstance(cost, CostSum) else
                     [(cost, 1.0)] for _, _, cost in self._cost_runs]
         signature = tuple((id(term), weight) for terms in terms_of for term, weight in terms)
         if self._groups is not None and self._groups[0] == signature:
             return self._groups[1]
-        count: dict[tuple[int, float], int] = {}
-        for terms in terms_of:
-            for term, weight in terms:
-                count[id(term), weight] = count.get((id(term), weight), 0) + 1
+        keys = [[_term_key(term, weight, a) for term, weight in terms]
+                for (a, _, _), terms in zip(self._cost_runs, terms_of)]
+        count: dict[tuple, int] = {}
+        for run_keys in keys:
+            for key in run_keys:
+                count[key] = count.get(key, 0) + 1
         groups: list[_TermGroup] = []
-        shared: dict[tuple[int, float], _TermGroup] = {}
-        for (a, b, cost), terms in zip(self._cost_runs, terms_of):
-            if all(count[id(term), weight] == 1 for term, weight in terms):
+        shared: dict[tuple, _TermGroup] = {}
+        for (a, b, cost), terms, run_keys in zip(self._cost_runs, terms_of, keys):
+            if all(count[key] == 1 for key in run_keys):
                 groups.append(_TermGroup(cost, 1.0, [(a, b)], whole=True))
                 continue
-            for term, weight in terms:
-                group = shared.get((id(term), weight))
+            for (term, weight), key in zip(terms, run_keys):
+                group = shared.get(key)
                 if group is None:
-                    group = shared[(id(term), weight)] = _TermGroup(term, weight, [])
+                    group = shared[key] = _TermGroup(term, weight, [])
                     groups.append(group)
                 group.runs.append((a, b))
         self._groups = (signature, groups)

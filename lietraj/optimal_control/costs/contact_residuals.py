@@ -122,6 +122,7 @@ class _ContactResidual(Residual):
             raise ValueError(f"{name}: dynamics must be a ContactRobotDynamics of the same model and damping whose "
                              "contacts are these (dynamics.contacts)")
         self.dynamics = dynamics
+        self.reads_dynamics = dynamics is not None
 
     def _contact(self, contact_index) -> tuple[Contact, int]:
         """The contact ``contact_index`` and the offset of its force in the stacked forces."""

@@ -173,7 +173,9 @@ class Residual(ABC):
 
     ``linear``: ``r(x exp(dx), u + du)`` is affine in ``(dx, du)``, so a residual cost's Gauss–Newton Hessian is its
     exact Hessian. ``uses_x`` / ``uses_u``: whether ``R_x`` / ``R_u`` can be non-zero (costs skip the others).
-    ``state_space`` is None for a residual of the controls alone (any state space).
+    ``state_space`` is None for a residual of the controls alone (any state space). ``reads_dynamics``: it reads
+    what a dynamics kept of its last evaluations at the same knots (contact forces and their derivatives), so a
+    problem evaluates it at the knots of each run as the dynamics saw them, not gathered over several runs.
     """
 
     state_space: StateSpace | None
@@ -182,6 +184,7 @@ class Residual(ABC):
     linear: bool = False
     uses_x: bool = True
     uses_u: bool = False
+    reads_dynamics: bool = False
 
     @abstractmethod
     def value(self, X: Trajectory, U: np.ndarray | None) -> np.ndarray:

@@ -38,6 +38,11 @@ from lietraj.optimal_control.dynamics.field import FieldDerivatives, FieldHessia
 from lietraj.optimal_control.dynamics.free_field import RobotField
 from lietraj.optimal_control.lanes import knot_rows
 
+# Evaluations a contact field keeps of each kind (``RobotField.keep``): one per run of knots a problem gives the
+# field (the windows of a gait hold up to three runs of one stance) and per trial of a line search, so that the
+# contact costs read every run's forces and derivatives instead of solving them again.
+RUNS_KEPT = 8
+
 
 class ContactField(RobotField):
     """``a`` of ``model`` under the rigid ``contacts`` (``Contact`` objects, the same at every knot); ``damping``
@@ -118,7 +123,7 @@ class ContactField(RobotField):
                                              workspace=workspace)
 
             self.shared(N, executor, piece)
-            return self.keep("contact", X, tau, out)
+            return self.keep("contact", X, tau, out, RUNS_KEPT)
 
     def remember_solution(self, X: Trajectory, U, A: np.ndarray, LAM: np.ndarray, J: np.ndarray,
                           GAMMA: np.ndarray) -> None:
@@ -128,7 +133,7 @@ class ContactField(RobotField):
         and ``solve`` at those knots start from it instead of solving the contact dynamics again."""
         with self._lock:
             self.keep("solution", X, self.torques(X, U), self._rows(ContactDynamicsResult(A, (), LAM, J, GAMMA), 0,
-                                                                   len(X)))
+                                                                   len(X)), RUNS_KEPT)
 
     def _rows(self, s: ContactDynamicsResult, a: int, b: int) -> ContactDynamicsResult:
         """Knots ``a .. b - 1`` of a contact solution, its forces split per contact."""

@@ -92,16 +92,19 @@ class RobotField(Field):
     def recall(self, key, X: Trajectory, tau: np.ndarray):
         """What ``keep`` kept under ``key`` if it was computed at knots and generalized forces equal to ``X`` and
         ``tau``, else None. The value's arrays are shared: read them, do not write them."""
-        kept = self._kept.get(key)
-        if kept is not None and all(np.array_equal(a, b) for a, b in zip(kept[0], (X.H, X.s, X.v, tau))
-                                    if b is not None):
-            return kept[1]
+        for knots, value in self._kept.get(key, ()):
+            if all(np.array_equal(a, b) for a, b in zip(knots, (X.H, X.s, X.v, tau)) if b is not None):
+                return value
         return None
 
-    def keep(self, key, X: Trajectory, tau: np.ndarray, value):
+    def keep(self, key, X: Trajectory, tau: np.ndarray, value, slots: int = 1):
         """Keep ``value`` under ``key`` with a copy of the knots ``X`` and generalized forces ``tau`` it was computed
-        at; returns it."""
-        self._kept[key] = (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v, tau)), value)
+        at, beside the ``slots - 1`` last values kept under ``key`` (a value whose arrays are new at every
+        evaluation, not a buffer the next one overwrites, may take more than one slot: a problem's runs of knots
+        that share this field each keep theirs); returns it."""
+        kept = self._kept.setdefault(key, [])
+        kept.insert(0, (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v, tau)), value))
+        del kept[slots:]
         return value
 
     def buffer(self, key: str, N: int, build):
