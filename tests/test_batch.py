@@ -381,3 +381,17 @@ def test_sweep_bad_grid_is_one_error_line_before_any_worker(tmp_path, capsys, no
     assert code == 2 and stdout == "" and err == f"lietraj: error: {err[len('lietraj: error: '):]}"
     assert message in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_ctrl_c_while_a_row_is_written_stops_after_it(tmp_path):
+    """A Ctrl-C that arrives while a row's solution is being written is delivered once the row is whole: the file
+    loads, and the KeyboardInterrupt (not zipfile's ValueError) reaches the caller."""
+    result = make_problem("squat", "solo12", horizon=8).solve()
+    path = tmp_path / "row.npz"
+    written = []
+    with pytest.raises(KeyboardInterrupt):
+        with sweep_module._interrupt_after():
+            os.kill(os.getpid(), signal.SIGINT)
+            sweep_module.save_solution(path, result)
+            written.append(path)
+    assert written and load_solution(path).us.shape == result.us.shape

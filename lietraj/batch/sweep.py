@@ -20,7 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +73,27 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     write(temporary)
     os.replace(temporary, path)
+
+
+@contextmanager
+def _interrupt_after():
+    """Ctrl-C (SIGINT) during the block takes effect as it ends: a row and its solution are written whole. Inside
+    ``np.savez`` it was lost: zipfile's clean-up raised a ValueError in its place (a CLI error, not a stop). The
+    handler is swapped rather than the signal blocked: another thread would receive a blocked signal for the
+    process, and Python runs its handlers in the main thread anyway."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(signal.SIGINT, None)
+    elif caught and previous == signal.SIG_DFL:
+        raise KeyboardInterrupt
 
 
 def _open(directory: Path, what: dict) -> None:
@@ -154,14 +178,14 @@ def _sweep(directory, problem, points, robot, solver, options, client, workers, 
     def record(i: int, row: dict, solution) -> None:
         nonlocal done
         key, parameters = todo[i]
-        name = ""
-        if solution is not None:
-            name = f"{key}.npz"
-            save_solution(directory / "solutions" / name, solution,
-                          metadata={"problem": problem, "robot": robot, "parameters": _plain(parameters), "key": key})
+        name = "" if solution is None else f"{key}.npz"
         entry = {"parameters": _plain(parameters), "key": key, "solution": name,
                  **{k: _plain(v) for k, v in row.items() if k not in parameters}}
-        _write_atomically(directory / "rows" / f"{key}.json", lambda p: p.write_text(json.dumps(entry) + "\n"))
+        with _interrupt_after():
+            if solution is not None:
+                save_solution(directory / "solutions" / name, solution,
+                              metadata={"problem": problem, "robot": robot, "parameters": _plain(parameters), "key": key})
+            _write_atomically(directory / "rows" / f"{key}.json", lambda p: p.write_text(json.dumps(entry) + "\n"))
         done += 1
         if on_result is not None:
             on_result(done, len(points), row)
