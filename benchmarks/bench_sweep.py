@@ -18,10 +18,11 @@ Two overheads, both measured on one clock per process (the task stream's times a
 each worker's clock offset, which jitters by milliseconds):
 
 - Dask's own cost per task: 200 tasks that do nothing, mapped on the same workers, their wall time times the
-  workers over their number;
+  workers over their number; a task of ``solve_many`` solves several points (``solves.chunk_size``), so its cost
+  per solve is that over the points a task;
 - the batch's time not spent solving: the workers' wall time (their number times the batch's) less the solves'
-  own wall times (measured in the workers), per task: Dask's cost, the batch's start (the warm-cache check,
-  submitting) and its tail (one worker idle while the other ends its last solve).
+  own wall times (measured in the workers), per solve: Dask's cost, the batch's start (the warm-cache check,
+  submitting) and its tail (one worker idle while the other ends its last task).
 
 Run:
 
@@ -42,6 +43,7 @@ from distributed import Client
 from machine import Quietness, describe
 
 from lietraj.batch import local_cluster, solve_many, solve_one
+from lietraj.batch.solves import chunk_size
 from lietraj.warmup import Spec, warm_up
 
 PROBLEM, ROBOT = "squat", "solo12"
@@ -134,9 +136,11 @@ def main() -> None:
     ratios = ", ".join(f"{r[0] / r[4]:.2f}" for r in rounds)
     print(f"speed-up of Dask {float(np.median([r[0] / r[4] for r in rounds])):.2f}x (rounds: {ratios}; goal >= 1.8x "
           f"on 2 cores); Dask against the plain processes: {t_plain / t_dask:.2f}")
-    print(f"Dask's cost per task (no-op tasks): {1e3 * per_task:.2f} ms = {100 * per_task / mean:.1f} % of a solve "
-          f"(goal <= 5 %); the batch's time not spent solving: {1e3 * idle:.1f} ms per task = {100 * idle / mean:.1f} % "
-          "(start and tail included)")
+    size = chunk_size(len(batch), args.workers)
+    print(f"Dask's cost per task (no-op tasks): {1e3 * per_task:.2f} ms; {size} point(s) a task "
+          f"(solves.chunk_size), so {1e3 * per_task / size:.2f} ms = {100 * per_task / size / mean:.1f} % of a solve "
+          f"(goal <= 5 %); the batch's time not spent solving: {1e3 * idle:.1f} ms per solve = "
+          f"{100 * idle / mean:.1f} % (start and tail included)")
     verdict = "quiet" if quiet.quiet else ("BUSY: another process took CPU during the run, which slows the workers' "
                                            "solves more than the serial ones: the speed-up is understated")
     print(f"end: {describe()}; {verdict}")

@@ -2,11 +2,12 @@
 a table per solve.
 
 ``solve_many`` runs on a ``distributed.Client`` it is given, on the scheduler at an address it is given, or on a
-``LocalCluster`` of its own (one single-threaded worker process per core). Each task builds its problem in the
-worker (only the builder's name or function and the point's parameters travel) and sends back a row, and the
-solution when it is asked for; the client keeps no state a worker could lose. A task whose worker dies is run again
-elsewhere by the scheduler, so every point yields exactly one row; one whose workers keep dying
-(``distributed.scheduler.allowed-failures``) is a row with the status "lost".
+``LocalCluster`` of its own (one single-threaded worker process per core). Each task solves a few points
+(``chunk_size``: Dask's cost per task is a few milliseconds) one after the other, building each problem in the
+worker (only the builder's name or function and the points' parameters travel), and sends back their rows, and the
+solutions when they are asked for; the client keeps no state a worker could lose. A task whose worker dies is run
+again elsewhere by the scheduler, so every point yields exactly one row; one whose workers keep dying
+(``distributed.scheduler.allowed-failures``) gives its points rows with the status "lost".
 
 Row columns, after the point's parameters:
 
@@ -156,9 +157,18 @@ def _primed(problem: str | Callable, robot: str | None, parameters: Mapping, sol
     return seconds
 
 
-def _solve_after(compiled: float, *arguments) -> tuple[dict, SolverResult | None]:
-    """``solve_one(*arguments)``, a task that Dask starts once the compiling (``compiled``, its seconds) is done."""
-    return solve_one(*arguments)
+def solve_chunk(problem: str | Callable, robot: str | None, chunk: Sequence[Mapping], solver: str | None,
+                options: Mapping | None, keep_solution: bool, compiled: float = 0.0) -> list[tuple[dict, SolverResult | None]]:
+    """``solve_one`` at each point of ``chunk``: one task (after the compiling, ``compiled`` its seconds, when Dask is
+    given that future)."""
+    return [solve_one(problem, robot, p, solver, options, keep_solution) for p in chunk]
+
+
+def chunk_size(points: int, workers: int) -> int:
+    """Points per task: Dask's own cost is ~3.5 ms a task (a solo12 squat solves in ~40 ms), so a task takes
+    several points, as long as each worker still gets four tasks or more (the batch's tail stays short, a killed
+    worker's loss small, the progress fine) and none more than eight points."""
+    return max(1, min(8, points // (4 * max(workers, 1))))
 
 
 def _spec(problem: str, robot: str | None, solver: str | None) -> Spec:
@@ -168,14 +178,18 @@ def _spec(problem: str, robot: str | None, solver: str | None) -> Spec:
 def local_cluster(workers: int | None = None):
     """A ``distributed.LocalCluster`` of ``workers`` single-threaded worker processes (default: one per core),
     its logs at ERROR level; its scheduler serves on a free port (never the default 8787, which another cluster on
-    the machine may hold); its workers leave Ctrl-C to this process (``worker_setup``)."""
+    the machine may hold); its workers leave Ctrl-C to this process (``worker_setup``) and do not profile their
+    tasks (Dask samples a task's stack every 10 ms, holding the GIL: the solves ran 6-10 % slower,
+    ``benchmarks/bench_sweep.py``)."""
+    import dask
     from distributed import LocalCluster
 
     workers = (os.cpu_count() or 1) if workers is None else workers
     if workers < 1:
         raise ValueError(f"solve_many: workers must be at least 1, got {workers}")
-    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                        silence_logs=logging.ERROR, preload=["lietraj.batch.worker_setup"])
+    with dask.config.set({"distributed.worker.profile.enabled": False}):  # the nannies hand it to their workers
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                            silence_logs=logging.ERROR, preload=["lietraj.batch.worker_setup"])
 
 
 def connect(address: str, timeout: float = 10.0):
@@ -254,9 +268,13 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
     from distributed.scheduler import KilledWorker
 
     start = time.perf_counter()
-    n, send = len(points), keep_solutions or on_result is not None
+    send = keep_solutions or on_result is not None
+    size = chunk_size(len(points), sum(client.nthreads().values()))
+    chunks = [list(range(i, min(i + size, len(points)))) for i in range(0, len(points), size)]
+    n = len(chunks)
     # A solution crosses the network only when it is asked for: a row is a few hundred bytes, a solution ~100 kB.
-    arguments = ([problem] * n, [robot] * n, points, [solver] * n, [options] * n, [send] * n)
+    arguments = ([problem] * n, [robot] * n, [[points[i] for i in c] for c in chunks], [solver] * n, [options] * n,
+                 [send] * n)
     primed = None
     if not isinstance(problem, str) or not all(client.run(is_warm, _spec(problem, robot, solver)).values()):
         stages = stages_for(solver or (PROBLEMS[problem].solver if isinstance(problem, str) else "fddp"))
@@ -264,9 +282,9 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
         primes = [client.submit(_prime, problem, robot, points[0], solver, part, pure=False) for part in parts]
         # the solves wait for the compiling in the scheduler, which starts them as it ends, not in this process
         primed = client.submit(_primed, problem, robot, points[0], solver, options, *primes, pure=False)
-        mapped = client.map(_solve_after, [primed] * n, *arguments, pure=False)
+        mapped = client.map(solve_chunk, *arguments, [primed] * n, pure=False)
     else:  # every worker's cache is stamped warm for this problem: nothing to wait for
-        mapped = client.map(solve_one, *arguments, pure=False)  # one message to the scheduler, not one per task
+        mapped = client.map(solve_chunk, *arguments, pure=False)  # one message to the scheduler, not one per task
     futures = {future: i for i, future in enumerate(mapped)}
     rows: list[dict] = [{}] * len(points)
     solutions: list[SolverResult | None] = [None] * len(points)
@@ -276,20 +294,20 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
     finished = as_completed(futures, with_results=True, raise_errors=False)
     try:
         for future, outcome in finished:
-            i = futures.pop(future)
-            solution = None
+            chunk = chunks[futures.pop(future)]
             if future.status == "finished":
-                row, solution = outcome
+                results = outcome
             else:  # its workers kept dying (KilledWorker), or the task could not run at all
                 error = outcome[1] if isinstance(outcome, tuple) else outcome
-                row = _empty_row(status="lost" if isinstance(error, KilledWorker) else "error",
-                                 message=f"{type(error).__name__}: {error}")
+                results = [(_empty_row(status="lost" if isinstance(error, KilledWorker) else "error",
+                                       message=f"{type(error).__name__}: {error}"), None)] * len(chunk)
             future.release()
-            rows[i] = {**points[i], **row}
-            if keep_solutions:
-                solutions[i] = solution
-            if on_result is not None:
-                on_result(i, rows[i], solution)
+            for i, (row, solution) in zip(chunk, results):
+                rows[i] = {**points[i], **row}
+                if keep_solutions:
+                    solutions[i] = solution
+                if on_result is not None:
+                    on_result(i, rows[i], solution)
     finally:  # stopped (Ctrl-C, an on_result that raised): the cluster forgets what is left
         finished.clear()
         for future in futures:
