@@ -48,6 +48,11 @@ STAGES = ("evaluate", "contact_derivatives", "cost_derivatives", "step_jacobians
 _WORKER_STAGES = ("backward", "contact_derivatives", "derivatives", "second_order")
 
 
+def split_stages(stages) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``stages`` as the two parts two processes compile side by side: the worker's, and the others (in order)."""
+    return tuple(s for s in stages if s in _WORKER_STAGES), tuple(s for s in stages if s not in _WORKER_STAGES)
+
+
 @dataclass(frozen=True)
 class Spec:
     """One ready problem to compile: its name, robot (None: the problem's default) and solver. Its other
@@ -278,14 +283,14 @@ class ColdStart:
             if self.notice is not None:
                 self.notice.show(", on two cores")
             self._pool = _pool(1)
-            stages = tuple(s for s in stages_for(self.spec.solver) if s in _WORKER_STAGES)
-            self._worker = self._pool.submit(_worker_spec, self.spec, stages, self.parameters)
+            self._worker = self._pool.submit(_worker_spec, self.spec, split_stages(stages_for(self.spec.solver))[0],
+                                             self.parameters)
         return self
 
     def compile(self, example) -> None:
         if self._pool is None:
             return
-        here = tuple(s for s in stages_for(self.spec.solver) if s not in _WORKER_STAGES)
+        here = split_stages(stages_for(self.spec.solver))[1]
         run_stages(example.problem, example.xs0, example.us0, self.spec.solver, here)
         try:
             self._worker.result()
@@ -343,7 +348,7 @@ def warm_up(specs: list[Spec] | None = None, workers: int | None = None, stream:
             tasks = {}
             for (problem, robot), members in groups.items():
                 stages = [s for s in STAGES if any(s in stages_for(m.solver) for m in members)]
-                for part in ([s for s in stages if s in _WORKER_STAGES], [s for s in stages if s not in _WORKER_STAGES]):
+                for part in split_stages(stages):
                     if part:
                         tasks[pool.submit(_worker_spec, Spec(problem, robot, members[0].solver), tuple(part))] = \
                             (problem, robot)

@@ -44,7 +44,7 @@ import pandas as pd
 from lietraj.batch.grid import check_points, grid_points
 from lietraj.optimal_control.solvers.solvers import SolverOptions, SolverResult
 from lietraj.problems import PROBLEMS, SOLVERS, make_problem
-from lietraj.warmup import _WORKER_STAGES, Spec, is_warm, mark_warm, run_stages, stages_for
+from lietraj.warmup import Spec, is_warm, mark_warm, run_stages, split_stages, stages_for
 
 # The solver's result, first in every row after the parameters.
 RESULT_COLUMNS = ("status", "message", "iterations", "cost", "stop", "gap_norm", "solve_time", "wall_time", "worker")
@@ -278,8 +278,8 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
     primed = None
     if not isinstance(problem, str) or not all(client.run(is_warm, _spec(problem, robot, solver)).values()):
         stages = stages_for(solver or (PROBLEMS[problem].solver if isinstance(problem, str) else "fddp"))
-        parts = [tuple(s for s in stages if s in _WORKER_STAGES), tuple(s for s in stages if s not in _WORKER_STAGES)]
-        primes = [client.submit(_prime, problem, robot, points[0], solver, part, pure=False) for part in parts]
+        primes = [client.submit(_prime, problem, robot, points[0], solver, part, pure=False)
+                  for part in split_stages(stages)]
         # the solves wait for the compiling in the scheduler, which starts them as it ends, not in this process
         primed = client.submit(_primed, problem, robot, points[0], solver, options, *primes, pure=False)
         mapped = client.map(solve_chunk, *arguments, [primed] * n, pure=False)
