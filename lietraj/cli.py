@@ -26,13 +26,12 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
-import math
 import os
 import re
 import sys
 import time
 from dataclasses import dataclass, replace
-from numbers import Integral, Real
+from numbers import Real
 from pathlib import Path
 from typing import TextIO
 
@@ -43,6 +42,7 @@ from lietraj.optimal_control.solvers.augmented_lagrangian import ConstrainedLogT
 from lietraj.optimal_control.solvers.solvers import LogTable, SolverOptions, SolverResult
 from lietraj.mpc import SOLVERS as MPC_SOLVERS
 from lietraj.problems import PROBLEMS, SOLVERS, make_problem
+from lietraj.problems.parameters import expected_kind
 from lietraj.problems.support import CONSTRAINTS
 from lietraj.scenarios import SCENARIOS, make_scenario, run_scenario
 from lietraj.warmup import ColdStart, CompileNotice, Spec, default_specs, is_warm, mark_warm, warm_up
@@ -173,43 +173,17 @@ def _check_output(path: str | None, suffixes: tuple[str, ...], option: str) -> N
 
 # ---- the problem's parameters ----------------------------------------------------------------------------------
 
-def _kind(parameter: inspect.Parameter) -> tuple[str | None, bool]:
-    """What a builder parameter takes, read from its annotation (a string: the builders use postponed annotations)
-    or else its default: ``("number" | "integer" | "name" | "point" | None, None allowed)``; None: not known."""
-    annotation = parameter.annotation
-    if annotation is inspect.Parameter.empty:
-        default = parameter.default
-        return ("point" if isinstance(default, tuple) else None), default is None
-    names = {t.strip() for t in (annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")).split("|")}
-    kind = "number" if "float" in names else "integer" if "int" in names else "name" if "str" in names else None
-    return kind, "None" in names or parameter.default is None
-
-
 def _check_value(setting: Setting, parameter: inspect.Parameter) -> None:
     """Raise ValueError, quoting the setting as typed, if its value is not of the kind the builder takes (a finite
-    number, an integer, a name, a point of as many numbers as the default)."""
-    kind, none_allowed = _kind(parameter)
-    value = setting.value
-    if kind is None or (value is None and none_allowed):
+    number, an integer, a name, a point of as many numbers as the default: ``problems.parameters``)."""
+    what = expected_kind(setting.value, parameter)
+    if not what:
         return
+    value = setting.value
     got = f"the text {value!r}" if isinstance(value, str) else repr(value)
-    orelse = " (or None for the default)" if none_allowed else ""
-
-    def number(v) -> bool:
-        return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)
-
-    if kind == "number" and not number(value):
-        raise ValueError(f"{setting.text}: expected a finite number{orelse}, got {got}")
-    if kind == "integer" and not (isinstance(value, Integral) and not isinstance(value, bool)):
-        raise ValueError(f"{setting.text}: expected an integer{orelse}, got {got}")
-    if kind == "name" and not isinstance(value, str):
-        raise ValueError(f"{setting.text}: expected a name{orelse}, got {value!r}")
-    if kind == "point":
-        size = len(parameter.default)
-        if not (isinstance(value, (tuple, list)) and len(value) == size and all(number(v) for v in value)):
-            example = ",".join(f"{v:g}" for v in parameter.default)
-            raise ValueError(f"{setting.text}: expected {size} finite numbers such as {setting.key}={example}{orelse}, "
-                             f"got {got}")
+    if isinstance(parameter.default, tuple):
+        what += f" such as {setting.key}={','.join(f'{v:g}' for v in parameter.default)}"
+    raise ValueError(f"{setting.text}: expected {what}, got {got}")
 
 
 def _check_range(setting: Setting) -> None:

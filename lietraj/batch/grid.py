@@ -18,6 +18,8 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from lietraj.problems.parameters import expected_kind
+
 
 class GridError(ValueError):
     """A parameter grid or list of points that cannot be solved: an unknown parameter, no values, a value of the
@@ -105,35 +107,6 @@ def check_points(build: Callable, points: Sequence[Mapping], what: str) -> None:
                 if takes_any:
                     continue
                 raise GridError(f"{what} has no parameter {key!r}; its parameters: {', '.join(accepted)}")
-            problem = _kind_error(value, accepted[key])
+            problem = expected_kind(value, accepted[key])
             if problem:
                 raise GridError(f"{what}: {key}={value!r} (point {i}): expected {problem}")
-
-
-def _kind_error(value, parameter: inspect.Parameter) -> str:
-    """What ``parameter`` takes, if ``value`` is not of that kind; "" if it is, or if the kind is not known."""
-    annotation, default = parameter.annotation, parameter.default
-    if annotation is inspect.Parameter.empty:
-        kind, none_allowed = ("point" if isinstance(default, tuple) else None), default is None
-    else:
-        names = {t.strip() for t in str(annotation if isinstance(annotation, str) else
-                                         getattr(annotation, "__name__", "")).split("|")}
-        kind = "number" if "float" in names else "integer" if "int" in names else "name" if "str" in names else None
-        none_allowed = "None" in names or default is None
-    if kind is None or (value is None and none_allowed):
-        return ""
-    orelse = " or None" if none_allowed else ""
-
-    def number(v) -> bool:
-        return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v)
-
-    if kind == "number" and not number(value):
-        return f"a finite number{orelse}"
-    if kind == "integer" and not (isinstance(value, Integral) and not isinstance(value, bool)):
-        return f"an integer{orelse}"
-    if kind == "name" and not isinstance(value, str):
-        return f"a name{orelse}"
-    if kind == "point" and not (isinstance(value, (tuple, list)) and len(value) == len(default)
-                                and all(number(v) for v in value)):
-        return f"{len(default)} finite numbers{orelse}"
-    return ""
