@@ -389,7 +389,9 @@ def contact_derivatives_batch_kernel(model, dofs, contacts, damping, H, S, V, A,
     return OK, 0
 
 
-def _frame_ids(model: RobotModel, contacts: tuple[Contact, ...], what: str) -> list[int]:
+def contact_frame_ids(model: RobotModel, contacts: tuple[Contact, ...], what: str) -> list[int]:
+    """The frame index of each contact; a TypeError for what is not a ``Contact``, a ValueError for an unknown frame,
+    each naming ``what``."""
     ids = []
     for c in contacts:
         if not isinstance(c, Contact):
@@ -416,7 +418,7 @@ def build_plan(model: RobotModel, contacts: tuple[Contact, ...], what: str, ids:
     """The kernel's form of ``contacts`` (``ids``: their frame indices, if the caller has them). Without
     ``baumgarte`` (an impact) the contacts' gains and targets are left out."""
     if ids is None:
-        ids = _frame_ids(model, contacts, what)
+        ids = contact_frame_ids(model, contacts, what)
     m = len(contacts)
     ci, gains, targets = np.zeros((m, 4), dtype=np.int64), np.zeros((m, 2)), np.zeros((m, 4, 4))
     o = 0

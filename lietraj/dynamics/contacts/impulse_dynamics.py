@@ -83,6 +83,7 @@ from lietraj.dynamics.contacts.contact_dynamics_derivatives import (
     ContactTables,
     _cholesky_solve,
     build_plan,
+    contact_frame_ids,
     contact_wrench,
     in_references,
     plus_g_times,
@@ -95,7 +96,6 @@ from lietraj.dynamics.kinematics.kinematics import (
     LOCAL,
     VELOCITY,
     forward_kinematics_core,
-    frame_id,
     frame_jacobian,
     frame_placement,
     frame_pose,
@@ -160,15 +160,7 @@ def impulse_inputs(model: RobotModel, x, contacts, restitution, damping, name: s
     restitution = checked_real(restitution, model, name, "restitution", 0.0, 1.0)
     damping = checked_real(damping, model, name, "damping")
     require_finite(model, name, x)
-    ids = []
-    for c in contacts:
-        if not isinstance(c, Contact):
-            raise TypeError(f"{name}({model.name}): contacts must be Contact objects, got {type(c).__name__}")
-        try:
-            ids.append(frame_id(model, c.frame))
-        except (KeyError, IndexError, TypeError) as e:
-            raise ValueError(f"{name}({model.name}): unknown contact frame {c.frame!r} ({e})") from None
-    return x, contacts, restitution, damping, ids
+    return x, contacts, restitution, damping, contact_frame_ids(model, contacts, name)
 
 
 def _impact(model: RobotModel, x: State | Trajectory, contacts: tuple[Contact, ...], restitution: float,
