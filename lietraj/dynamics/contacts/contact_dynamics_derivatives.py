@@ -86,9 +86,10 @@ from lietraj.dynamics.lie.state import State, Trajectory
 
 # Status of a Schur complement that is not positive definite (redundant contacts without damping).
 SCHUR_SINGULAR = 110
-# Contact table columns: frame index, rows (3 or 6), first row, flags; flag bits below.
-_CK, _CDIM, _COFF, _CFLAGS = 0, 1, 2, 3
-_WORLD_ALIGNED, _POSITION = 1, 2
+# Contact table columns (shared with the impact derivatives): frame index, rows (3 or 6), first row, flags; the flag
+# bits below.
+CK, CDIM, COFF, CFLAGS = 0, 1, 2, 3
+CF_WORLD_ALIGNED, CF_POSITION = 1, 2
 
 
 @dataclass(frozen=True)
@@ -137,10 +138,10 @@ def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lambda
     forward_kinematics_core(mi, mf, H, s, v, a, ACCELERATION, a_last, Wk)
     fext[:, :] = 0.0
     for c in range(ci.shape[0]):
-        k, d, o, flags = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF], ci[c, _CFLAGS]
+        k, d, o, flags = ci[c, CK], ci[c, CDIM], ci[c, COFF], ci[c, CFLAGS]
         Kp, Kv = gains[c, 0], gains[c, 1]
         oR, op = frame_pose(Wk, fb, ff, k)
-        contact_wrench(fb, ff, k, d, o, flags & _WORLD_ALIGNED, oR, lambda_c, lambda_local, fext)
+        contact_wrench(fb, ff, k, d, o, flags & CF_WORLD_ALIGNED, oR, lambda_c, lambda_local, fext)
         # MD = [dv_dq, da_dq, da_dv, da_da = J] of the frame in LOCAL; dv_dv is J as well.
         motion_derivatives_core(mi, mf, fb, ff, k, ACCELERATION, LOCAL, d == 3, Wk, MD)
         for r in range(d):
@@ -151,7 +152,7 @@ def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lambda
         for r in range(3):
             for col in range(nv):
                 Jang[c, r, col] = MD[3, 3 + r, col]
-        if flags & _POSITION:
+        if flags & CF_POSITION:
             if d == 6:
                 placement_error_core(mi, mf, fb, ff, k, targets[c], Wk, r6, PE)
                 for r in range(6):
@@ -166,7 +167,7 @@ def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lambda
 
 
 @helper
-def _cholesky_solve(L, B):
+def cholesky_solve(L, B):
     """B <- L^-T L^-1 B for the lower Cholesky factor L (nc, nc) and B (nc, m)."""
     n, m = L.shape[0], B.shape[1]
     for r in range(n):
@@ -253,9 +254,9 @@ def in_references(ci, fb, ff, Wk, lambda_local, Jang, dl_dq, dl_dv, dl_du):
     with no column) into each contact's reference: for a world-aligned one ``dlambda_w = R (dlambda - [lambda]x
     J_ang dq)``, ``R`` turning with the frame's local angular Jacobian ``J_ang``."""
     for c in range(ci.shape[0]):
-        if not ci[c, _CFLAGS] & _WORLD_ALIGNED:
+        if not ci[c, CFLAGS] & CF_WORLD_ALIGNED:
             continue
-        k, d, o = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF]
+        k, d, o = ci[c, CK], ci[c, CDIM], ci[c, COFF]
         oR, _ = frame_pose(Wk, fb, ff, k)
         for r in range(o, o + d, 3):
             f = (lambda_local[r], lambda_local[r + 1], lambda_local[r + 2])
@@ -292,9 +293,9 @@ def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_l
             df_dtau[c, col] = -Gt[c, col]
     if not schur_factor(Gt, J, damping, S):
         return SCHUR_SINGULAR
-    _cholesky_solve(S, df_dq)
-    _cholesky_solve(S, df_dv)
-    _cholesky_solve(S, df_dtau)
+    cholesky_solve(S, df_dq)
+    cholesky_solve(S, df_dv)
+    cholesky_solve(S, df_dtau)
     # da = Y + G dlambda; da/dtau = M^-1 + G dlambda/dtau.
     plus_g_times(Gt, df_dq, da_dq)
     plus_g_times(Gt, df_dv, da_dv)
@@ -308,7 +309,7 @@ def contact_derivatives_core(mi, mf, g, dof_end, fb, ff, ci, gains, targets, a_l
 
 class ContactTables(NamedTuple):
     """A contact set in the form of this module's kernel: the frame tables of the model (``fb``, ``ff``), the
-    contact table ``ci`` (m, 4) int64 (columns ``_CK``...), the Baumgarte ``gains`` (m, 2), the position
+    contact table ``ci`` (m, 4) int64 (columns ``CK``...), the Baumgarte ``gains`` (m, 2), the position
     ``targets`` (m, 4, 4) and the last body whose acceleration the contacts need (``a_last``)."""
 
     fb: np.ndarray
@@ -425,8 +426,8 @@ def build_plan(model: RobotModel, contacts: tuple[Contact, ...], what: str, ids:
     for c, (contact, k) in enumerate(zip(contacts, ids)):
         Kp, Kv = contact.baumgarte if baumgarte else (0.0, 0.0)
         position = Kp != 0.0 and contact.target is not None
-        ci[c] = k, contact.dim, o, (_WORLD_ALIGNED if contact.reference == "local_world_aligned" else 0) | (
-            _POSITION if position else 0)
+        ci[c] = k, contact.dim, o, (CF_WORLD_ALIGNED if contact.reference == "local_world_aligned" else 0) | (
+            CF_POSITION if position else 0)
         gains[c] = Kp, Kv
         targets[c] = contact.target if position else np.eye(4)
         o += contact.dim

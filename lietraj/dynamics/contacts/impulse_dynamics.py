@@ -73,16 +73,16 @@ from lietraj.dynamics.algorithms.inverse_mass_matrix import inverse_mass_matrix,
 from lietraj.dynamics.algorithms.rnea_derivatives import LOCAL_WRENCH, idsva_core
 from lietraj.dynamics.contacts.contact_dynamics import Contact, contact_tuple, solve_impact
 from lietraj.dynamics.contacts.contact_dynamics_derivatives import (
-    _CDIM,
-    _CFLAGS,
-    _CK,
-    _COFF,
-    _WORLD_ALIGNED,
+    CDIM,
+    CF_WORLD_ALIGNED,
+    CFLAGS,
+    CK,
+    COFF,
     SCHUR_SINGULAR,
     ContactDerivativesWork,
     ContactTables,
-    _cholesky_solve,
     build_plan,
+    cholesky_solve,
     contact_frame_ids,
     contact_wrench,
     in_references,
@@ -249,9 +249,9 @@ def _impulse_rows(mi, mf, fb, ff, ci, last, restitution, H, s, v, v_plus, lambda
     forward_kinematics_core(mi, mf, H, s, v_plus, v_plus, VELOCITY, last, Wk)
     fext[:, :] = 0.0
     for c in range(ci.shape[0]):
-        k, d, o = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF]
+        k, d, o = ci[c, CK], ci[c, CDIM], ci[c, COFF]
         oR, _ = frame_pose(Wk, fb, ff, k)
-        contact_wrench(fb, ff, k, d, o, ci[c, _CFLAGS] & _WORLD_ALIGNED, oR, lambda_c, lambda_local, fext)
+        contact_wrench(fb, ff, k, d, o, ci[c, CFLAGS] & CF_WORLD_ALIGNED, oR, lambda_c, lambda_local, fext)
         # MD = [dv_dq, J] of the frame's LOCAL twist; a 3d contact's rows are its linear part, the velocity of the
         # frame origin.
         motion_derivatives_core(mi, mf, fb, ff, k, VELOCITY, LOCAL, False, Wk, MD)
@@ -267,7 +267,7 @@ def _impulse_rows(mi, mf, fb, ff, ci, last, restitution, H, s, v, v_plus, lambda
         return
     forward_kinematics_core(mi, mf, H, s, v, v, VELOCITY, last, Wk)
     for c in range(ci.shape[0]):
-        k, d, o = ci[c, _CK], ci[c, _CDIM], ci[c, _COFF]
+        k, d, o = ci[c, CK], ci[c, CDIM], ci[c, COFF]
         motion_derivatives_core(mi, mf, fb, ff, k, VELOCITY, LOCAL, False, Wk, MD)
         for r in range(d):
             for col in range(nv):
@@ -306,8 +306,8 @@ def impulse_derivatives_core(mi, mf, dof_end, fb, ff, ci, last, restitution, dam
     schur_products(J, Minv, dv_dq, dv_dv, Gt, dl_dq, dl_dv)
     if not schur_factor(Gt, J, damping, S):
         return SCHUR_SINGULAR
-    _cholesky_solve(S, dl_dq)
-    _cholesky_solve(S, dl_dv)
+    cholesky_solve(S, dl_dq)
+    cholesky_solve(S, dl_dv)
     plus_g_times(Gt, dl_dq, dv_dq)
     plus_g_times(Gt, dl_dv, dv_dv)
     in_references(ci, fb, ff, Wk, lambda_local, Jang, dl_dq, dl_dv, Gt[:, :0])
