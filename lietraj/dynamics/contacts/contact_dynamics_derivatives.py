@@ -65,7 +65,7 @@ from lietraj.dynamics._checks import (
     raise_for_status,
     result_arrays,
 )
-from lietraj.dynamics._spatial import add, cross, load3, load9, mtv, mv, sub
+from lietraj.dynamics._spatial import add, base_placement, cross, load3, load9, mtv, mv, sub
 from lietraj.dynamics.algorithms.aba_derivatives import minus_minv_dtau
 from lietraj.dynamics.contacts.contact_dynamics import Contact, ContactDynamicsResult, contact_tuple, solve_contacts
 from lietraj.dynamics.algorithms.inverse_mass_matrix import minv_core, minv_work
@@ -154,7 +154,8 @@ def _contact_rows(mi, mf, fb, ff, ci, gains, targets, a_last, H, s, v, a, lambda
                 Jang[c, r, col] = MD[3, 3 + r, col]
         if flags & CF_POSITION:
             if d == 6:
-                placement_error_core(mi, mf, fb, ff, k, targets[c], Wk, r6, PE)
+                TR, Tp = base_placement(targets[c])
+                placement_error_core(mi, mf, fb, ff, k, TR, Tp, Wk, r6, PE)
                 for r in range(6):
                     for col in range(nv):
                         df_dq[o + r, col] -= Kp * PE[r, col]

@@ -47,18 +47,24 @@ def center_of_mass_kernel(model, H, s, v, level, work, out):
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
     if status != OK:
         return status
-    nb = mi.shape[0]
-    forward_kinematics_core(mi, mf, H, s, v, v, level, nb - 1, W)
+    forward_kinematics_core(mi, mf, H, s, v, v, level, mi.shape[0] - 1, W)
+    c = center_of_mass_core(mi, mf, level, W)
+    out[0], out[1], out[2] = c[0], c[1], c[2]
+    return OK
+
+
+@helper
+def center_of_mass_core(mi, mf, level, W):
+    """World CoM position (level PLACEMENT) or velocity (level VELOCITY) from the forward kinematics in W."""
     total, c = 0.0, (0.0, 0.0, 0.0)
-    for i in range(nb):
+    for i in range(mi.shape[0]):
         m, h, oR = mf[i, MF_MASS], load3(mf, i, MF_H), load9(W, i, W_R)
         total += m
         if level == PLACEMENT:
             c = add(c, add(scale(load3(W, i, W_P), m), mv(oR, h)))
         else:
             c = add(c, mv(oR, add(scale(load3(W, i, W_V), m), cross(load3(W, i, W_V + 3), h))))
-    out[0], out[1], out[2] = c[0] / total, c[1] / total, c[2] / total
-    return OK
+    return scale(c, 1.0 / total)
 
 
 @kernel
@@ -99,16 +105,22 @@ def center_of_mass_jacobian_kernel(model, H, s, v, work, J):
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
     if status != OK:
         return status
-    nb = mi.shape[0]
-    forward_kinematics_core(mi, mf, H, s, v, v, PLACEMENT, nb - 1, W)
+    forward_kinematics_core(mi, mf, H, s, v, v, PLACEMENT, mi.shape[0] - 1, W)
+    center_of_mass_jacobian_core(mi, mf, W, J)
+    return OK
+
+
+@helper
+def center_of_mass_jacobian_core(mi, mf, W, J):
+    """The CoM Jacobian into the first three rows of J (its first nv columns) from the world poses in W (the
+    subtree columns of W are overwritten)."""
     total = subtree_mass_moments(mi, mf, W)
-    for j in range(nb):
+    for j in range(mi.shape[0]):
         m, mc, iv = W[j, W_MASS], load3(W, j, W_MC), mi[j, 2]
         for c in range(6 if mi[j, 1] == JOINT_FREE else 1):
             ve, we = world_motion_subspace(mi, mf, W, j, c)
             col = add(scale(ve, m), cross(we, mc))
             J[0, iv + c], J[1, iv + c], J[2, iv + c] = col[0] / total, col[1] / total, col[2] / total
-    return OK
 
 
 @kernel

@@ -210,15 +210,17 @@ def motion_derivatives_batch_kernel(model, H, S, V, A, level, fb, ff, k, referen
 # ---------------------------------------------------------------- frame placement error
 
 
-@kernel
-def placement_error_core(mi, mf, fb, ff, k, T, W, r, J):
-    """r = log(T^-1 oM_f) (linear first) and J = Jr(r)^-1 J_local (6, nv) for frame k, from the poses in W."""
-    J[:, :] = 0.0
+@helper
+def placement_error_core(mi, mf, fb, ff, k, TR, Tp, W, r, J):
+    """r = log(T^-1 oM_f) (linear first) and, when J has rows, J = Jr(r)^-1 J_local (6, nv) for frame k, from the
+    poses in W; the target T = (TR, Tp) as a pose of tuples."""
     oR, op = frame_pose(W, fb, ff, k)
-    TR, Tp = base_placement(T)
     R, p = between(TR, Tp, oR, op)
     u, w = log6(R, p)
     r[0], r[1], r[2], r[3], r[4], r[5] = u[0], u[1], u[2], w[0], w[1], w[2]
+    if J.shape[0] == 0:
+        return
+    J[:, :] = 0.0
     A, C = jlog6(w, p)
     j = fb[k]
     while j >= 0:
@@ -240,7 +242,8 @@ def placement_error_kernel(model, H, s, v, fb, ff, k, T, r, work, J):
     status = check_inputs(floating, n, H, s, v, v, PLACEMENT)
     if status == OK:
         forward_kinematics_core(mi, mf, H, s, v, v, PLACEMENT, fb[k], W)
-        placement_error_core(mi, mf, fb, ff, k, T, W, r, J)
+        TR, Tp = base_placement(T)
+        placement_error_core(mi, mf, fb, ff, k, TR, Tp, W, r, J)
     return status
 
 
