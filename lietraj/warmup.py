@@ -159,8 +159,7 @@ def run_stages(problem, xs0, us0, solver: str, stages) -> None:
     steps = {
         "evaluate": lambda: (problem.cost(xs, us), problem.rollout(us)),
         "contact_derivatives": lambda: _contact_derivatives(problem, xs, us),
-        "cost_derivatives": lambda: [model.cost.derivatives(xs[t:t + 1], us[t:t + 1]) for t, model in
-                                     _firsts(problem.running)] + [problem.terminal.derivatives(xs[-1:], None)],
+        "cost_derivatives": lambda: problem.cost_derivatives(xs, us, problem.empty_derivatives()),
         "step_jacobians": lambda: _step_jacobians(problem, xs),
         "derivatives": lambda: problem.derivatives(xs, us, out=problem.empty_derivatives()),
         "second_order": lambda: problem.dynamics_contraction(xs, us, np.zeros((problem.T, problem.ndx))),

@@ -28,8 +28,9 @@ import numpy as np
 
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, tangent_difference, tangent_integrate
 from lietraj.optimal_control.constraints import ConstraintSet, Violation, largest_violations
+from lietraj.optimal_control.costs.compiled_costs import CompiledCosts, compilable, table_model
 from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel, CostSum, ResidualCost
-from lietraj.optimal_control.costs.residuals import KnotsChecked
+from lietraj.optimal_control.costs.residuals import KnotsChecked, check_knots
 from lietraj.optimal_control.dynamics.discrete_dynamics import (
     DiscreteDerivatives,
     DiscreteDynamics,
@@ -158,6 +159,20 @@ class _TermGroup:
         return np.concatenate([np.arange(a, b) for a, b in self.runs])
 
 
+@dataclass(eq=False)
+class _CostPlan:
+    """How the running costs are evaluated: the built-in terms in one compiled table (``compiled_costs``; None when
+    there are none), the other groups by their own calls, adding into the same knots."""
+
+    compiled: CompiledCosts | None
+    groups: list[_TermGroup]
+
+
+def _terms(cost: CostModel) -> list[tuple[CostModel, float]]:
+    """A cost as weighted terms: a sum's active terms, or the cost itself."""
+    return [(term.cost, term.weight) for _, term in cost._active()] if isinstance(cost, CostSum) else [(cost, 1.0)]
+
+
 def _term_key(term, weight: float, start: int) -> tuple:
     """What groups a cost term over runs of knots: the term and its weight; and the run, for a residual that reads
     its dynamics' evaluations of the run (``Residual.reads_dynamics``): those are kept per run."""
@@ -258,6 +273,8 @@ class Problem:
         self.has_control_limits = any(m.has_control_limits for m in models)
         self._constraint_runs = [run for run in _runs([m.constraints for m in models]) if run[2] is not None]
         self._groups: tuple | None = None  # (the terms' signature, _term_groups), reused while the terms stand
+        self._plan: tuple | None = None  # (_term_groups, _cost_plan)
+        self._terminal: tuple | None = None  # (the terminal terms' signature, _terminal_table)
 
     def shift(self, model: ActionModel) -> None:
         """Recede the horizon by one knot, in place: knot 0 leaves, every knot moves one place forward and ``model``
@@ -351,11 +368,13 @@ class Problem:
         the cost of a run that shares none of its terms, whole, with that run's knots (``whole``: the cost's own
         single pass). A term whose residual reads its dynamics' evaluations (contact forces) is grouped per run: the
         dynamics kept them per run (``_term_key``)."""
-        terms_of = [[(term.cost, term.weight) for _, term in cost._active()] if isinstance(cost, CostSum) else
-                    [(cost, 1.0)] for _, _, cost in self._cost_runs]
-        signature = tuple((id(term), weight) for terms in terms_of for term, weight in terms)
+        # read at every evaluation: the terms as they stand, without checking their weights (done on a change)
+        signature = tuple(pair for _, _, cost in self._cost_runs for pair in (
+            [(id(term.cost), term.weight) for term in cost.costs.values()] if isinstance(cost, CostSum)
+            else [(id(cost), 1.0)]))
         if self._groups is not None and self._groups[0] == signature:
             return self._groups[1]
+        terms_of = [_terms(cost) for _, _, cost in self._cost_runs]
         keys = [[_term_key(term, weight, a) for term, weight in terms]
                 for (a, _, _), terms in zip(self._cost_runs, terms_of)]
         count: dict[tuple, int] = {}
@@ -377,6 +396,46 @@ class Problem:
         self._groups = (signature, groups)
         return groups
 
+    def _cost_plan(self) -> _CostPlan:
+        """The term groups (``_term_groups``) split into a compiled table of the terms ``compilable`` takes (on the
+        model of the first robot residual among them) and the groups left to their own calls; the cost of a run none
+        of whose terms compiles stays whole."""
+        groups = self._term_groups()
+        if self._plan is not None and self._plan[0] is groups:
+            return self._plan[1]
+        items, rest = [], []
+        candidates = [term for group in groups for term, _ in _terms(group.cost)]
+        model = table_model(candidates)
+        for group in groups:
+            knots = np.concatenate([np.arange(a, b) for a, b in group.runs])
+            terms = [(cost, weight * group.weight) for cost, weight in _terms(group.cost)]
+            taken = [compilable(cost, model) for cost, _ in terms]
+            if not any(taken):
+                rest.append(group)
+                continue
+            for (cost, weight), compiled in zip(terms, taken):
+                if compiled:
+                    items.append((cost, weight, knots))
+                else:
+                    rest.append(_TermGroup(cost, weight, list(group.runs)))
+        plan = _CostPlan(CompiledCosts(items, self.state_space, self.nu, self.T, model) if items else None, rest)
+        self._plan = (groups, plan)
+        return plan
+
+    def _terminal_table(self) -> CompiledCosts | None:
+        """The terminal cost as a compiled table when every term of it compiles, else None (its own call)."""
+        terms = _terms(self.terminal)
+        key = tuple((id(cost), weight) for cost, weight in terms)
+        if self._terminal is not None and self._terminal[0] == key:
+            return self._terminal[1]
+        model = table_model([cost for cost, _ in terms])
+        table = None
+        if terms and all(compilable(cost, model) for cost, _ in terms):
+            table = CompiledCosts([(cost, weight, np.zeros(1, np.int64)) for cost, weight in terms], self.state_space,
+                                  0, 1, model)
+        self._terminal = (key, table)
+        return table
+
     def _gathered(self, X: Trajectory, U: np.ndarray, stack: ExitStack):
         """``knots -> (index, X[index], U[index])`` for a group's runs, each set of knots taken once per call and
         checked once for all the terms that read it (``KnotsChecked``, closed with ``stack``)."""
@@ -397,16 +456,27 @@ class Problem:
         """``l_k(X[k], U[k])`` for ``k < T``, shape ``(T,)``: one call per term group (``_term_groups``)."""
         U = np.asarray(U, dtype=np.float64)
         out = np.zeros(self.T)
+        plan = self._cost_plan()
+        if plan.compiled is not None:
+            check_knots(self.state_space, self.nu, X[:self.T], U, "Problem")
+            plan.compiled.add(X, U, out, clear=True)
         with ExitStack() as stack:
             gather = self._gathered(X, U, stack)
-            for group in self._term_groups():
+            for group in plan.groups:
                 knots, Xg, Ug = gather(group)
                 out[knots] += group.weight * group.cost.value(Xg, Ug)
         return out
 
     def terminal_cost(self, X: Trajectory) -> float:
         """``l_T(X[T])``."""
-        return float(self.terminal.value(X[self.T:self.T + 1], None)[0])
+        last = X[self.T:self.T + 1]
+        table = self._terminal_table()
+        if table is None:
+            return float(self.terminal.value(last, None)[0])
+        check_knots(self.state_space, 0, last, None, "Problem: terminal cost")
+        value = np.zeros(1)
+        table.add(last, None, value)
+        return float(value[0])
 
     def cost(self, X: Trajectory, U) -> float:
         """The total cost ``Σ_k l_k(X[k], U[k]) + l_T(X[T])``."""
@@ -485,8 +555,13 @@ class Problem:
         solver whose costs changed at the same guess, e.g. an augmented Lagrangian's multipliers)."""
         names = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
         r = out.running
-        groups = self._term_groups()
-        if not all(group.whole for group in groups):  # a whole run's cost writes its knots; shared terms add to them
+        plan = self._cost_plan()
+        groups = plan.groups
+        # the compiled terms write every knot (zero without a term), whole runs' costs write theirs, other terms add
+        if plan.compiled is not None:
+            check_knots(self.state_space, self.nu, X[:self.T], U, "Problem")
+            plan.compiled.add(X, U, r, clear=True)
+        elif not all(group.whole for group in groups):
             for name in names:
                 getattr(r, name)[...] = 0.0
         with ExitStack() as stack:
@@ -511,7 +586,13 @@ class Problem:
                 if not contiguous:
                     for name in names:
                         getattr(r, name)[knots] += getattr(target, name)
-        _copy_into(out.terminal, self.terminal.derivatives(X[self.T:self.T + 1], None, out=out.terminal), names)
+        last = X[self.T:self.T + 1]
+        table = self._terminal_table()
+        if table is None:
+            _copy_into(out.terminal, self.terminal.derivatives(last, None, out=out.terminal), names)
+            return
+        check_knots(self.state_space, 0, last, None, "Problem: terminal cost")
+        table.add(last, None, out.terminal, clear=True)
 
     def _dynamics_derivatives(self, X: Trajectory, U: np.ndarray, F: DiscreteDerivatives,
                               executor: Executor | None = None) -> None:

@@ -135,6 +135,39 @@ def _row_nonzeros(A, I, C):
         C[r] = c
 
 
+@helper
+def add_symmetric_products(P, IP, CP, weight, diagonal, D, H, kd, out):
+    """``out += weight Pᵀ H P`` for one knot's P (nr, m) and the Hessian ``H[kd]`` (nr, nr), or ``diag(D[kd])`` when
+    ``diagonal``, summing only the products of the non-zero columns of P's rows ``IP[r, :CP[r]]``, each once for
+    both triangles."""
+    for r in range(P.shape[0]):
+        for s in range(r if diagonal else 0, r + 1 if diagonal else P.shape[0]):
+            w = weight * (D[kd, r] if diagonal else H[kd, r, s])
+            if w == 0.0:
+                continue
+            for i in range(CP[r]):
+                a = IP[r, i]
+                wa = w * P[r, a]
+                for j in range(CP[s]):
+                    b = IP[s, j]
+                    if b < a:
+                        continue
+                    x = wa * P[s, b]
+                    out[a, b] += x
+                    if b != a:
+                        out[b, a] += x
+
+
+@helper
+def add_gradient(P, IP, CP, weight, g, out):
+    """``out += weight Pᵀ g`` over the non-zero columns of P's rows (``add_symmetric_products``)."""
+    for r in range(P.shape[0]):
+        wg = weight * g[r]
+        for i in range(CP[r]):
+            a = IP[r, i]
+            out[a] += wg * P[r, a]
+
+
 @kernel
 def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, counts, p_known, rows):
     """``PHQ[row] += weight P[k]ᵀ H[k] Q[k]`` and, when ``gP`` is not empty, ``gP[row] += weight P[k]ᵀ g[k]``, for
@@ -155,40 +188,26 @@ def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, 
     for k in range(N):
         row = rows[k] if rows.shape[0] else k
         Pk, Qk, out = P[k], Q[k], PHQ[row]
+        kd = k if (H.shape[0] if not diagonal else D.shape[0]) > 1 else 0
         if not p_known:
             _row_nonzeros(Pk, IP, CP)
         if symmetric:
-            IQ, CQ = IP, CP
+            add_symmetric_products(Pk, IP, CP, weight, diagonal, D, H, kd, out)
         else:
             _row_nonzeros(Qk, IQ, CQ)
-        for r in range(nr):
-            for s in range(r if diagonal else 0, r + 1 if diagonal else nr):
-                if diagonal:
-                    w = weight * D[k if D.shape[0] > 1 else 0, r]
-                else:
-                    w = weight * H[k if H.shape[0] > 1 else 0, r, s]
-                if w == 0.0:
-                    continue
-                for i in range(CP[r]):
-                    a = IP[r, i]
-                    wa = w * Pk[r, a]
-                    for j in range(CQ[s]):
-                        b = IQ[s, j]
-                        if symmetric:
-                            if b < a:
-                                continue
-                            x = wa * Qk[s, b]
-                            out[a, b] += x
-                            if b != a:
-                                out[b, a] += x
-                        else:
+            for r in range(nr):
+                for s in range(r if diagonal else 0, r + 1 if diagonal else nr):
+                    w = weight * (D[kd, r] if diagonal else H[kd, r, s])
+                    if w == 0.0:
+                        continue
+                    for i in range(CP[r]):
+                        a = IP[r, i]
+                        wa = w * Pk[r, a]
+                        for j in range(CQ[s]):
+                            b = IQ[s, j]
                             out[a, b] += wa * Qk[s, b]
         if gP.shape[0]:
-            for r in range(nr):
-                wg = weight * g[k, r]
-                for i in range(CP[r]):
-                    a = IP[r, i]
-                    gP[row, a] += wg * Pk[r, a]
+            add_gradient(Pk, IP, CP, weight, g[k], gP[row])
 
 
 _NO_GRADIENT, _NO_DIAGONAL, _NO_MATRIX = np.empty((0, 0)), np.empty((0, 0)), np.empty((0, 0, 0))

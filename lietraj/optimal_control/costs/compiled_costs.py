@@ -1,0 +1,469 @@
+"""Residual costs evaluated together: every built-in term at every knot that carries it, in one compiled call.
+
+A problem's running cost is a sum of terms at each knot, most of them built-in residuals through built-in
+activations (``ResidualCost``). Evaluated term by term, each costs a few Python calls (the residual, its kernel, the
+activation, the weighted products) of 20-40 us of dispatch, whatever the robot: a quadruped's gait of six phases has
+30 terms, evaluated three times a solver iteration (the derivatives, two trial costs), and that dispatch was half of
+the iteration. ``CompiledCosts`` writes such terms into tables (a kind, the parameters, the non-zero columns of each
+Jacobian row) and evaluates all of them at all their knots in one kernel call, the forward kinematics computed once
+per knot for all the terms that read it.
+
+It takes (``compilable``) a ``ResidualCost`` whose activation is exactly ``Quadratic``, ``WeightedQuadratic`` or
+``QuadraticBarrier`` and whose residual is exactly one of::
+
+    StateResidual, ControlResidual, JointTorqueResidual, JointPositionResidual, JointVelocityResidual,
+    FramePlacementResidual, FrameRotationResidual, FrameTranslationResidual, CenterOfMassResidual
+
+(robot residuals on the model of the table, without mimic joints); subclasses, other residuals and costs keep their
+own calls. The values, Jacobians and Gauss-Newton products are the ones ``residuals.py`` and ``ResidualCost``
+define, in the same tangent chart and ordering. The terms, their weights and knots are fixed when the table is
+built (``Problem`` builds it again when they change); their parameters (references, targets, activation weights and
+bounds) are read again at every call, so that setting them, or changing their arrays in place, is seen.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter, is_
+from typing import NamedTuple
+
+import numpy as np
+
+from lietraj._jit import helper, kernel
+from lietraj.dynamics._checks import IDENTITY4_STACK
+from lietraj.dynamics._tuples import sub
+from lietraj.dynamics.kinematics.center_of_mass import center_of_mass_core, center_of_mass_jacobian_core
+from lietraj.dynamics.kinematics.kinematics import (
+    LOCAL_WORLD_ALIGNED,
+    PLACEMENT,
+    W_COLS,
+    forward_kinematics_core,
+    frame_jacobian_core,
+    frame_pose,
+    model_tables,
+)
+from lietraj.dynamics.kinematics.kinematics_derivatives import placement_error_core
+from lietraj.dynamics.lie.se3 import between, jlog6, log6
+from lietraj.dynamics.lie.state import StateSpace, Trajectory
+from lietraj.dynamics.model.model import JOINT_FREE, ModelArrays, RobotModel
+from lietraj.optimal_control.costs.activations import Quadratic, QuadraticBarrier, WeightedQuadratic
+from lietraj.optimal_control.costs.costs import CostDerivatives, ResidualCost, add_gradient, add_symmetric_products
+from lietraj.optimal_control.costs.residuals import (
+    CenterOfMassResidual,
+    ControlResidual,
+    FramePlacementResidual,
+    FrameRotationResidual,
+    FrameTranslationResidual,
+    JointPositionResidual,
+    JointTorqueResidual,
+    JointVelocityResidual,
+    StateResidual,
+)
+
+# Residual kinds; the robot kinds (FRAME... and COM) read the knot's forward kinematics.
+STATE, CONTROL, JOINT_POSITION, JOINT_VELOCITY, FRAME_PLACEMENT, FRAME_ROTATION, FRAME_TRANSLATION, COM = range(8)
+_KINDS = {StateResidual: STATE, ControlResidual: CONTROL, JointTorqueResidual: CONTROL,
+          JointPositionResidual: JOINT_POSITION, JointVelocityResidual: JOINT_VELOCITY,
+          FramePlacementResidual: FRAME_PLACEMENT, FrameRotationResidual: FRAME_ROTATION,
+          FrameTranslationResidual: FRAME_TRANSLATION, CenterOfMassResidual: COM}
+_ROBOT_KINDS = (FRAME_PLACEMENT, FRAME_ROTATION, FRAME_TRANSLATION, COM)
+# Activation kinds: ½‖r‖², ½ Σ wᵢ rᵢ², ½ ‖excess of r over [lower, upper]‖², ½ rᵀ W r.
+QUADRATIC, WEIGHTED, BARRIER, MATRIX = range(4)
+# Columns of the term table: kind, activation, residual size, frame, offset of the reference rows in the parameters,
+# their count (1: the same at every knot) and size (a state reference: its poses, then the offsets of its rows of s
+# and of v), offset of the activation's parameters, first row of the Jacobian pattern.
+T_KIND, T_ACT, T_NR, T_FRAME, T_REF, T_REF_ROWS, T_REF_SIZE, T_REF_S, T_REF_V, T_ACT_PARAMS, T_PATTERN, T_COLS = \
+    range(12)
+# A pose in the parameters: a 4x4 matrix, row-major.
+POSE = 16
+
+
+class CostTable(NamedTuple):
+    """What the kernel evaluates: ``terms`` (nt, T_COLS) int64 and their ``weights`` (nt,); ``entries`` (ne, 2)
+    ``[term, index of the knot among the term's knots]`` in the order of the knots, those of knot ``k`` at
+    ``starts[k]:starts[k+1]``; R_x's pattern, row ``i`` of a term at ``terms[t, T_PATTERN] + i``: its non-zero
+    columns ``columns[row, :counts[row]]``; the parameters ``values``."""
+
+    terms: np.ndarray
+    weights: np.ndarray
+    entries: np.ndarray
+    starts: np.ndarray
+    columns: np.ndarray
+    counts: np.ndarray
+    values: np.ndarray
+
+
+class CostWork(NamedTuple):
+    """Work arrays: the kinematics' per-body columns, one term's residual and gradient (nr_max,), its Hessian's
+    diagonal (1, nr_max) or matrix (1, nr_max, nr_max), R_x (nr_max, ndx), a frame Jacobian (6, nv) and an empty one
+    (0, nv) for the values alone."""
+
+    bodies: np.ndarray
+    r: np.ndarray
+    g: np.ndarray
+    D: np.ndarray
+    H: np.ndarray
+    R_x: np.ndarray
+    J: np.ndarray
+    no_J: np.ndarray
+
+
+@helper
+def _pose(values, o):
+    """The pose (R, p) stored at ``values[o:o + POSE]``."""
+    R = (values[o], values[o + 1], values[o + 2], values[o + 4], values[o + 5], values[o + 6], values[o + 8],
+         values[o + 9], values[o + 10])
+    return R, (values[o + 3], values[o + 7], values[o + 11])
+
+
+@helper
+def _state_residual(floating, n, h, s, v, values, pose, s_ref, v_ref, jacobian, r, R_x):
+    """``x ⊖ x_ref`` with the reference's pose, s and v at ``values[pose:]``, ``values[s_ref:]``, ``values[v_ref:]``;
+    R_x's base block ``Jr(z_H)⁻¹`` (its identity rows are written as the pattern reads them)."""
+    nh = 6 if floating else 0
+    nv = n + nh
+    if floating:
+        R0, p0 = _pose(values, pose)
+        R1, p1 = (h[0, 0], h[0, 1], h[0, 2], h[1, 0], h[1, 1], h[1, 2], h[2, 0], h[2, 1], h[2, 2]), \
+            (h[0, 3], h[1, 3], h[2, 3])
+        R, p = between(R0, p0, R1, p1)
+        u, w = log6(R, p)
+        for m in range(3):
+            r[m], r[3 + m] = u[m], w[m]
+        if jacobian:
+            A, C = jlog6(w, p)
+            for i in range(3):
+                for j in range(3):
+                    R_x[i, j] = R_x[i + 3, j + 3] = A[3 * i + j]
+                    R_x[i + 3, j] = 0.0
+                    acc = 0.0
+                    for m in range(3):
+                        acc += C[3 * i + m] * A[3 * m + j]
+                    R_x[i, j + 3] = acc
+    for i in range(n):
+        r[nh + i] = s[i] - values[s_ref + i]
+    for i in range(nv):
+        r[nh + n + i] = v[i] - values[v_ref + i]
+    if jacobian:
+        for i in range(nh, nh + n + nv):
+            R_x[i, i] = 1.0
+
+
+@helper
+def _robot_residual(kind, mi, mf, fb, ff, frame, values, o, jacobian, W, r, R_x, J, no_J):
+    """A frame's placement, rotation or translation error, or the CoM error, from the forward kinematics in W; its
+    Jacobian's configuration columns into R_x."""
+    nv = J.shape[1]
+    if kind == FRAME_PLACEMENT or kind == FRAME_ROTATION:
+        TR, Tp = _pose(values, o)
+        # The rotation error and its Jacobian are the angular half of the placement error from (R_ref, 0).
+        if kind == FRAME_ROTATION:
+            Tp = (0.0, 0.0, 0.0)
+        placement_error_core(mi, mf, fb, ff, frame, TR, Tp, W, r, J if jacobian else no_J)
+        first = 0 if kind == FRAME_PLACEMENT else 3
+        if kind == FRAME_ROTATION:
+            r[0], r[1], r[2] = r[3], r[4], r[5]
+        if jacobian:
+            for i in range(6 - first):
+                for c in range(nv):
+                    R_x[i, c] = J[first + i, c]
+        return
+    if kind == FRAME_TRANSLATION:
+        _, p = frame_pose(W, fb, ff, frame)
+        if jacobian:
+            frame_jacobian_core(mi, mf, fb, ff, frame, LOCAL_WORLD_ALIGNED, W, J)
+    else:
+        p = center_of_mass_core(mi, mf, PLACEMENT, W)
+        if jacobian:
+            center_of_mass_jacobian_core(mi, mf, W, J)
+    e = sub(p, (values[o], values[o + 1], values[o + 2]))
+    r[0], r[1], r[2] = e[0], e[1], e[2]
+    if jacobian:
+        for i in range(3):
+            for c in range(nv):
+                R_x[i, c] = J[i, c]
+
+
+@helper
+def _activation(act, nr, values, o, r, g, D, H):
+    """The activation's value at r; its gradient into g and its Hessian's diagonal into D[0] (MATRIX: the matrix
+    into H[0]). NaN when r is not finite."""
+    value = 0.0
+    for i in range(nr):
+        x = r[i]
+        if not (x - x == 0.0):
+            return np.nan
+    if act == MATRIX:
+        for i in range(nr):
+            acc = 0.0
+            for j in range(nr):
+                H[0, i, j] = values[o + i * nr + j]
+                acc += H[0, i, j] * r[j]
+            g[i] = acc
+            value += 0.5 * acc * r[i]
+        return value
+    for i in range(nr):
+        e, w = r[i], 1.0
+        if act == WEIGHTED:
+            w = values[o + i]
+        elif act == BARRIER:
+            lower, upper = values[o + i], values[o + nr + i]
+            e = e - upper if e > upper else (e - lower if e < lower else 0.0)
+        g[i] = w * e
+        D[0, i] = w if (act != BARRIER or e != 0.0) else 0.0
+        value += 0.5 * w * e * e
+    return value
+
+
+@kernel
+def cost_table_kernel(model, frames, knots, table, derivatives, clear, work, out):
+    """Add every term of ``table`` at its knots into ``out`` = ``(l, l_x, l_u, l_xx, l_xu, l_uu)`` (rows: the knots
+    of ``knots`` = ``(H, S, V, U)``, checked), each row of the N knots first set to zero when ``clear``; without
+    ``derivatives`` only ``l`` (the others may be empty). Returns -1, or the entry whose residual is not finite."""
+    arrays = ModelArrays(*model)
+    mi, mf, floating, n = arrays.joints, arrays.bodies, arrays.floating, arrays.n
+    fb, ff = frames
+    H, S, V, U = knots
+    terms, weights, entries, starts, columns, counts, values = table
+    bodies, r, g, D, Hw, R_x, J, no_J = work
+    l, l_x, l_u, l_xx, l_xu, l_uu = out
+    nv = V.shape[1]
+    for k in range(starts.shape[0] - 1):
+        if clear:
+            l[k] = 0.0
+            if derivatives:
+                l_x[k, :] = 0.0
+                l_u[k, :] = 0.0
+                l_xx[k, :, :] = 0.0
+                l_xu[k, :, :] = 0.0
+                l_uu[k, :, :] = 0.0
+        h = H[k] if floating else H[0]
+        kinematics = False
+        for e in range(starts[k], starts[k + 1]):
+            t, i = entries[e, 0], entries[e, 1]
+            kind, nr, w = terms[t, T_KIND], terms[t, T_NR], weights[t]
+            row = 0 if terms[t, T_REF_ROWS] == 1 else i
+            ref = terms[t, T_REF] + row * terms[t, T_REF_SIZE]
+            if kind == STATE:
+                _state_residual(floating, n, h, S[k], V[k], values, ref, terms[t, T_REF_S] + row * n,
+                                terms[t, T_REF_V] + row * nv, derivatives, r, R_x)
+            elif kind == CONTROL:
+                for m in range(nr):
+                    r[m] = U[k, m] - values[ref + m]
+            elif kind == JOINT_POSITION:
+                for m in range(nr):
+                    r[m] = S[k, m]
+                    R_x[m, nv - n + m] = 1.0
+            elif kind == JOINT_VELOCITY:
+                for m in range(nr):
+                    r[m] = V[k, nv - n + m]
+                    R_x[m, 2 * nv - n + m] = 1.0
+            else:
+                if not kinematics:
+                    forward_kinematics_core(mi, mf, h, S[k], V[k], V[k], PLACEMENT, mi.shape[0] - 1, bodies)
+                    kinematics = True
+                _robot_residual(kind, mi, mf, fb, ff, terms[t, T_FRAME], values, ref, derivatives, bodies, r, R_x, J,
+                                no_J)
+            act = terms[t, T_ACT]
+            a = _activation(act, nr, values, terms[t, T_ACT_PARAMS], r, g, D, Hw)
+            if a != a:
+                return e
+            l[k] += w * a
+            if not derivatives:
+                continue
+            if kind == CONTROL:
+                for c in range(nr):
+                    l_u[k, c] += w * g[c]
+                    if act == MATRIX:
+                        for d in range(nr):
+                            l_uu[k, c, d] += w * Hw[0, c, d]
+                    else:
+                        l_uu[k, c, c] += w * D[0, c]
+                continue
+            first = terms[t, T_PATTERN]
+            P, IP, CP = R_x[:nr], columns[first:first + nr], counts[first:first + nr]
+            add_symmetric_products(P, IP, CP, w, act != MATRIX, D, Hw, 0, l_xx[k])
+            add_gradient(P, IP, CP, w, g, l_x[k])
+    return -1
+
+
+def compilable(cost, model: RobotModel | None) -> bool:
+    """Whether ``CompiledCosts`` evaluates ``cost`` (module docstring); a robot residual only on ``model`` (None:
+    any model without mimic joints)."""
+    if type(cost) is not ResidualCost or type(cost.activation) not in (Quadratic, WeightedQuadratic, QuadraticBarrier):
+        return False
+    residual = cost.residual
+    kind = _KINDS.get(type(residual))
+    if kind is None:
+        return False
+    if kind in _ROBOT_KINDS or kind in (JOINT_POSITION, JOINT_VELOCITY):
+        return not residual.model.mimic and (model is None or residual.model is model)
+    return True
+
+
+def table_model(costs) -> RobotModel | None:
+    """The model of the first robot residual among ``costs`` that ``compilable`` takes, or None."""
+    for cost in costs:
+        if compilable(cost, None) and _KINDS[type(cost.residual)] in _ROBOT_KINDS:
+            return cost.residual.model
+    return None
+
+
+class CompiledCosts:
+    """Weighted ``ResidualCost`` terms at knots, evaluated by one ``cost_table_kernel`` call (module docstring).
+
+    ``items``: ``(cost, weight, knots)`` with ``knots`` the rows (int64) of the outputs the term adds into, in the
+    order of the term's own knots (a tracking reference's row ``i`` is read at ``knots[i]``); every cost must be
+    ``compilable`` on ``model`` (None when no robot residual is among them). ``N`` rows, ``nu`` controls (0 for a
+    terminal cost) on ``state_space``. A table serves one evaluation at a time (its work arrays).
+
+    The parameters are the residuals' and activations' own arrays (``sources``: an owner and an attribute path),
+    laid end to end in the table's values and copied there by one ``np.concatenate`` per call, from flat views of
+    them kept while each attribute holds the same array (58 arrays copied one by one cost a trot's 64 us a call)."""
+
+    def __init__(self, items: list[tuple[ResidualCost, float, np.ndarray]], state_space: StateSpace, nu: int, N: int,
+                 model: RobotModel | None):
+        self.items, self.state_space, self.nu, self.N, self.model = items, state_space, nu, N, model
+        n, floating = state_space.n, state_space.floating_base
+        self.nv = n + 6 if floating else n
+        if model is None:
+            # no robot residual: kinematics-free arrays of the packed model's types
+            self.packed = (np.zeros((0, 4), np.int64), np.zeros((0, 26)), np.zeros(3), floating, n)
+            self.frames = (np.zeros(0, np.int64), np.zeros((0, 12)))
+        else:
+            tables = model_tables(model)
+            self.packed, self.frames = model.packed, (tables.body, tables.pose)
+        self._build()
+        nr = max((cost.residual.nr for cost, _, _ in items), default=1)
+        self.work = CostWork(np.zeros((1 if model is None else model.nb, W_COLS)), np.zeros(nr), np.zeros(nr),
+                             np.zeros((1, nr)), np.zeros((1, nr, nr)), np.zeros((nr, 2 * self.nv)),
+                             np.zeros((6, self.nv)), np.zeros((0, self.nv)))
+        self._values_only = (np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 0, 0)), np.zeros((0, 0, 0)),
+                             np.zeros((0, 0, 0)))
+
+    def _build(self) -> None:
+        """The table from the terms and the current shapes of their parameters."""
+        terms, patterns, self.sources = [], [], []
+        rows = 0
+        for cost, _, knots in self.items:
+            terms.append(self._term(cost, len(knots), rows))
+            patterns.append(self._pattern(terms[-1][T_KIND], cost.residual))
+            rows += cost.residual.nr
+        self._arrays = [getter(owner) for owner, getter in self.sources]
+        self._flat = [a.reshape(-1) if a.flags.c_contiguous else None for a in self._arrays]
+        values = np.zeros(sum(a.size for a in self._arrays))
+        width = 2 * self.nv
+        columns, counts = np.zeros((max(rows, 1), width), np.int64), np.zeros(max(rows, 1), np.int64)
+        row = 0
+        for I, C in patterns:
+            columns[row:row + len(C), :I.shape[1]] = I
+            counts[row:row + len(C)] = C
+            row += len(C)
+        # entries (knot, term, index among the term's knots), by knot
+        entries = np.concatenate([np.column_stack([knots, np.full(len(knots), t), np.arange(len(knots))])
+                                  for t, (_, _, knots) in enumerate(self.items)]).astype(np.int64)
+        entries = entries[np.lexsort((entries[:, 1], entries[:, 0]))]
+        starts = np.searchsorted(entries[:, 0], np.arange(self.N + 1)).astype(np.int64)
+        self.table = CostTable(np.array(terms, np.int64).reshape(-1, T_COLS),
+                               np.array([weight for _, weight, _ in self.items], np.float64),
+                               np.ascontiguousarray(entries[:, 1:]), starts, columns, counts, values)
+
+    def _term(self, cost: ResidualCost, N: int, pattern: int) -> list[int]:
+        """The term row of one cost, its parameters appended to ``sources`` after those before it and its pattern
+        at row ``pattern``."""
+        residual, activation = cost.residual, cost.activation
+        kind, nr, frame = _KINDS[type(residual)], residual.nr, getattr(residual, "frame", -1)
+        offset = sum(getter(owner).size for owner, getter in self.sources)
+
+        def take(owner, path: str) -> int:
+            """Append the parameter at ``owner.path``; its offset in the values."""
+            nonlocal offset
+            getter = attrgetter(path)
+            self.sources.append((owner, getter))
+            start, offset = offset, offset + np.asarray(getter(owner)).size
+            return start
+
+        ref, ref_rows, ref_size, ref_s, ref_v = 0, 1, 0, 0, 0
+        if kind == STATE:
+            x_ref = residual._ref
+            ref_rows, ref_size = len(x_ref), POSE
+            if x_ref.H is not None:
+                ref = take(residual, "_ref.H")
+            ref_s, ref_v = take(residual, "_ref.s"), take(residual, "_ref.v")
+        elif kind == CONTROL:
+            ref_rows, ref_size = (1, nr) if residual._reference.ndim == 1 else residual._reference.shape
+            ref = take(residual, "_reference")
+        elif kind in (FRAME_PLACEMENT, FRAME_ROTATION):
+            ref_size = POSE
+            ref = take(residual, "_target" if kind == FRAME_PLACEMENT else "_T")
+        elif kind in (FRAME_TRANSLATION, COM):
+            ref_rows, ref_size = (1, 3) if residual._target.ndim == 1 else residual._target.shape
+            ref = take(residual, "_target")
+        if ref_rows not in (1, N):
+            raise ValueError(f"{residual!r}: the reference has {ref_rows} knots, the cost is evaluated at {N}")
+        act_params = offset
+        if type(activation) is WeightedQuadratic:
+            act = WEIGHTED if activation.weights.ndim == 1 else MATRIX
+            take(activation, "weights")
+        elif type(activation) is QuadraticBarrier:
+            act = BARRIER
+            take(activation, "lower")
+            take(activation, "upper")
+        else:
+            act = QUADRATIC
+        return [kind, act, nr, frame, ref, ref_rows, ref_size, ref_s, ref_v, act_params, pattern]
+
+    def _pattern(self, kind: int, residual) -> tuple[np.ndarray, np.ndarray]:
+        """R_x's non-zero columns per row, ``(columns (nr, width), counts (nr,))``."""
+        nr, nv, n = residual.nr, self.nv, self.state_space.n
+        nh = nv - n
+        if kind == CONTROL:
+            return np.zeros((nr, 1), np.int64), np.zeros(nr, np.int64)
+        if kind == STATE:
+            I, C = np.zeros((nr, max(nh, 1)), np.int64), np.ones(nr, np.int64)
+            I[:nh, :nh], C[:nh] = np.arange(nh), nh
+            I[nh:, 0] = np.arange(nh, nr)
+            return I, C
+        if kind in (JOINT_POSITION, JOINT_VELOCITY):
+            first = nv - n if kind == JOINT_POSITION else 2 * nv - n
+            return (first + np.arange(nr, dtype=np.int64))[:, None], np.ones(nr, np.int64)
+        dofs = np.arange(nv, dtype=np.int64) if kind == COM else _ancestor_dofs(residual.model, residual.frame)
+        return np.tile(dofs, (nr, 1)), np.full(nr, len(dofs), np.int64)
+
+    def _read_parameters(self) -> None:
+        """Copy every parameter into the table, built again when an attribute holds another array (a reference set
+        with another number of knots changes the layout)."""
+        arrays = [getter(owner) for owner, getter in self.sources]
+        if not all(map(is_, arrays, self._arrays)):
+            self._build()
+            arrays = self._arrays
+        flat = [a.reshape(-1) if f is None else f for a, f in zip(arrays, self._flat)]
+        if flat:
+            np.concatenate(flat, out=self.table.values)
+
+    def add(self, X: Trajectory, U: np.ndarray | None, out: CostDerivatives | np.ndarray, clear: bool = False) -> None:
+        """Add the terms' values (``out`` an (N,) array) or values and derivatives (``out`` a ``CostDerivatives``
+        of N knots) at the first N knots of ``X``, ``U`` (checked by the caller) into ``out``; with ``clear`` into
+        zeros (every row of ``out`` is written)."""
+        self._read_parameters()
+        H = IDENTITY4_STACK if X.H is None else X.H
+        U = np.zeros((len(X), 0)) if U is None else U
+        derivatives = isinstance(out, CostDerivatives)
+        arrays = (out.l, out.l_x, out.l_u, out.l_xx, out.l_xu, out.l_uu) if derivatives else \
+            (out,) + self._values_only
+        failed = cost_table_kernel(self.packed, self.frames, (H, X.s, X.v, U), self.table, derivatives, clear,
+                                   self.work, arrays)
+        if failed >= 0:
+            t, i = self.table.entries[failed]
+            cost, _, knots = self.items[t]
+            raise ValueError(f"{cost!r}: the residual contains NaN or inf at knot {int(knots[i])}")
+
+
+def _ancestor_dofs(model: RobotModel, frame: int) -> np.ndarray:
+    """The velocity columns of the joints that move a frame, increasing."""
+    mi = model.packed[0]
+    dofs, j = [], model_tables(model).body[frame]
+    while j >= 0:
+        iv = mi[j, 2]
+        dofs.extend(range(iv, iv + (6 if mi[j, 1] == JOINT_FREE else 1)))
+        j = mi[j, 0]
+    return np.array(sorted(dofs), np.int64)
