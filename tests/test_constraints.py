@@ -58,7 +58,7 @@ from lietraj.optimal_control.costs.residuals import (
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.dynamics.discrete_dynamics import RobotDynamics
 from lietraj.optimal_control.problem import ActionModel, Problem
-from lietraj.optimal_control.solvers.augmented_lagrangian import AugmentedLagrangianActivation
+from lietraj.optimal_control.costs.activations import AugmentedLagrangianActivation
 from test_contact_residuals import HALF_LENGTH, HALF_WIDTH, MU, case, robot
 
 FD_TOL = 1e-6

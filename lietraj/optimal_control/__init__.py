@@ -12,6 +12,7 @@ error with closed-loop simulation, and lossless saving of solutions. This subpac
 from lietraj.optimal_control.costs.activations import (
     Activation,
     ActivationDerivatives,
+    AugmentedLagrangianActivation,
     Quadratic,
     QuadraticBarrier,
     SmoothAbs,
@@ -98,7 +99,6 @@ from lietraj.optimal_control.solvers.forward_pass import PolicyRollout
 from lietraj.optimal_control.solvers.riccati import BackwardPass, BoxQPResult, backward_pass, box_qp
 from lietraj.optimal_control.solvers.progress import ProgressDisplay
 from lietraj.optimal_control.solvers.augmented_lagrangian import (
-    AugmentedLagrangianActivation,
     ConstrainedLogTable,
     ConstrainedResult,
     ConstrainedSolver,

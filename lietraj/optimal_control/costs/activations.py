@@ -8,6 +8,8 @@ Hessian ``a''`` (N, nr, nr). The four of Crocoddyl's residual costs, with the sa
     QuadraticBarrier      a = ½ ‖max(r − ub, 0)‖² + ½ ‖min(r − lb, 0)‖²       a' = e          a'' = diag(e ≠ 0)
     SmoothAbs             a = Σᵢ √(rᵢ² + ε²) − ε   (pseudo-Huber)            a' = r / ρ      a'' = diag(ε² / ρ³)
 
+and ``AugmentedLagrangianActivation``, the term a constraint adds to its knots' cost in an augmented Lagrangian.
+
 with ``e = max(r − ub, 0) + min(r − lb, 0)`` and ``ρ = √(r² + ε²)``. Unlike Crocoddyl, a Hessian need not be
 diagonal (``WeightedQuadratic`` with a full matrix); when it is, ``ActivationDerivatives.diagonal`` holds it so that
 costs can use cheaper products.
@@ -246,3 +248,46 @@ class SmoothAbs(Activation):
 
     def __repr__(self) -> str:
         return f"SmoothAbs(eps={self.eps:g})"
+
+
+class AugmentedLagrangianActivation(Activation):
+    """The Powell–Hestenes–Rockafellar term of an augmented Lagrangian for one constraint (``constraints.Constraint``:
+    ``nr``, ``lower``, ``upper``, ``scale`` σ) at ``N`` knots, with ``ŝ = r/σ + λ/ρ`` and ``Π`` the projection on
+    ``[lower/σ, upper/σ]``::
+
+        ψ = ρ/2 ‖ŝ − Π(ŝ)‖² − ‖λ‖² / (2ρ),   ψ' = ρ (ŝ − Π(ŝ)) / σ,   ψ'' = diag(ρ/σ²) on the rows at or past a bound
+
+    (``solvers.augmented_lagrangian`` explains its use). ``multipliers`` (N, nr), the multipliers of the scaled
+    rows, and ``penalty`` (1,) ρ are read at every call (the solver updates them in place)."""
+
+    def __init__(self, constraint, multipliers: np.ndarray, penalty: np.ndarray):
+        self.nr = constraint.nr
+        self.lower, self.upper = constraint.lower / constraint.scale, constraint.upper / constraint.scale
+        self.scale = constraint.scale
+        self.multipliers, self.penalty = multipliers, penalty
+
+    def __repr__(self) -> str:
+        return f"AugmentedLagrangianActivation(nr={self.nr}, penalty={self.penalty[0]:g})"
+
+    def shifted(self, r) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(ŝ, ŝ − Π(ŝ), ρ)`` at the residuals ``r`` (N, nr), in their own units (module docstring)."""
+        r = self._checked(r)
+        if r.shape[0] != self.multipliers.shape[0]:
+            raise ValueError(f"{self!r}: {r.shape[0]} residuals for {self.multipliers.shape[0]} knots")
+        rho = float(self.penalty[0])
+        s = r / self.scale + self.multipliers / rho
+        return s, s - np.clip(s, self.lower, self.upper), rho
+
+    def _psi(self, e: np.ndarray, rho: float) -> np.ndarray:
+        return 0.5 * rho * np.einsum("ki,ki->k", e, e) - np.einsum("ki,ki->k", self.multipliers, self.multipliers) / (
+            2.0 * rho)
+
+    def value(self, r) -> np.ndarray:
+        _, e, rho = self.shifted(r)
+        return self._psi(e, rho)
+
+    def derivatives(self, r) -> ActivationDerivatives:
+        s, e, rho = self.shifted(r)
+        active = (s >= self.upper) | (s <= self.lower)
+        return ActivationDerivatives(self._psi(e, rho), rho * e / self.scale,
+                                     diagonal=np.where(active, rho / self.scale ** 2, 0.0))

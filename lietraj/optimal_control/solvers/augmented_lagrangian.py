@@ -56,7 +56,7 @@ import numpy as np
 
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.constraints import Constraint, Violation, largest_violations
-from lietraj.optimal_control.costs.activations import Activation, ActivationDerivatives
+from lietraj.optimal_control.costs.activations import AugmentedLagrangianActivation
 from lietraj.optimal_control.costs.costs import CostModel, CostSum, ResidualCost
 from lietraj.optimal_control.costs.residuals import ControlResidual
 from lietraj.optimal_control.problem import ActionModel, Problem
@@ -85,43 +85,6 @@ STAGNATION = 0.9
 """Two penalty increases in a row (no multiplier update between them, each after an inner solve to its tolerance)
 after which the violation is still above this fraction of what it was at the first (it falls about tenfold where
 the constraints can be met) end the solve as infeasible."""
-
-
-class AugmentedLagrangianActivation(Activation):
-    """``ψ`` of the module docstring for one constraint at ``N`` knots: ``multipliers`` (N, nr), the multipliers of
-    the scaled rows, and ``penalty`` (1,), both read at every call (the solver updates them in place)."""
-
-    def __init__(self, constraint: Constraint, multipliers: np.ndarray, penalty: np.ndarray):
-        self.nr = constraint.nr
-        self.lower, self.upper = constraint.lower / constraint.scale, constraint.upper / constraint.scale
-        self.scale = constraint.scale
-        self.multipliers, self.penalty = multipliers, penalty
-
-    def __repr__(self) -> str:
-        return f"AugmentedLagrangianActivation(nr={self.nr}, penalty={self.penalty[0]:g})"
-
-    def shifted(self, r) -> tuple[np.ndarray, np.ndarray, float]:
-        """``(ŝ, ŝ − Π(ŝ), ρ)`` at the residuals ``r`` (N, nr), in their own units (module docstring)."""
-        r = self._checked(r)
-        if r.shape[0] != self.multipliers.shape[0]:
-            raise ValueError(f"{self!r}: {r.shape[0]} residuals for {self.multipliers.shape[0]} knots")
-        rho = float(self.penalty[0])
-        s = r / self.scale + self.multipliers / rho
-        return s, s - np.clip(s, self.lower, self.upper), rho
-
-    def _psi(self, e: np.ndarray, rho: float) -> np.ndarray:
-        return 0.5 * rho * np.einsum("ki,ki->k", e, e) - np.einsum("ki,ki->k", self.multipliers, self.multipliers) / (
-            2.0 * rho)
-
-    def value(self, r) -> np.ndarray:
-        _, e, rho = self.shifted(r)
-        return self._psi(e, rho)
-
-    def derivatives(self, r) -> ActivationDerivatives:
-        s, e, rho = self.shifted(r)
-        active = (s >= self.upper) | (s <= self.lower)
-        return ActivationDerivatives(self._psi(e, rho), rho * e / self.scale,
-                                     diagonal=np.where(active, rho / self.scale ** 2, 0.0))
 
 
 @dataclass
