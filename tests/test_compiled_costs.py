@@ -6,8 +6,8 @@ Gauss–Newton products of ``ResidualCost``), summed with the terms' weights int
 every running knot's cost evaluated term by term at that knot alone, and the terminal cost's terms at the last knot,
 including the terms the table does not take (contact residuals, ``FunctionCost``, ``SmoothAbs``). Every residual
 kind meets every activation kind on a fixed base (ur5) and floating bases (solo12, Talos), running (``nu = n``) and
-terminal (``nu = 0``); the values and the six derivative blocks agree to 1e-12 relative. The tests marked xfail at
-the end are bugs found, their reasons say which.
+terminal (``nu = 0``); the values and the six derivative blocks agree to 1e-12 relative. The last tests are the
+bugs they found, fixed.
 """
 
 from __future__ import annotations
@@ -30,7 +30,14 @@ from lietraj.dynamics.kinematics.center_of_mass import center_of_mass
 from lietraj.dynamics.kinematics.kinematics import frame_placement
 from lietraj.dynamics.lie.state import State, Trajectory
 from lietraj.dynamics.model.robots import load_robot
-from lietraj.optimal_control.costs.activations import Quadratic, QuadraticBarrier, SmoothAbs, WeightedQuadratic
+from lietraj.optimal_control.constraints import Constraint
+from lietraj.optimal_control.costs.activations import (
+    AugmentedLagrangianActivation,
+    Quadratic,
+    QuadraticBarrier,
+    SmoothAbs,
+    WeightedQuadratic,
+)
 from lietraj.optimal_control.costs.compiled_costs import CompiledCosts, compilable, table_model
 from lietraj.optimal_control.costs.contact_residuals import FrictionConeResidual, WrenchConeResidual
 from lietraj.optimal_control.costs.costs import CostDerivatives, CostSum, FunctionCost, ResidualCost
@@ -485,9 +492,6 @@ def test_compilable_refuses_robot_residuals_of_models_with_mimic_joints():
     assert compilable(ResidualCost(FrameTranslationResidual(free, frame, np.zeros(3))), free)
 
 
-@pytest.mark.xfail(strict=True, reason="CompiledCosts sizes its work residual r to the widest residual of the table, "
-                   "but a FrameRotationResidual has placement_error_core write 6 entries into it: a table whose widest "
-                   "residual has 3 rows writes past the array (a terminal rotation + translation cost segfaults)")
 def test_a_frame_rotation_alone_stays_in_its_work_arrays():
     """A table whose widest residual has 3 rows (a frame rotation with translations, the CoM: a terminal hand
     orientation) must not write outside its work arrays. Run without the JIT in a subprocess, where numpy checks the
@@ -778,9 +782,6 @@ def test_a_nan_in_a_problems_reference_names_the_term_and_the_problems_knot(prob
 # ---- bugs found ---------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="Problem._term_groups lists a run twice for a term held under two names of one "
-                   "CostSum (same object, same weight); the costs the table does not take then add into the "
-                   "repeated knots by numpy fancy-index +=, which counts them once (CostSum.value counts twice)")
 @pytest.mark.parametrize("kind", ["function", "smooth abs"])
 def test_a_term_under_two_names_of_a_sum_counts_twice(kind, rng):
     model = robot("ur5")
@@ -799,10 +800,7 @@ def test_a_term_under_two_names_of_a_sum_counts_twice(kind, rng):
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.xfail(strict=True, reason="Problem rebuilds its table when a sum's terms or weights change (the id of "
-                   "each term's cost and its weight), not when a ResidualCost's activation or residual attribute is "
-                   "set: the table keeps evaluating the old ones, the per-term path the new ones")
-@pytest.mark.parametrize("replaced", ["activation", "residual"])
+@pytest.mark.parametrize("replaced", ["activation", "residual", "activation the table does not take"])
 def test_a_residual_costs_activation_or_residual_set_after_the_first_call_is_seen(replaced, rng):
     problem, terms = arm_problem(rng, True)
     model = robot("ur5")
@@ -810,15 +808,14 @@ def test_a_residual_costs_activation_or_residual_set_after_the_first_call_is_see
     problem.cost(X, U)
     if replaced == "activation":
         terms["posture"].activation = Quadratic()
-    else:
+    elif replaced == "residual":
         terms["control"].residual = ControlResidual(model.n, np.ones(model.n))
+    else:  # the problem evaluates the term by its own calls from then on
+        terms["posture"].activation = SmoothAbs(0.1)
     failures = check_problem(problem, X, U, f"{replaced} set")
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.xfail(strict=True, reason="CompiledCosts takes a (1, 3) target or (1, nu) reference as a fixed one at "
-                   "every knot; the residuals themselves refuse one row for N > 1 knots (only a 1-knot Trajectory is "
-                   "documented as fixed), so the same cost raises or not depending on the path")
 @pytest.mark.parametrize("kind", ["frame translation", "com", "control"])
 def test_a_one_row_reference_on_several_knots_is_refused_as_the_residual_refuses_it(kind, rng):
     model, N = robot("ur5"), 4
@@ -833,3 +830,42 @@ def test_a_one_row_reference_on_several_knots_is_refused_as_the_residual_refuses
         cost.value(X, U)
     with pytest.raises(ValueError, match=re.escape(repr(residual))):
         table_for([(cost, 1.0, np.arange(N))], model, model.n, N).add(X, U, np.zeros(N))
+
+
+@pytest.mark.parametrize("name", ["ur5", "solo12"])
+def test_augmented_lagrangian_terms_equal_their_own_derivatives(name, rng):
+    """A constraint's term in an augmented Lagrangian (``AugmentedLagrangianActivation``: bounds, a scale, per-knot
+    multipliers, a penalty the solver changes in place) on residuals of each kind of the table."""
+    model, N = robot(name), 6
+    nu = model.n
+    X, U = random_knots(model, rng, N), controls(nu, rng, N)
+    penalty = np.array([37.0])
+    items = []
+    for kind in ("joint position", "control", "frame translation", "state"):
+        residual = residuals(model, nu, rng)[kind]
+        r = residual.value(X, U)
+        # bounds around the middle of the values: some rows inside, some past a bound; the translation an equality
+        lower, upper = (r.mean(axis=0), r.mean(axis=0)) if kind == "frame translation" else \
+            (r.mean(axis=0) - 0.1 * r.std(axis=0), r.mean(axis=0) + 0.1 * r.std(axis=0))
+        constraint = Constraint(residual, lower, upper, scale=float(rng.uniform(0.5, 2.0)))
+        activation = AugmentedLagrangianActivation(constraint, rng.normal(size=(N, residual.nr)), penalty)
+        items.append((ResidualCost(residual, activation), float(rng.uniform(0.5, 2.0)), np.arange(N)))
+    table = table_for(items, model, nu, N)
+    failures = check_table(items, model, X, U, nu, "augmented Lagrangian")
+    penalty[0] = 370.0
+    multipliers = items[0][0].activation.multipliers
+    multipliers[...] = rng.normal(size=multipliers.shape)
+    after, values = evaluate(table, X, U, model.state_space.ndx, nu)
+    failures += disagreements(after, values, oracle(items, X, U, model.state_space.ndx, nu),
+                              oracle_values(items, X, U), "penalty and multipliers changed in place")
+    assert not failures, "\n".join(failures)
+
+
+def test_knots_outside_the_table_and_too_few_states_are_refused(rng):
+    model = robot("ur5")
+    cost = ResidualCost(residuals(model, model.n, rng)["control"])
+    with pytest.raises(ValueError, match=r"knots outside \[0, 4\)"):
+        table_for([(cost, 1.0, np.array([0, 7]))], model, model.n, 4)
+    table = table_for([(cost, 1.0, np.arange(4))], model, model.n, 4)
+    with pytest.raises(ValueError, match="3 states and 3 controls for 4 knots"):
+        table.add(random_knots(model, rng, 3), controls(model.n, rng, 3), np.zeros(4))

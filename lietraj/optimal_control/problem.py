@@ -28,7 +28,7 @@ import numpy as np
 
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, tangent_difference, tangent_integrate
 from lietraj.optimal_control.constraints import ConstraintSet, Violation, largest_violations
-from lietraj.optimal_control.costs.compiled_costs import CompiledCosts, compilable, table_model
+from lietraj.optimal_control.costs.compiled_costs import CompiledCosts, TableChanged, compilable, table_model
 from lietraj.optimal_control.costs.costs import CostDerivatives, CostModel, CostSum, ResidualCost
 from lietraj.optimal_control.costs.residuals import KnotsChecked, check_knots
 from lietraj.optimal_control.dynamics.discrete_dynamics import (
@@ -254,6 +254,8 @@ class Problem:
         self.u_lb = np.stack([m.u_lb for m in models])
         self.u_ub = np.stack([m.u_ub for m in models])
         self.terminal_constraints = terminal_constraints
+        # the compiled tables' parts of each term, kept from one table to the next (``CompiledCosts``)
+        self._records: tuple[dict, dict] = ({}, {})
         self._group_knots()
 
     def _check_model(self, m, space: StateSpace, what: str) -> None:
@@ -270,7 +272,7 @@ class Problem:
         self.dynamics_sequence = [m.dynamics for m in models]
         self._dynamics_runs = _runs(self.dynamics_sequence)
         self._cost_runs = _runs([m.cost for m in models])
-        self.has_control_limits = any(m.has_control_limits for m in models)
+        self.has_control_limits = bool(np.isfinite(self.u_lb).any() or np.isfinite(self.u_ub).any())
         self._constraint_runs = [run for run in _runs([m.constraints for m in models]) if run[2] is not None]
         self._groups: tuple | None = None  # (the terms' signature, _term_groups), reused while the terms stand
         self._plan: tuple | None = None  # (_term_groups, _cost_plan)
@@ -404,11 +406,11 @@ class Problem:
         if self._plan is not None and self._plan[0] is groups:
             return self._plan[1]
         items, rest = [], []
-        candidates = [term for group in groups for term, _ in _terms(group.cost)]
-        model = table_model(candidates)
-        for group in groups:
+        terms_of = [_terms(group.cost) for group in groups]
+        model = table_model([cost for terms in terms_of for cost, _ in terms])
+        for group, terms in zip(groups, terms_of):
             knots = np.concatenate([np.arange(a, b) for a, b in group.runs])
-            terms = [(cost, weight * group.weight) for cost, weight in _terms(group.cost)]
+            terms = [(cost, weight * group.weight) for cost, weight in terms]
             taken = [compilable(cost, model) for cost, _ in terms]
             if not any(taken):
                 rest.append(group)
@@ -418,7 +420,8 @@ class Problem:
                     items.append((cost, weight, knots))
                 else:
                     rest.append(_TermGroup(cost, weight, list(group.runs)))
-        plan = _CostPlan(CompiledCosts(items, self.state_space, self.nu, self.T, model) if items else None, rest)
+        plan = _CostPlan(CompiledCosts(items, self.state_space, self.nu, self.T, model, self._records[0]) if items
+                         else None, rest)
         self._plan = (groups, plan)
         return plan
 
@@ -432,7 +435,7 @@ class Problem:
         table = None
         if terms and all(compilable(cost, model) for cost, _ in terms):
             table = CompiledCosts([(cost, weight, np.zeros(1, np.int64)) for cost, weight in terms], self.state_space,
-                                  0, 1, model)
+                                  0, 1, model, self._records[1])
         self._terminal = (key, table)
         return table
 
@@ -456,27 +459,50 @@ class Problem:
         """``l_k(X[k], U[k])`` for ``k < T``, shape ``(T,)``: one call per term group (``_term_groups``)."""
         U = np.asarray(U, dtype=np.float64)
         out = np.zeros(self.T)
-        plan = self._cost_plan()
-        if plan.compiled is not None:
-            check_knots(self.state_space, self.nu, X[:self.T], U, "Problem")
-            plan.compiled.add(X, U, out, clear=True)
+        plan = self._compiled_running(X, U, out)
         with ExitStack() as stack:
             gather = self._gathered(X, U, stack)
             for group in plan.groups:
                 knots, Xg, Ug = gather(group)
-                out[knots] += group.weight * group.cost.value(Xg, Ug)
+                # np.add.at: a term held under two names of one run lists the run twice
+                np.add.at(out, knots, group.weight * group.cost.value(Xg, Ug))
         return out
+
+    def _compiled_running(self, X: Trajectory, U: np.ndarray, out: np.ndarray | CostDerivatives) -> _CostPlan:
+        """Write the compiled running terms into ``out`` (values or derivatives, every knot written) and return the
+        plan; the plan is built again when a term's residual or activation was replaced by one the table does not
+        take."""
+        plan = self._cost_plan()
+        if plan.compiled is None:
+            return plan
+        check_knots(self.state_space, self.nu, X[:self.T], U, "Problem")
+        try:
+            plan.compiled.add(X, U, out, clear=True)
+        except TableChanged:
+            self._plan = None
+            return self._compiled_running(X, U, out)
+        return plan
 
     def terminal_cost(self, X: Trajectory) -> float:
         """``l_T(X[T])``."""
         last = X[self.T:self.T + 1]
+        value = np.zeros(1)
+        if not self._compiled_terminal(last, value):
+            return float(self.terminal.value(last, None)[0])
+        return float(value[0])
+
+    def _compiled_terminal(self, last: Trajectory, out: np.ndarray | CostDerivatives) -> bool:
+        """Write the terminal cost into ``out`` by its compiled table, if it has one (``_terminal_table``)."""
         table = self._terminal_table()
         if table is None:
-            return float(self.terminal.value(last, None)[0])
+            return False
         check_knots(self.state_space, 0, last, None, "Problem: terminal cost")
-        value = np.zeros(1)
-        table.add(last, None, value)
-        return float(value[0])
+        try:
+            table.add(last, None, out, clear=True)
+        except TableChanged:
+            self._terminal = None
+            return self._compiled_terminal(last, out)
+        return True
 
     def cost(self, X: Trajectory, U) -> float:
         """The total cost ``Σ_k l_k(X[k], U[k]) + l_T(X[T])``."""
@@ -555,13 +581,10 @@ class Problem:
         solver whose costs changed at the same guess, e.g. an augmented Lagrangian's multipliers)."""
         names = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
         r = out.running
-        plan = self._cost_plan()
-        groups = plan.groups
         # the compiled terms write every knot (zero without a term), whole runs' costs write theirs, other terms add
-        if plan.compiled is not None:
-            check_knots(self.state_space, self.nu, X[:self.T], U, "Problem")
-            plan.compiled.add(X, U, r, clear=True)
-        elif not all(group.whole for group in groups):
+        plan = self._compiled_running(X, U, r)
+        groups = plan.groups
+        if plan.compiled is None and not all(group.whole for group in groups):
             for name in names:
                 getattr(r, name)[...] = 0.0
         with ExitStack() as stack:
@@ -585,14 +608,10 @@ class Problem:
                         getattr(target, name)[...] += group.weight * getattr(d, name)
                 if not contiguous:
                     for name in names:
-                        getattr(r, name)[knots] += getattr(target, name)
+                        np.add.at(getattr(r, name), knots, getattr(target, name))
         last = X[self.T:self.T + 1]
-        table = self._terminal_table()
-        if table is None:
+        if not self._compiled_terminal(last, out.terminal):
             _copy_into(out.terminal, self.terminal.derivatives(last, None, out=out.terminal), names)
-            return
-        check_knots(self.state_space, 0, last, None, "Problem: terminal cost")
-        table.add(last, None, out.terminal, clear=True)
 
     def _dynamics_derivatives(self, X: Trajectory, U: np.ndarray, F: DiscreteDerivatives,
                               executor: Executor | None = None) -> None:

@@ -8,8 +8,9 @@ the iteration. ``CompiledCosts`` writes such terms into tables (a kind, the para
 Jacobian row) and evaluates all of them at all their knots in one kernel call, the forward kinematics computed once
 per knot for all the terms that read it.
 
-It takes (``compilable``) a ``ResidualCost`` whose activation is exactly ``Quadratic``, ``WeightedQuadratic`` or
-``QuadraticBarrier`` and whose residual is exactly one of::
+It takes (``compilable``) a ``ResidualCost`` whose activation is exactly ``Quadratic``, ``WeightedQuadratic``,
+``QuadraticBarrier`` or ``AugmentedLagrangianActivation`` (a constraint's term) and whose residual is exactly one
+of::
 
     StateResidual, ControlResidual, JointTorqueResidual, JointPositionResidual, JointVelocityResidual,
     FramePlacementResidual, FrameRotationResidual, FrameTranslationResidual, CenterOfMassResidual
@@ -45,7 +46,12 @@ from lietraj.dynamics.kinematics.kinematics_derivatives import placement_error_c
 from lietraj.dynamics.lie.se3 import between, jlog6, log6
 from lietraj.dynamics.lie.state import StateSpace, Trajectory
 from lietraj.dynamics.model.model import JOINT_FREE, ModelArrays, RobotModel
-from lietraj.optimal_control.costs.activations import Quadratic, QuadraticBarrier, WeightedQuadratic
+from lietraj.optimal_control.costs.activations import (
+    AugmentedLagrangianActivation,
+    Quadratic,
+    QuadraticBarrier,
+    WeightedQuadratic,
+)
 from lietraj.optimal_control.costs.costs import CostDerivatives, ResidualCost, add_gradient, add_symmetric_products
 from lietraj.optimal_control.costs.residuals import (
     CenterOfMassResidual,
@@ -66,8 +72,10 @@ _KINDS = {StateResidual: STATE, ControlResidual: CONTROL, JointTorqueResidual: C
           FramePlacementResidual: FRAME_PLACEMENT, FrameRotationResidual: FRAME_ROTATION,
           FrameTranslationResidual: FRAME_TRANSLATION, CenterOfMassResidual: COM}
 _ROBOT_KINDS = (FRAME_PLACEMENT, FRAME_ROTATION, FRAME_TRANSLATION, COM)
-# Activation kinds: ½‖r‖², ½ Σ wᵢ rᵢ², ½ ‖excess of r over [lower, upper]‖², ½ rᵀ W r.
-QUADRATIC, WEIGHTED, BARRIER, MATRIX = range(4)
+# Activation kinds: ½‖r‖², ½ Σ wᵢ rᵢ², ½ ‖excess of r over [lower, upper]‖², ½ rᵀ W r, an augmented Lagrangian's
+# term (its parameters: lower, upper (nr each), scale, penalty, then a row of multipliers per knot).
+QUADRATIC, WEIGHTED, BARRIER, MATRIX, AUGMENTED = range(5)
+_ACTIVATIONS = (Quadratic, WeightedQuadratic, QuadraticBarrier, AugmentedLagrangianActivation)
 # Columns of the term table: kind, activation, residual size, frame, offset of the reference rows in the parameters,
 # their count (1: the same at every knot) and size (a state reference: its poses, then the offsets of its rows of s
 # and of v), offset of the activation's parameters, first row of the Jacobian pattern.
@@ -184,14 +192,25 @@ def _robot_residual(kind, mi, mf, fb, ff, frame, values, o, jacobian, W, r, R_x,
 
 
 @helper
-def _activation(act, nr, values, o, r, g, D, H):
-    """The activation's value at r; its gradient into g and its Hessian's diagonal into D[0] (MATRIX: the matrix
-    into H[0]). NaN when r is not finite."""
+def _activation(act, nr, values, o, knot, r, g, D, H):
+    """The activation's value at r (the ``knot``-th of its term); its gradient into g and its Hessian's diagonal
+    into D[0] (MATRIX: the matrix into H[0]). NaN when r is not finite."""
     value = 0.0
     for i in range(nr):
         x = r[i]
         if not (x - x == 0.0):
             return np.nan
+    if act == AUGMENTED:
+        scale, rho = values[o + 2 * nr], values[o + 2 * nr + 1]
+        lam = o + 2 * nr + 2 + knot * nr
+        for i in range(nr):
+            lower, upper = values[o + i], values[o + nr + i]
+            s = r[i] / scale + values[lam + i] / rho
+            e = s - upper if s > upper else (s - lower if s < lower else 0.0)
+            g[i] = rho * e / scale
+            D[0, i] = rho / (scale * scale) if (s >= upper or s <= lower) else 0.0
+            value += 0.5 * rho * e * e - values[lam + i] * values[lam + i] / (2.0 * rho)
+        return value
     if act == MATRIX:
         for i in range(nr):
             acc = 0.0
@@ -264,7 +283,7 @@ def cost_table_kernel(model, frames, knots, table, derivatives, clear, work, out
                 _robot_residual(kind, mi, mf, fb, ff, terms[t, T_FRAME], values, ref, derivatives, bodies, r, R_x, J,
                                 no_J)
             act = terms[t, T_ACT]
-            a = _activation(act, nr, values, terms[t, T_ACT_PARAMS], r, g, D, Hw)
+            a = _activation(act, nr, values, terms[t, T_ACT_PARAMS], i, r, g, D, Hw)
             if a != a:
                 return e
             l[k] += w * a
@@ -289,7 +308,7 @@ def cost_table_kernel(model, frames, knots, table, derivatives, clear, work, out
 def compilable(cost, model: RobotModel | None) -> bool:
     """Whether ``CompiledCosts`` evaluates ``cost`` (module docstring); a robot residual only on ``model`` (None:
     any model without mimic joints)."""
-    if type(cost) is not ResidualCost or type(cost.activation) not in (Quadratic, WeightedQuadratic, QuadraticBarrier):
+    if type(cost) is not ResidualCost or type(cost.activation) not in _ACTIVATIONS:
         return False
     residual = cost.residual
     kind = _KINDS.get(type(residual))
@@ -308,21 +327,42 @@ def table_model(costs) -> RobotModel | None:
     return None
 
 
+class _Record(NamedTuple):
+    """One cost's part of a table: its row of the term table (parameter offsets from its own first parameter),
+    its parameters' ``sources`` (owner, getter) and their total ``size``, R_x's pattern ``columns`` (nr, 2 nv) and
+    ``counts`` (nr,)."""
+
+    row: list
+    sources: list
+    size: int
+    columns: np.ndarray
+    counts: np.ndarray
+
+
 class CompiledCosts:
     """Weighted ``ResidualCost`` terms at knots, evaluated by one ``cost_table_kernel`` call (module docstring).
 
     ``items``: ``(cost, weight, knots)`` with ``knots`` the rows (int64) of the outputs the term adds into, in the
     order of the term's own knots (a tracking reference's row ``i`` is read at ``knots[i]``); every cost must be
     ``compilable`` on ``model`` (None when no robot residual is among them). ``N`` rows, ``nu`` controls (0 for a
-    terminal cost) on ``state_space``. A table serves one evaluation at a time (its work arrays).
+    terminal cost) on ``state_space``. A table serves one evaluation at a time (its work arrays). ``records``: a
+    dict of the terms' parts kept by their owner (a problem) from one table to the next, which a receding horizon
+    builds at every shift: the terms stay, their knots move.
 
     The parameters are the residuals' and activations' own arrays (``sources``: an owner and an attribute path),
     laid end to end in the table's values and copied there by one ``np.concatenate`` per call, from flat views of
     them kept while each attribute holds the same array (58 arrays copied one by one cost a trot's 64 us a call)."""
 
     def __init__(self, items: list[tuple[ResidualCost, float, np.ndarray]], state_space: StateSpace, nu: int, N: int,
-                 model: RobotModel | None):
+                 model: RobotModel | None, records: dict | None = None):
         self.items, self.state_space, self.nu, self.N, self.model = items, state_space, nu, N, model
+        self.records = {} if records is None else records
+        for cost, _, knots in items:
+            if not self.takes(cost):
+                raise ValueError(f"CompiledCosts: {cost!r} is not a term it evaluates (compilable, on model "
+                                 f"{getattr(model, 'name', None)!r})")
+            if len(knots) and (np.min(knots) < 0 or np.max(knots) >= N):
+                raise ValueError(f"CompiledCosts: {cost!r} has knots outside [0, {N})")
         n, floating = state_space.n, state_space.floating_base
         self.nv = n + 6 if floating else n
         if model is None:
@@ -333,56 +373,74 @@ class CompiledCosts:
             tables = model_tables(model)
             self.packed, self.frames = model.packed, (tables.body, tables.pose)
         self._build()
-        nr = max((cost.residual.nr for cost, _, _ in items), default=1)
+        # placement_error_core writes the six rows of a placement error for a rotation's three
+        nr = max([6] + [cost.residual.nr for cost, _, _ in items])
         self.work = CostWork(np.zeros((1 if model is None else model.nb, W_COLS)), np.zeros(nr), np.zeros(nr),
                              np.zeros((1, nr)), np.zeros((1, nr, nr)), np.zeros((nr, 2 * self.nv)),
                              np.zeros((6, self.nv)), np.zeros((0, self.nv)))
         self._values_only = (np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 0, 0)), np.zeros((0, 0, 0)),
                              np.zeros((0, 0, 0)))
 
-    def _build(self) -> None:
-        """The table from the terms and the current shapes of their parameters."""
-        terms, patterns, self.sources = [], [], []
-        rows = 0
+    def __repr__(self) -> str:
+        return f"CompiledCosts({len(self.items)} terms, {self.N} knots)"
+
+    def takes(self, cost) -> bool:
+        """Whether this table evaluates ``cost``: ``compilable`` on its model (a table without one takes no robot
+        residual that reads the kinematics)."""
+        return compilable(cost, self.model) and (self.model is not None
+                                                  or _KINDS[type(cost.residual)] not in _ROBOT_KINDS)
+
+    def _build(self, fresh: bool = False) -> None:
+        """The table from the terms' records (``_record``: taken from ``records`` when a cost's is there for as
+        many knots, unless ``fresh``), laid end to end."""
+        records = []
         for cost, _, knots in self.items:
-            terms.append(self._term(cost, len(knots), rows))
-            patterns.append(self._pattern(terms[-1][T_KIND], cost.residual))
-            rows += cost.residual.nr
+            kept = self.records.get(id(cost))
+            if fresh or kept is None or kept[0] is not cost or kept[1] != len(knots):
+                kept = self.records[id(cost)] = (cost, len(knots), self._record(cost, len(knots)))
+            records.append(kept[2])
+        if len(self.records) > 4 * len(self.items):  # terms that left a receding horizon for good
+            used = {id(cost) for cost, _, _ in self.items}
+            for key in [key for key in self.records if key not in used]:
+                del self.records[key]
+        self.sources = [source for record in records for source in record.sources]
+        self._parts = [(cost, cost.residual, cost.activation) for cost, _, _ in self.items]
         self._arrays = [getter(owner) for owner, getter in self.sources]
         self._flat = [a.reshape(-1) if a.flags.c_contiguous else None for a in self._arrays]
-        values = np.zeros(sum(a.size for a in self._arrays))
-        width = 2 * self.nv
-        columns, counts = np.zeros((max(rows, 1), width), np.int64), np.zeros(max(rows, 1), np.int64)
-        row = 0
-        for I, C in patterns:
-            columns[row:row + len(C), :I.shape[1]] = I
-            counts[row:row + len(C)] = C
-            row += len(C)
+        terms = np.array([record.row for record in records], np.int64).reshape(-1, T_COLS)
+        sizes = np.array([record.size for record in records], np.int64)
+        terms[:, [T_REF, T_REF_S, T_REF_V, T_ACT_PARAMS]] += (np.cumsum(sizes) - sizes)[:, None]
+        terms[:, T_PATTERN] = np.cumsum(terms[:, T_NR]) - terms[:, T_NR]
+        columns = np.concatenate([record.columns for record in records]) if records else np.zeros((1, 2 * self.nv),
+                                                                                                   np.int64)
+        counts = np.concatenate([record.counts for record in records]) if records else np.zeros(1, np.int64)
         # entries (knot, term, index among the term's knots), by knot
-        entries = np.concatenate([np.column_stack([knots, np.full(len(knots), t), np.arange(len(knots))])
-                                  for t, (_, _, knots) in enumerate(self.items)]).astype(np.int64)
+        lengths = np.array([len(knots) for _, _, knots in self.items], np.int64)
+        knots = np.concatenate([knots for _, _, knots in self.items]).astype(np.int64)
+        first = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        entries = np.column_stack([knots, np.repeat(np.arange(len(lengths)), lengths), np.arange(len(knots)) - first])
         entries = entries[np.lexsort((entries[:, 1], entries[:, 0]))]
         starts = np.searchsorted(entries[:, 0], np.arange(self.N + 1)).astype(np.int64)
-        self.table = CostTable(np.array(terms, np.int64).reshape(-1, T_COLS),
-                               np.array([weight for _, weight, _ in self.items], np.float64),
-                               np.ascontiguousarray(entries[:, 1:]), starts, columns, counts, values)
+        self.table = CostTable(terms, np.array([weight for _, weight, _ in self.items], np.float64),
+                               np.ascontiguousarray(entries[:, 1:]), starts, columns, counts,
+                               np.zeros(int(sizes.sum())))
 
-    def _term(self, cost: ResidualCost, N: int, pattern: int) -> list[int]:
-        """The term row of one cost, its parameters appended to ``sources`` after those before it and its pattern
-        at row ``pattern``."""
+    def _record(self, cost: ResidualCost, N: int) -> _Record:
+        """One cost's term at N knots, its offsets counted from its first parameter."""
         residual, activation = cost.residual, cost.activation
         kind, nr, frame = _KINDS[type(residual)], residual.nr, getattr(residual, "frame", -1)
-        offset = sum(getter(owner).size for owner, getter in self.sources)
+        sources = []
+        offset = 0
 
-        def take(owner, path: str) -> int:
-            """Append the parameter at ``owner.path``; its offset in the values."""
+        def take(owner, path: str | None) -> int:
+            """Append the parameter at ``owner.path`` (None: the array ``owner``, a constant); its offset."""
             nonlocal offset
-            getter = attrgetter(path)
-            self.sources.append((owner, getter))
+            getter = _itself if path is None else attrgetter(path)
+            sources.append((owner, getter))
             start, offset = offset, offset + np.asarray(getter(owner)).size
             return start
 
-        ref, ref_rows, ref_size, ref_s, ref_v = 0, 1, 0, 0, 0
+        ref, ref_rows, ref_size, ref_s, ref_v = 0, None, 0, 0, 0
         if kind == STATE:
             x_ref = residual._ref
             ref_rows, ref_size = len(x_ref), POSE
@@ -390,15 +448,18 @@ class CompiledCosts:
                 ref = take(residual, "_ref.H")
             ref_s, ref_v = take(residual, "_ref.s"), take(residual, "_ref.v")
         elif kind == CONTROL:
-            ref_rows, ref_size = (1, nr) if residual._reference.ndim == 1 else residual._reference.shape
+            ref_rows, ref_size = (None, nr) if residual._reference.ndim == 1 else residual._reference.shape
             ref = take(residual, "_reference")
         elif kind in (FRAME_PLACEMENT, FRAME_ROTATION):
             ref_size = POSE
             ref = take(residual, "_target" if kind == FRAME_PLACEMENT else "_T")
         elif kind in (FRAME_TRANSLATION, COM):
-            ref_rows, ref_size = (1, 3) if residual._target.ndim == 1 else residual._target.shape
+            ref_rows, ref_size = (None, 3) if residual._target.ndim == 1 else residual._target.shape
             ref = take(residual, "_target")
-        if ref_rows not in (1, N):
+        # one reference for every knot: a vector, or a state trajectory of one knot; else one row per knot
+        if ref_rows is None or (kind == STATE and ref_rows == 1):
+            ref_rows = 1
+        elif ref_rows != N:
             raise ValueError(f"{residual!r}: the reference has {ref_rows} knots, the cost is evaluated at {N}")
         act_params = offset
         if type(activation) is WeightedQuadratic:
@@ -408,9 +469,22 @@ class CompiledCosts:
             act = BARRIER
             take(activation, "lower")
             take(activation, "upper")
+        elif type(activation) is AugmentedLagrangianActivation:
+            act = AUGMENTED
+            if activation.multipliers.shape != (N, nr):
+                raise ValueError(f"{activation!r}: multipliers of shape {activation.multipliers.shape} for {N} knots")
+            take(activation, "lower")
+            take(activation, "upper")
+            take(np.array([activation.scale], dtype=np.float64), None)
+            take(activation, "penalty")
+            take(activation, "multipliers")
         else:
             act = QUADRATIC
-        return [kind, act, nr, frame, ref, ref_rows, ref_size, ref_s, ref_v, act_params, pattern]
+        columns, counts = self._pattern(kind, residual)
+        padded = np.zeros((nr, 2 * self.nv), np.int64)
+        padded[:, :columns.shape[1]] = columns
+        return _Record([kind, act, nr, frame, ref, ref_rows, ref_size, ref_s, ref_v, act_params, 0], sources, offset,
+                       padded, counts)
 
     def _pattern(self, kind: int, residual) -> tuple[np.ndarray, np.ndarray]:
         """R_x's non-zero columns per row, ``(columns (nr, width), counts (nr,))``."""
@@ -433,8 +507,12 @@ class CompiledCosts:
         """Copy every parameter into the table, built again when an attribute holds another array (a reference set
         with another number of knots changes the layout)."""
         arrays = [getter(owner) for owner, getter in self.sources]
-        if not all(map(is_, arrays, self._arrays)):
-            self._build()
+        if not (all(map(is_, arrays, self._arrays))
+                and all(cost.residual is residual and cost.activation is activation
+                        for cost, residual, activation in self._parts)):
+            if not all(self.takes(cost) for cost, _, _ in self.items):
+                raise TableChanged(f"{self!r}: a term was given a residual or an activation it does not take")
+            self._build(fresh=True)
             arrays = self._arrays
         flat = [a.reshape(-1) if f is None else f for a, f in zip(arrays, self._flat)]
         if flat:
@@ -445,8 +523,10 @@ class CompiledCosts:
         of N knots) at the first N knots of ``X``, ``U`` (checked by the caller) into ``out``; with ``clear`` into
         zeros (every row of ``out`` is written)."""
         self._read_parameters()
-        H = IDENTITY4_STACK if X.H is None else X.H
         U = np.zeros((len(X), 0)) if U is None else U
+        if len(X) < self.N or U.shape[0] < self.N:
+            raise ValueError(f"{self!r}: {len(X)} states and {U.shape[0]} controls for {self.N} knots")
+        H = IDENTITY4_STACK if X.H is None else X.H
         derivatives = isinstance(out, CostDerivatives)
         arrays = (out.l, out.l_x, out.l_u, out.l_xx, out.l_xu, out.l_uu) if derivatives else \
             (out,) + self._values_only
@@ -456,6 +536,15 @@ class CompiledCosts:
             t, i = self.table.entries[failed]
             cost, _, knots = self.items[t]
             raise ValueError(f"{cost!r}: the residual contains NaN or inf at knot {int(knots[i])}")
+
+
+class TableChanged(Exception):
+    """A term of a table was given a residual or an activation the table does not take: the table's owner must
+    build its evaluation again."""
+
+
+def _itself(array: np.ndarray) -> np.ndarray:
+    return array
 
 
 def _ancestor_dofs(model: RobotModel, frame: int) -> np.ndarray:

@@ -172,7 +172,7 @@ def add_gradient(P, IP, CP, weight, g, out):
 def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, counts, p_known, rows):
     """``PHQ[row] += weight P[k]ᵀ H[k] Q[k]`` and, when ``gP`` is not empty, ``gP[row] += weight P[k]ᵀ g[k]``, for
     P (N, nr, m), Q (N, nr, p) and a Hessian H (N, nr, nr), or, when H is empty, ``diag(D[k])`` with D (N, nr);
-    a D or H of one knot serves every knot. ``row = rows[k]`` (distinct rows), or ``k`` when ``rows`` is empty: a term
+    a D or H of one knot serves every knot. ``row = rows[k]``, or ``k`` when ``rows`` is empty: a term
     held by several runs of knots adds into their rows of the problem's arrays, without a buffer to scatter.
     ``symmetric``: Q is P (and H symmetric), so each product is computed once for both triangles.
 
@@ -299,7 +299,7 @@ class ResidualCost(CostModel):
 
     def _add(self, d, weight: float, out: CostDerivatives, rows: np.ndarray | None = None) -> None:
         """out += weight * (value and derivatives) from the residual's derivatives ``d``: into ``out``'s knots, or
-        into its distinct ``rows`` (int64, one per knot of ``d``) of a larger ``out``."""
+        into its ``rows`` (int64, one per knot of ``d``; a row listed twice adds twice) of a larger ``out``."""
         res = self.residual
         a = self.activation.derivatives(d.r)
         N, ndx, nu = out.l_x.shape[0] if rows is None else len(rows), out.l_x.shape[1], self.nu
@@ -317,7 +317,7 @@ class ResidualCost(CostModel):
             out.l += weight * a.value
             rows = _EACH_KNOT
         else:
-            out.l[rows] += weight * a.value
+            np.add.at(out.l, rows, weight * a.value)
         g = np.ascontiguousarray(a.gradient, dtype=np.float64)
         R_x = np.ascontiguousarray(d.R_x, dtype=np.float64) if res.uses_x else None
         R_u = np.ascontiguousarray(d.R_u, dtype=np.float64) if res.uses_u else None
