@@ -79,10 +79,10 @@ def lietraj_stages(problem, guess) -> dict[str, float]:
     xs, us = result.xs, result.us
     D = problem.derivatives(xs, us, out=problem.empty_derivatives())
     bp = backward_pass(D, 1e-9)
-    # a robot field keeps its last derivatives and returns them for the same knots: time them at alternating knots,
-    # then leave them kept at the solution, as an iteration's Jacobians leave them for DDP's term; the problem's own
-    # halves of Problem.derivatives, each over every group of knots
-    controls = itertools.cycle((us + 1e-9, us))
+    # a robot field keeps its last derivatives (a contact field several: RUNS_KEPT) and returns them for the same
+    # knots: time them at knots never seen before, then leave them kept at the solution, as an iteration's Jacobians
+    # leave them for DDP's term; the problem's own halves of Problem.derivatives, each over every group of knots
+    controls = (us + 1e-9 * i for i in itertools.count(1))
     dynamics = median_time(lambda: problem._dynamics_derivatives(xs, next(controls), D.dynamics))
     problem._dynamics_derivatives(xs, us, D.dynamics)
     stages = {
