@@ -256,6 +256,7 @@ class Problem:
         self.terminal_constraints = terminal_constraints
         # the compiled tables' parts of each term, kept from one table to the next (``CompiledCosts``)
         self._records: tuple[dict, dict] = ({}, {})
+        self._terminal: tuple | None = None  # (the terminal terms' signature, _terminal_table)
         self._group_knots()
 
     def _check_model(self, m, space: StateSpace, what: str) -> None:
@@ -276,7 +277,6 @@ class Problem:
         self._constraint_runs = [run for run in _runs([m.constraints for m in models]) if run[2] is not None]
         self._groups: tuple | None = None  # (the terms' signature, _term_groups), reused while the terms stand
         self._plan: tuple | None = None  # (_term_groups, _cost_plan)
-        self._terminal: tuple | None = None  # (the terminal terms' signature, _terminal_table)
 
     def shift(self, model: ActionModel) -> None:
         """Recede the horizon by one knot, in place: knot 0 leaves, every knot moves one place forward and ``model``
@@ -409,7 +409,8 @@ class Problem:
         terms_of = [_terms(group.cost) for group in groups]
         model = table_model([cost for terms in terms_of for cost, _ in terms])
         for group, terms in zip(groups, terms_of):
-            knots = np.concatenate([np.arange(a, b) for a, b in group.runs])
+            knots = np.arange(*group.runs[0]) if len(group.runs) == 1 else \
+                np.concatenate([np.arange(a, b) for a, b in group.runs])
             terms = [(cost, weight * group.weight) for cost, weight in terms]
             taken = [compilable(cost, model) for cost, _ in terms]
             if not any(taken):

@@ -357,12 +357,10 @@ class CompiledCosts:
                  model: RobotModel | None, records: dict | None = None):
         self.items, self.state_space, self.nu, self.N, self.model = items, state_space, nu, N, model
         self.records = {} if records is None else records
-        for cost, _, knots in items:
+        for cost, _, _ in items:
             if not self.takes(cost):
                 raise ValueError(f"CompiledCosts: {cost!r} is not a term it evaluates (compilable, on model "
                                  f"{getattr(model, 'name', None)!r})")
-            if len(knots) and (np.min(knots) < 0 or np.max(knots) >= N):
-                raise ValueError(f"CompiledCosts: {cost!r} has knots outside [0, {N})")
         n, floating = state_space.n, state_space.floating_base
         self.nv = n + 6 if floating else n
         if model is None:
@@ -417,6 +415,9 @@ class CompiledCosts:
         # entries (knot, term, index among the term's knots), by knot
         lengths = np.array([len(knots) for _, _, knots in self.items], np.int64)
         knots = np.concatenate([knots for _, _, knots in self.items]).astype(np.int64)
+        if knots.size and (knots.min() < 0 or knots.max() >= self.N):
+            cost = next(cost for cost, _, k in self.items if len(k) and (min(k) < 0 or max(k) >= self.N))
+            raise ValueError(f"CompiledCosts: {cost!r} has knots outside [0, {self.N})")
         first = np.repeat(np.cumsum(lengths) - lengths, lengths)
         entries = np.column_stack([knots, np.repeat(np.arange(len(lengths)), lengths), np.arange(len(knots)) - first])
         entries = entries[np.lexsort((entries[:, 1], entries[:, 0]))]
