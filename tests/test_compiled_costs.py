@@ -39,7 +39,12 @@ from lietraj.optimal_control.costs.activations import (
     WeightedQuadratic,
 )
 from lietraj.optimal_control.costs.compiled_costs import CompiledCosts, compilable, table_model
-from lietraj.optimal_control.costs.contact_residuals import FrictionConeResidual, WrenchConeResidual
+from lietraj.optimal_control.costs.contact_residuals import (
+    CenterOfPressureResidual,
+    ContactForceResidual,
+    FrictionConeResidual,
+    WrenchConeResidual,
+)
 from lietraj.optimal_control.costs.costs import CostDerivatives, CostSum, FunctionCost, ResidualCost
 from lietraj.optimal_control.costs.residuals import (
     CenterOfMassResidual,
@@ -52,9 +57,11 @@ from lietraj.optimal_control.costs.residuals import (
     JointVelocityResidual,
     StateResidual,
 )
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.dynamics.discrete_dynamics import RobotDynamics
 from lietraj.optimal_control.problem import ActionModel, Problem
 from lietraj.problems import squat, talos_reach, trot
+from lietraj.problems.support import HUMANOIDS, QUADRUPEDS, robot_with_feet
 
 TOL = 1e-12
 NAMES = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
@@ -869,3 +876,56 @@ def test_knots_outside_the_table_and_too_few_states_are_refused(rng):
     table = table_for([(cost, 1.0, np.arange(4))], model, model.n, 4)
     with pytest.raises(ValueError, match="3 states and 3 controls for 4 knots"):
         table.add(random_knots(model, rng, 3), controls(model.n, rng, 3), np.zeros(4))
+
+
+def contact_terms(name: str, rng, N: int):
+    """The model, a contact dynamics of its feet, knots and controls, and every contact residual that reads that
+    dynamics (the linear maps of the contact forces a table takes)."""
+    model, feet = robot_with_feet(name, HUMANOIDS + QUADRUPEDS, "test")
+    dynamics = ContactRobotDynamics(model, 0.01, feet.contacts(baumgarte=(0.0, 10.0)))
+    X, U = random_knots(model, rng, N), controls(model.n, rng, N)
+    contacts = dynamics.contacts
+    terms = {"wrench cone": WrenchConeResidual(model, contacts, 0.7, soles=feet.soles or None, dynamics=dynamics),
+             "friction cone": FrictionConeResidual(model, contacts, 1, 0.6, facets=6, dynamics=dynamics),
+             "force": ContactForceResidual(model, contacts, rng.standard_normal((N, dynamics.nc)), dynamics=dynamics)}
+    if feet.soles:
+        terms["centre of pressure"] = CenterOfPressureResidual(model, contacts, 0, *feet.sole, dynamics=dynamics)
+    return model, dynamics, X, U, terms
+
+
+@pytest.mark.parametrize("name", ["solo12", "talos"])
+def test_contact_terms_read_their_dynamics_forces_and_equal_their_own_derivatives(name, rng):
+    """Residuals of the contact forces (``r = G λ − b``, their Jacobians ``G ∂λ``, with ``l_xu`` and ``l_uu`` from
+    ``∂λ/∂u``) through every activation, the forces gathered from the dynamics of their knots."""
+    N = 5
+    model, dynamics, X, U, terms = contact_terms(name, rng, N)
+    ndx, nu = model.state_space.ndx, model.n
+    failures = []
+    for what, residual in terms.items():
+        for kind in ("quadratic", "weighted", "matrix", "barrier"):
+            # the bounds 1e-6 off the knots' values: the table's G λ and numpy's differ in the last bits, which
+            # decide whether a component exactly on a bound is past it
+            act = barrier_around(residual.value(X, U) + 1e-6) if kind == "barrier" else \
+                activation(kind, residual, X, U, rng)
+            items = [(ResidualCost(residual, act), 0.7, np.arange(N))]
+            assert compilable(items[0][0], model)
+            table = CompiledCosts(items, model.state_space, nu, N, model, dynamics_runs=[(0, N, dynamics)])
+            d, values = evaluate(table, X, U, ndx, nu)
+            failures += disagreements(d, values, oracle(items, X, U, ndx, nu), oracle_values(items, X, U),
+                                      f"{what} through {kind}")
+    assert not failures, "\n".join(failures)
+
+
+def test_contact_terms_the_table_does_not_take(rng):
+    """The exact cone is not a linear map of the forces, a residual without dynamics solves its own, and a table
+    refuses a residual whose knots have another dynamics (a problem keeps such terms to their own calls)."""
+    N = 3
+    model, dynamics, X, U, terms = contact_terms("solo12", rng, N)
+    exact = FrictionConeResidual(model, dynamics.contacts, 0, 0.7, facets=None, dynamics=dynamics)
+    assert not compilable(ResidualCost(exact), model)
+    assert not compilable(ResidualCost(WrenchConeResidual(model, dynamics.contacts, 0.7)), model)
+    other = ContactRobotDynamics(model, 0.01, dynamics.contacts)
+    cost = ResidualCost(terms["wrench cone"])
+    with pytest.raises(ValueError, match="reads the contact forces of dynamics its knots do not have"):
+        CompiledCosts([(cost, 1.0, np.arange(N))], model.state_space, model.n, N, model,
+                      dynamics_runs=[(0, N, other)])

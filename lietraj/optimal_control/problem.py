@@ -412,7 +412,7 @@ class Problem:
             knots = np.arange(*group.runs[0]) if len(group.runs) == 1 else \
                 np.concatenate([np.arange(a, b) for a, b in group.runs])
             terms = [(cost, weight * group.weight) for cost, weight in terms]
-            taken = [compilable(cost, model) for cost, _ in terms]
+            taken = [compilable(cost, model) and self._reads_its_knots(cost, group.runs) for cost, _ in terms]
             if not any(taken):
                 rest.append(group)
                 continue
@@ -421,10 +421,16 @@ class Problem:
                     items.append((cost, weight, knots))
                 else:
                     rest.append(_TermGroup(cost, weight, list(group.runs)))
-        plan = _CostPlan(CompiledCosts(items, self.state_space, self.nu, self.T, model, self._records[0]) if items
-                         else None, rest)
+        plan = _CostPlan(CompiledCosts(items, self.state_space, self.nu, self.T, model, self._records[0],
+                                       self._dynamics_runs) if items else None, rest)
         self._plan = (groups, plan)
         return plan
+
+    def _reads_its_knots(self, cost, runs: list[tuple[int, int]]) -> bool:
+        """Whether a cost that reads its dynamics' evaluations (contact forces) reads those of the dynamics of its
+        knots, as a table gathers them; any other cost does."""
+        dynamics = getattr(getattr(cost, "residual", None), "dynamics", None)
+        return dynamics is None or all(d is dynamics for a, b in runs for d in self.dynamics_sequence[a:b])
 
     def _terminal_table(self) -> CompiledCosts | None:
         """The terminal cost as a compiled table when every term of it compiles, else None (its own call)."""

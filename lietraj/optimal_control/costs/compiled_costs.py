@@ -13,10 +13,12 @@ It takes (``compilable``) a ``ResidualCost`` whose activation is exactly ``Quadr
 of::
 
     StateResidual, ControlResidual, JointTorqueResidual, JointPositionResidual, JointVelocityResidual,
-    FramePlacementResidual, FrameRotationResidual, FrameTranslationResidual, CenterOfMassResidual
+    FramePlacementResidual, FrameRotationResidual, FrameTranslationResidual, CenterOfMassResidual,
+    WrenchConeResidual, FrictionConeResidual (facets), CenterOfPressureResidual, ContactForceResidual
 
-(robot residuals on the model of the table, without mimic joints); subclasses, other residuals and costs keep their
-own calls. The values, Jacobians and Gauss-Newton products are the ones ``residuals.py`` and ``ResidualCost``
+(robot residuals on the model of the table, without mimic joints; the contact residuals with the ``dynamics`` of
+their knots, whose kept contact forces and derivatives the table gathers per run of knots: ``r = G λ − b``,
+``R_x = G ∂λ/∂x``, ``R_u = G ∂λ/∂u``); subclasses, other residuals and costs keep their own calls. The values, Jacobians and Gauss-Newton products are the ones ``residuals.py`` and ``ResidualCost``
 define, in the same tangent chart and ordering. The terms, their weights and knots are fixed when the table is
 built (``Problem`` builds it again when they change); their parameters (references, targets, activation weights and
 bounds) are read again at every call, so that setting them, or changing their arrays in place, is seen.
@@ -52,6 +54,12 @@ from lietraj.optimal_control.costs.activations import (
     QuadraticBarrier,
     WeightedQuadratic,
 )
+from lietraj.optimal_control.costs.contact_residuals import (
+    CenterOfPressureResidual,
+    ContactForceResidual,
+    FrictionConeResidual,
+    WrenchConeResidual,
+)
 from lietraj.optimal_control.costs.costs import CostDerivatives, ResidualCost, add_gradient, add_symmetric_products
 from lietraj.optimal_control.costs.residuals import (
     CenterOfMassResidual,
@@ -66,21 +74,24 @@ from lietraj.optimal_control.costs.residuals import (
 )
 
 # Residual kinds; the robot kinds (FRAME... and COM) read the knot's forward kinematics.
-STATE, CONTROL, JOINT_POSITION, JOINT_VELOCITY, FRAME_PLACEMENT, FRAME_ROTATION, FRAME_TRANSLATION, COM = range(8)
+STATE, CONTROL, JOINT_POSITION, JOINT_VELOCITY, FRAME_PLACEMENT, FRAME_ROTATION, FRAME_TRANSLATION, COM, CONTACT = \
+    range(9)
 _KINDS = {StateResidual: STATE, ControlResidual: CONTROL, JointTorqueResidual: CONTROL,
           JointPositionResidual: JOINT_POSITION, JointVelocityResidual: JOINT_VELOCITY,
           FramePlacementResidual: FRAME_PLACEMENT, FrameRotationResidual: FRAME_ROTATION,
-          FrameTranslationResidual: FRAME_TRANSLATION, CenterOfMassResidual: COM}
-_ROBOT_KINDS = (FRAME_PLACEMENT, FRAME_ROTATION, FRAME_TRANSLATION, COM)
+          FrameTranslationResidual: FRAME_TRANSLATION, CenterOfMassResidual: COM, WrenchConeResidual: CONTACT,
+          FrictionConeResidual: CONTACT, CenterOfPressureResidual: CONTACT, ContactForceResidual: CONTACT}
+_ROBOT_KINDS = (FRAME_PLACEMENT, FRAME_ROTATION, FRAME_TRANSLATION, COM, CONTACT)
 # Activation kinds: ½‖r‖², ½ Σ wᵢ rᵢ², ½ ‖excess of r over [lower, upper]‖², ½ rᵀ W r, an augmented Lagrangian's
 # term (its parameters: lower, upper (nr each), scale, penalty, then a row of multipliers per knot).
 QUADRATIC, WEIGHTED, BARRIER, MATRIX, AUGMENTED = range(5)
 _ACTIVATIONS = (Quadratic, WeightedQuadratic, QuadraticBarrier, AugmentedLagrangianActivation)
-# Columns of the term table: kind, activation, residual size, frame, offset of the reference rows in the parameters,
-# their count (1: the same at every knot) and size (a state reference: its poses, then the offsets of its rows of s
-# and of v), offset of the activation's parameters, first row of the Jacobian pattern.
-T_KIND, T_ACT, T_NR, T_FRAME, T_REF, T_REF_ROWS, T_REF_SIZE, T_REF_S, T_REF_V, T_ACT_PARAMS, T_PATTERN, T_COLS = \
-    range(12)
+# Columns of the term table: kind, activation, residual size, frame (a contact term: the number of stacked forces),
+# offset of the reference rows in the parameters, their count (1: the same at every knot) and size (a state
+# reference: its poses, then the offsets of its rows of s and of v), offset of a contact term's map of the forces,
+# offset of the activation's parameters, first row of the Jacobian pattern.
+(T_KIND, T_ACT, T_NR, T_FRAME, T_REF, T_REF_ROWS, T_REF_SIZE, T_REF_S, T_REF_V, T_MAP, T_ACT_PARAMS, T_PATTERN,
+ T_COLS) = range(13)
 # A pose in the parameters: a 4x4 matrix, row-major.
 POSE = 16
 
@@ -102,8 +113,8 @@ class CostTable(NamedTuple):
 
 class CostWork(NamedTuple):
     """Work arrays: the kinematics' per-body columns, one term's residual and gradient (nr_max,), its Hessian's
-    diagonal (1, nr_max) or matrix (1, nr_max, nr_max), R_x (nr_max, ndx), a frame Jacobian (6, nv) and an empty one
-    (0, nv) for the values alone."""
+    diagonal (1, nr_max) or matrix (1, nr_max, nr_max), R_x (nr_max, ndx) and R_u (nr_max, nu), a frame Jacobian
+    (6, nv) and an empty one (0, nv) for the values alone."""
 
     bodies: np.ndarray
     r: np.ndarray
@@ -111,6 +122,7 @@ class CostWork(NamedTuple):
     D: np.ndarray
     H: np.ndarray
     R_x: np.ndarray
+    R_u: np.ndarray
     J: np.ndarray
     no_J: np.ndarray
 
@@ -192,6 +204,52 @@ def _robot_residual(kind, mi, mf, fb, ff, frame, values, o, jacobian, W, r, R_x,
 
 
 @helper
+def _contact_residual(nr, nc, values, ref, G, derivatives, F, dF_dx, dF_du, r, R_x, R_u):
+    """``r = G λ − b`` of the knot's stacked contact forces ``λ`` = F (nc,), with the map G (nr, nc) at
+    ``values[G:]`` and b at ``values[ref:]``; ``R_x = G ∂λ/∂x``, ``R_u = G ∂λ/∂u``."""
+    for m in range(nr):
+        acc = -values[ref + m]
+        for j in range(nc):
+            acc += values[G + m * nc + j] * F[j]
+        r[m] = acc
+        if not derivatives:
+            continue
+        for c in range(dF_dx.shape[1]):
+            acc = 0.0
+            for j in range(nc):
+                acc += values[G + m * nc + j] * dF_dx[j, c]
+            R_x[m, c] = acc
+        for c in range(dF_du.shape[1]):
+            acc = 0.0
+            for j in range(nc):
+                acc += values[G + m * nc + j] * dF_du[j, c]
+            R_u[m, c] = acc
+
+
+@helper
+def _add_control_products(nr, R_x, IP, CP, R_u, w, diagonal, D, H, g, l_u, l_xu, l_uu):
+    """``l_u += w R_uᵀ g``, ``l_xu += w R_xᵀ H R_u``, ``l_uu += w R_uᵀ H R_u`` (H the activation's Hessian,
+    ``diag(D[0])`` when ``diagonal``), R_x's rows read at their pattern."""
+    nu = R_u.shape[1]
+    for r in range(nr):
+        for c in range(nu):
+            l_u[c] += w * g[r] * R_u[r, c]
+        for s in range(r if diagonal else 0, r + 1 if diagonal else nr):
+            h = w * (D[0, r] if diagonal else H[0, r, s])
+            if h == 0.0:
+                continue
+            for b in range(nu):
+                x = h * R_u[s, b]
+                if x == 0.0:
+                    continue
+                for i in range(CP[r]):
+                    a = IP[r, i]
+                    l_xu[a, b] += R_x[r, a] * x
+                for c in range(nu):
+                    l_uu[c, b] += R_u[r, c] * x
+
+
+@helper
 def _activation(act, nr, values, o, knot, r, g, D, H):
     """The activation's value at r (the ``knot``-th of its term); its gradient into g and its Hessian's diagonal
     into D[0] (MATRIX: the matrix into H[0]). NaN when r is not finite."""
@@ -234,16 +292,19 @@ def _activation(act, nr, values, o, knot, r, g, D, H):
 
 
 @kernel
-def cost_table_kernel(model, frames, knots, table, derivatives, clear, work, out):
+def cost_table_kernel(model, frames, knots, contacts, table, derivatives, clear, work, out):
     """Add every term of ``table`` at its knots into ``out`` = ``(l, l_x, l_u, l_xx, l_xu, l_uu)`` (rows: the knots
     of ``knots`` = ``(H, S, V, U)``, checked), each row of the N knots first set to zero when ``clear``; without
-    ``derivatives`` only ``l`` (the others may be empty). Returns -1, or the entry whose residual is not finite."""
+    ``derivatives`` only ``l`` (the others may be empty). ``contacts`` = ``(F, dF_dx, dF_du)``: at the knots of
+    contact terms, the stacked contact forces (N, nc_max) of the knot's dynamics and, with ``derivatives``, their
+    derivatives (N, nc_max, ndx) and (N, nc_max, nu). Returns -1, or the entry whose residual is not finite."""
     arrays = ModelArrays(*model)
     mi, mf, floating, n = arrays.joints, arrays.bodies, arrays.floating, arrays.n
     fb, ff = frames
     H, S, V, U = knots
     terms, weights, entries, starts, columns, counts, values = table
-    bodies, r, g, D, Hw, R_x, J, no_J = work
+    bodies, r, g, D, Hw, R_x, R_u, J, no_J = work
+    F, dF_dx, dF_du = contacts
     l, l_x, l_u, l_xx, l_xu, l_uu = out
     nv = V.shape[1]
     for k in range(starts.shape[0] - 1):
@@ -276,6 +337,10 @@ def cost_table_kernel(model, frames, knots, table, derivatives, clear, work, out
                 for m in range(nr):
                     r[m] = V[k, nv - n + m]
                     R_x[m, 2 * nv - n + m] = 1.0
+            elif kind == CONTACT:
+                _contact_residual(nr, terms[t, T_FRAME], values, ref, terms[t, T_MAP], derivatives, F[k],
+                                  dF_dx[k] if derivatives else dF_dx[0], dF_du[k] if derivatives else dF_du[0], r, R_x,
+                                  R_u)
             else:
                 if not kinematics:
                     forward_kinematics_core(mi, mf, h, S[k], V[k], V[k], PLACEMENT, mi.shape[0] - 1, bodies)
@@ -302,6 +367,8 @@ def cost_table_kernel(model, frames, knots, table, derivatives, clear, work, out
             P, IP, CP = R_x[:nr], columns[first:first + nr], counts[first:first + nr]
             add_symmetric_products(P, IP, CP, w, act != MATRIX, D, Hw, 0, l_xx[k])
             add_gradient(P, IP, CP, w, g, l_x[k])
+            if kind == CONTACT:
+                _add_control_products(nr, R_x, IP, CP, R_u, w, act != MATRIX, D, Hw, g, l_u[k], l_xu[k], l_uu[k])
     return -1
 
 
@@ -314,7 +381,9 @@ def compilable(cost, model: RobotModel | None) -> bool:
     kind = _KINDS.get(type(residual))
     if kind is None:
         return False
-    if kind in _ROBOT_KINDS or kind in (JOINT_POSITION, JOINT_VELOCITY):
+    if kind == CONTACT and (residual.dynamics is None or getattr(residual, "facets", 0) is None):
+        return False  # forces it solves itself, or the exact cone (not a linear map of the forces)
+    if kind in _ROBOT_KINDS or kind in (JOINT_POSITION, JOINT_VELOCITY, CONTACT):
         return not residual.model.mimic and (model is None or residual.model is model)
     return True
 
@@ -354,7 +423,7 @@ class CompiledCosts:
     them kept while each attribute holds the same array (58 arrays copied one by one cost a trot's 64 us a call)."""
 
     def __init__(self, items: list[tuple[ResidualCost, float, np.ndarray]], state_space: StateSpace, nu: int, N: int,
-                 model: RobotModel | None, records: dict | None = None):
+                 model: RobotModel | None, records: dict | None = None, dynamics_runs=()):
         self.items, self.state_space, self.nu, self.N, self.model = items, state_space, nu, N, model
         self.records = {} if records is None else records
         for cost, _, _ in items:
@@ -375,12 +444,45 @@ class CompiledCosts:
         nr = max([6] + [cost.residual.nr for cost, _, _ in items])
         self.work = CostWork(np.zeros((1 if model is None else model.nb, W_COLS)), np.zeros(nr), np.zeros(nr),
                              np.zeros((1, nr)), np.zeros((1, nr, nr)), np.zeros((nr, 2 * self.nv)),
-                             np.zeros((6, self.nv)), np.zeros((0, self.nv)))
+                             np.zeros((nr, nu)), np.zeros((6, self.nv)), np.zeros((0, self.nv)))
+        self._contact_runs(dynamics_runs)
         self._values_only = (np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 0, 0)), np.zeros((0, 0, 0)),
                              np.zeros((0, 0, 0)))
 
     def __repr__(self) -> str:
         return f"CompiledCosts({len(self.items)} terms, {self.N} knots)"
+
+    def _contact_runs(self, dynamics_runs) -> None:
+        """The runs ``(start, stop, dynamics)`` whose contact forces the contact terms read, and the arrays they are
+        gathered in at every call: each term's residual must read the dynamics of its knots."""
+        used = {id(cost.residual.dynamics) for cost, _, _ in self.items if _KINDS[type(cost.residual)] == CONTACT}
+        self.contact_runs = [(a, b, dyn) for a, b, dyn in dynamics_runs if id(dyn) in used]
+        of_knot = {}
+        for a, b, dyn in self.contact_runs:
+            of_knot.update((k, dyn) for k in range(a, b))
+        for cost, _, knots in self.items:
+            if _KINDS[type(cost.residual)] == CONTACT and any(of_knot.get(int(k)) is not cost.residual.dynamics
+                                                              for k in knots):
+                raise ValueError(f"CompiledCosts: {cost!r} reads the contact forces of dynamics its knots do not have")
+        nc = max((dyn.nc for _, _, dyn in self.contact_runs), default=1)
+        rows = self.N if self.contact_runs else 1
+        self.contacts = (np.zeros((rows, nc)), np.zeros((rows, nc, 2 * self.nv)), np.zeros((rows, nc, self.nu)))
+
+    def _gather_contacts(self, X: Trajectory, U: np.ndarray, derivatives: bool) -> None:
+        """The contact forces (and their derivatives) of each contact run's dynamics at its knots, as the dynamics
+        kept them (a solver's iteration computed them at the same knots) or computes them."""
+        F, dF_dx, dF_du = self.contacts
+        nv, n = self.nv, self.state_space.n
+        for a, b, dyn in self.contact_runs:
+            nc = dyn.nc
+            if not derivatives:
+                F[a:b, :nc] = dyn.contact_forces(X[a:b], U[a:b])
+                continue
+            d = dyn.contact_derivatives(X[a:b], U[a:b])
+            F[a:b, :nc] = d.forces
+            dF_dx[a:b, :nc, :nv] = d.df_dq
+            dF_dx[a:b, :nc, nv:] = d.df_dv
+            dF_du[a:b, :nc] = d.df_dtau[:, :, nv - n:]
 
     def takes(self, cost) -> bool:
         """Whether this table evaluates ``cost``: ``compilable`` on its model (a table without one takes no robot
@@ -407,7 +509,7 @@ class CompiledCosts:
         self._flat = [a.reshape(-1) if a.flags.c_contiguous else None for a in self._arrays]
         terms = np.array([record.row for record in records], np.int64).reshape(-1, T_COLS)
         sizes = np.array([record.size for record in records], np.int64)
-        terms[:, [T_REF, T_REF_S, T_REF_V, T_ACT_PARAMS]] += (np.cumsum(sizes) - sizes)[:, None]
+        terms[:, [T_REF, T_REF_S, T_REF_V, T_MAP, T_ACT_PARAMS]] += (np.cumsum(sizes) - sizes)[:, None]
         terms[:, T_PATTERN] = np.cumsum(terms[:, T_NR]) - terms[:, T_NR]
         columns = np.concatenate([record.columns for record in records]) if records else np.zeros((1, 2 * self.nv),
                                                                                                    np.int64)
@@ -441,7 +543,7 @@ class CompiledCosts:
             start, offset = offset, offset + np.asarray(getter(owner)).size
             return start
 
-        ref, ref_rows, ref_size, ref_s, ref_v = 0, None, 0, 0, 0
+        ref, ref_rows, ref_size, ref_s, ref_v, force_map = 0, None, 0, 0, 0, 0
         if kind == STATE:
             x_ref = residual._ref
             ref_rows, ref_size = len(x_ref), POSE
@@ -457,6 +559,15 @@ class CompiledCosts:
         elif kind in (FRAME_TRANSLATION, COM):
             ref_rows, ref_size = (None, 3) if residual._target.ndim == 1 else residual._target.shape
             ref = take(residual, "_target")
+        elif kind == CONTACT:
+            frame = residual.nc
+            if type(residual) is ContactForceResidual:
+                ref_rows, ref_size = (None, nr) if residual._reference.ndim == 1 else residual._reference.shape
+                ref = take(residual, "_reference")
+                force_map = take(np.eye(nr), None)
+            else:
+                ref_size, ref = nr, take(np.zeros(nr), None)
+                force_map = take(residual, "_G")
         # one reference for every knot: a vector, or a state trajectory of one knot; else one row per knot
         if ref_rows is None or (kind == STATE and ref_rows == 1):
             ref_rows = 1
@@ -484,7 +595,8 @@ class CompiledCosts:
         columns, counts = self._pattern(kind, residual)
         padded = np.zeros((nr, 2 * self.nv), np.int64)
         padded[:, :columns.shape[1]] = columns
-        return _Record([kind, act, nr, frame, ref, ref_rows, ref_size, ref_s, ref_v, act_params, 0], sources, offset,
+        return _Record([kind, act, nr, frame, ref, ref_rows, ref_size, ref_s, ref_v, force_map, act_params, 0], sources,
+                       offset,
                        padded, counts)
 
     def _pattern(self, kind: int, residual) -> tuple[np.ndarray, np.ndarray]:
@@ -501,6 +613,8 @@ class CompiledCosts:
         if kind in (JOINT_POSITION, JOINT_VELOCITY):
             first = nv - n if kind == JOINT_POSITION else 2 * nv - n
             return (first + np.arange(nr, dtype=np.int64))[:, None], np.ones(nr, np.int64)
+        if kind == CONTACT:  # the forces move with every coordinate and velocity
+            return np.tile(np.arange(2 * nv, dtype=np.int64), (nr, 1)), np.full(nr, 2 * nv, np.int64)
         dofs = np.arange(nv, dtype=np.int64) if kind == COM else _ancestor_dofs(residual.model, residual.frame)
         return np.tile(dofs, (nr, 1)), np.full(nr, len(dofs), np.int64)
 
@@ -531,8 +645,10 @@ class CompiledCosts:
         derivatives = isinstance(out, CostDerivatives)
         arrays = (out.l, out.l_x, out.l_u, out.l_xx, out.l_xu, out.l_uu) if derivatives else \
             (out,) + self._values_only
-        failed = cost_table_kernel(self.packed, self.frames, (H, X.s, X.v, U), self.table, derivatives, clear,
-                                   self.work, arrays)
+        if self.contact_runs:
+            self._gather_contacts(X, U, derivatives)
+        failed = cost_table_kernel(self.packed, self.frames, (H, X.s, X.v, U), self.contacts, self.table, derivatives,
+                                   clear, self.work, arrays)
         if failed >= 0:
             t, i = self.table.entries[failed]
             cost, _, knots = self.items[t]
