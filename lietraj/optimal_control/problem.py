@@ -257,6 +257,7 @@ class Problem:
         # the compiled tables' parts of each term, kept from one table to the next (``CompiledCosts``)
         self._records: tuple[dict, dict] = ({}, {})
         self._terminal: tuple | None = None  # (the terminal terms' signature, _terminal_table)
+        self._table: CompiledCosts | None = None  # the running terms' last table
         self._group_knots()
 
     def _check_model(self, m, space: StateSpace, what: str) -> None:
@@ -408,11 +409,15 @@ class Problem:
         items, rest = [], []
         terms_of = [_terms(group.cost) for group in groups]
         model = table_model([cost for terms in terms_of for cost, _ in terms])
+        takes: dict[int, bool] = {}
         for group, terms in zip(groups, terms_of):
             knots = np.arange(*group.runs[0]) if len(group.runs) == 1 else \
                 np.concatenate([np.arange(a, b) for a, b in group.runs])
             terms = [(cost, weight * group.weight) for cost, weight in terms]
-            taken = [compilable(cost, model) and self._reads_its_knots(cost, group.runs) for cost, _ in terms]
+            for cost, _ in terms:
+                if id(cost) not in takes:
+                    takes[id(cost)] = compilable(cost, model)
+            taken = [takes[id(cost)] and self._reads_its_knots(cost, group.runs) for cost, _ in terms]
             if not any(taken):
                 rest.append(group)
                 continue
@@ -421,8 +426,17 @@ class Problem:
                     items.append((cost, weight, knots))
                 else:
                     rest.append(_TermGroup(cost, weight, list(group.runs)))
-        plan = _CostPlan(CompiledCosts(items, self.state_space, self.nu, self.T, model, self._records[0],
-                                       self._dynamics_runs) if items else None, rest)
+        table = None
+        if items:
+            # the last table takes the new terms and knots: its work arrays and the terms' parts stay
+            table = self._table
+            if table is None:
+                table = CompiledCosts(items, self.state_space, self.nu, self.T, model, self._records[0],
+                                      self._dynamics_runs)
+            else:
+                table.update(items, model, self._dynamics_runs)
+            self._table = table
+        plan = _CostPlan(table, rest)
         self._plan = (groups, plan)
         return plan
 

@@ -18,8 +18,9 @@ of::
 
 (robot residuals on the model of the table, without mimic joints; the contact residuals with the ``dynamics`` of
 their knots, whose kept contact forces and derivatives the table gathers per run of knots: ``r = G λ − b``,
-``R_x = G ∂λ/∂x``, ``R_u = G ∂λ/∂u``); subclasses, other residuals and costs keep their own calls. The values, Jacobians and Gauss-Newton products are the ones ``residuals.py`` and ``ResidualCost``
-define, in the same tangent chart and ordering. The terms, their weights and knots are fixed when the table is
+``R_x = G ∂λ/∂x``, ``R_u = G ∂λ/∂u``); subclasses, other residuals and costs keep their own calls. The values,
+Jacobians and Gauss-Newton products are the ones ``residuals.py`` and ``ResidualCost`` define, in the same tangent
+chart and ordering. The terms, their weights and knots are fixed when the table is
 built (``Problem`` builds it again when they change); their parameters (references, targets, activation weights and
 bounds) are read again at every call, so that setting them, or changing their arrays in place, is seen.
 """
@@ -204,15 +205,22 @@ def _robot_residual(kind, mi, mf, fb, ff, frame, values, o, jacobian, W, r, R_x,
 
 
 @helper
-def _contact_residual(nr, nc, values, ref, G, derivatives, F, dF_dx, dF_du, r, R_x, R_u):
+def _contact_residual(nr, nc, values, ref, G, F, r):
     """``r = G λ − b`` of the knot's stacked contact forces ``λ`` = F (nc,), with the map G (nr, nc) at
-    ``values[G:]`` and b at ``values[ref:]``; ``R_x = G ∂λ/∂x``, ``R_u = G ∂λ/∂u``."""
+    ``values[G:]`` and b at ``values[ref:]``."""
     for m in range(nr):
         acc = -values[ref + m]
         for j in range(nc):
             acc += values[G + m * nc + j] * F[j]
         r[m] = acc
-        if not derivatives:
+
+
+@helper
+def _contact_jacobians(nr, nc, values, G, every, g, D, dF_dx, dF_du, R_x, R_u):
+    """``R_x = G ∂λ/∂x``, ``R_u = G ∂λ/∂u`` (``_contact_residual``), unless ``every``, only the rows whose gradient
+    g or Hessian diagonal D[0] is not zero (the others add nothing: a barrier's rows inside their box)."""
+    for m in range(nr):
+        if not (every or g[m] != 0.0 or D[0, m] != 0.0):
             continue
         for c in range(dF_dx.shape[1]):
             acc = 0.0
@@ -338,9 +346,7 @@ def cost_table_kernel(model, frames, knots, contacts, table, derivatives, clear,
                     r[m] = V[k, nv - n + m]
                     R_x[m, 2 * nv - n + m] = 1.0
             elif kind == CONTACT:
-                _contact_residual(nr, terms[t, T_FRAME], values, ref, terms[t, T_MAP], derivatives, F[k],
-                                  dF_dx[k] if derivatives else dF_dx[0], dF_du[k] if derivatives else dF_du[0], r, R_x,
-                                  R_u)
+                _contact_residual(nr, terms[t, T_FRAME], values, ref, terms[t, T_MAP], F[k], r)
             else:
                 if not kinematics:
                     forward_kinematics_core(mi, mf, h, S[k], V[k], V[k], PLACEMENT, mi.shape[0] - 1, bodies)
@@ -363,6 +369,11 @@ def cost_table_kernel(model, frames, knots, contacts, table, derivatives, clear,
                     else:
                         l_uu[k, c, c] += w * D[0, c]
                 continue
+            if kind == CONTACT:
+                # rows of zero gradient and Hessian diagonal (a barrier's inside its box) add nothing: their
+                # Jacobian rows are not formed, the products skip them (a finite value times zero)
+                _contact_jacobians(nr, terms[t, T_FRAME], values, terms[t, T_MAP], act == MATRIX, g, D, dF_dx[k],
+                                   dF_du[k], R_x, R_u)
             first = terms[t, T_PATTERN]
             P, IP, CP = R_x[:nr], columns[first:first + nr], counts[first:first + nr]
             add_symmetric_products(P, IP, CP, w, act != MATRIX, D, Hw, 0, l_xx[k])
@@ -399,13 +410,19 @@ def table_model(costs) -> RobotModel | None:
 class _Record(NamedTuple):
     """One cost's part of a table: its row of the term table (parameter offsets from its own first parameter),
     its parameters' ``sources`` (owner, getter) and their total ``size``, R_x's pattern ``columns`` (nr, 2 nv) and
-    ``counts`` (nr,)."""
+    ``counts`` (nr,); the number of ``knots`` its reference has a row for (None: one for all) and of its
+    augmented Lagrangian's ``multipliers`` (None: none): those of the knots it is evaluated at; the residual and
+    activation (``parts``) and parameter ``shapes`` it was made for (another, and it is made again)."""
 
     row: list
     sources: list
     size: int
     columns: np.ndarray
     counts: np.ndarray
+    knots: int | None
+    multipliers: int | None
+    parts: tuple
+    shapes: list
 
 
 class CompiledCosts:
@@ -424,16 +441,27 @@ class CompiledCosts:
 
     def __init__(self, items: list[tuple[ResidualCost, float, np.ndarray]], state_space: StateSpace, nu: int, N: int,
                  model: RobotModel | None, records: dict | None = None, dynamics_runs=()):
-        self.items, self.state_space, self.nu, self.N, self.model = items, state_space, nu, N, model
+        self.state_space, self.nu, self.N = state_space, nu, N
         self.records = {} if records is None else records
+        n, floating = state_space.n, state_space.floating_base
+        self.nv = n + 6 if floating else n
+        self.work = None
+        self._values_only = (np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 0, 0)), np.zeros((0, 0, 0)),
+                             np.zeros((0, 0, 0)))
+        self.update(items, model, dynamics_runs)
+
+    def update(self, items: list[tuple[ResidualCost, float, np.ndarray]], model: RobotModel | None,
+               dynamics_runs=()) -> None:
+        """Take other terms (as the constructor's arguments) on the same knots, state space and controls, keeping
+        the work arrays that fit them: a receding horizon's problem gives its table new knots at every shift."""
+        self.items, self.model = items, model
         for cost, _, _ in items:
             if not self.takes(cost):
                 raise ValueError(f"CompiledCosts: {cost!r} is not a term it evaluates (compilable, on model "
                                  f"{getattr(model, 'name', None)!r})")
-        n, floating = state_space.n, state_space.floating_base
-        self.nv = n + 6 if floating else n
         if model is None:
             # no robot residual: kinematics-free arrays of the packed model's types
+            n, floating = self.state_space.n, self.state_space.floating_base
             self.packed = (np.zeros((0, 4), np.int64), np.zeros((0, 26)), np.zeros(3), floating, n)
             self.frames = (np.zeros(0, np.int64), np.zeros((0, 12)))
         else:
@@ -442,12 +470,13 @@ class CompiledCosts:
         self._build()
         # placement_error_core writes the six rows of a placement error for a rotation's three
         nr = max([6] + [cost.residual.nr for cost, _, _ in items])
-        self.work = CostWork(np.zeros((1 if model is None else model.nb, W_COLS)), np.zeros(nr), np.zeros(nr),
-                             np.zeros((1, nr)), np.zeros((1, nr, nr)), np.zeros((nr, 2 * self.nv)),
-                             np.zeros((nr, nu)), np.zeros((6, self.nv)), np.zeros((0, self.nv)))
+        nb = 1 if model is None else model.nb
+        if self.work is None or self.work.r.shape[0] < nr or self.work.bodies.shape[0] != nb:
+            nv, nu = self.nv, self.nu
+            self.work = CostWork(np.zeros((nb, W_COLS)), np.zeros(nr), np.zeros(nr), np.zeros((1, nr)),
+                                 np.zeros((1, nr, nr)), np.zeros((nr, 2 * nv)), np.zeros((nr, nu)), np.zeros((6, nv)),
+                                 np.zeros((0, nv)))
         self._contact_runs(dynamics_runs)
-        self._values_only = (np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 0, 0)), np.zeros((0, 0, 0)),
-                             np.zeros((0, 0, 0)))
 
     def __repr__(self) -> str:
         return f"CompiledCosts({len(self.items)} terms, {self.N} knots)"
@@ -466,7 +495,9 @@ class CompiledCosts:
                 raise ValueError(f"CompiledCosts: {cost!r} reads the contact forces of dynamics its knots do not have")
         nc = max((dyn.nc for _, _, dyn in self.contact_runs), default=1)
         rows = self.N if self.contact_runs else 1
-        self.contacts = (np.zeros((rows, nc)), np.zeros((rows, nc, 2 * self.nv)), np.zeros((rows, nc, self.nu)))
+        kept = getattr(self, "contacts", None)
+        if kept is None or kept[0].shape[0] != rows or kept[0].shape[1] < nc:
+            self.contacts = (np.zeros((rows, nc)), np.zeros((rows, nc, 2 * self.nv)), np.zeros((rows, nc, self.nu)))
 
     def _gather_contacts(self, X: Trajectory, U: np.ndarray, derivatives: bool) -> None:
         """The contact forces (and their derivatives) of each contact run's dynamics at its knots, as the dynamics
@@ -491,14 +522,23 @@ class CompiledCosts:
                                                   or _KINDS[type(cost.residual)] not in _ROBOT_KINDS)
 
     def _build(self, fresh: bool = False) -> None:
-        """The table from the terms' records (``_record``: taken from ``records`` when a cost's is there for as
-        many knots, unless ``fresh``), laid end to end."""
+        """The table from the terms' records (``_record``: taken from ``records`` when a cost's is there, unless
+        ``fresh``), laid end to end."""
         records = []
         for cost, _, knots in self.items:
             kept = self.records.get(id(cost))
-            if fresh or kept is None or kept[0] is not cost or kept[1] != len(knots):
-                kept = self.records[id(cost)] = (cost, len(knots), self._record(cost, len(knots)))
-            records.append(kept[2])
+            if (fresh or kept is None or kept[0] is not cost or kept[1].parts != (cost.residual, cost.activation)
+                    or any(getter(owner).shape != shape for (owner, getter), shape in zip(kept[1].sources,
+                                                                                        kept[1].shapes))):
+                kept = self.records[id(cost)] = (cost, self._record(cost))
+            record = kept[1]
+            if record.knots is not None and record.knots != len(knots):
+                raise ValueError(f"{cost.residual!r}: the reference has {record.knots} knots, the cost is evaluated "
+                                 f"at {len(knots)}")
+            if record.multipliers is not None and record.multipliers != len(knots):
+                raise ValueError(f"{cost.activation!r}: multipliers for {record.multipliers} knots, the cost is "
+                                 f"evaluated at {len(knots)}")
+            records.append(record)
         if len(self.records) > 4 * len(self.items):  # terms that left a receding horizon for good
             used = {id(cost) for cost, _, _ in self.items}
             for key in [key for key in self.records if key not in used]:
@@ -528,8 +568,8 @@ class CompiledCosts:
                                np.ascontiguousarray(entries[:, 1:]), starts, columns, counts,
                                np.zeros(int(sizes.sum())))
 
-    def _record(self, cost: ResidualCost, N: int) -> _Record:
-        """One cost's term at N knots, its offsets counted from its first parameter."""
+    def _record(self, cost: ResidualCost) -> _Record:
+        """One cost's term, its offsets counted from its first parameter."""
         residual, activation = cost.residual, cost.activation
         kind, nr, frame = _KINDS[type(residual)], residual.nr, getattr(residual, "frame", -1)
         sources = []
@@ -569,10 +609,9 @@ class CompiledCosts:
                 ref_size, ref = nr, take(np.zeros(nr), None)
                 force_map = take(residual, "_G")
         # one reference for every knot: a vector, or a state trajectory of one knot; else one row per knot
-        if ref_rows is None or (kind == STATE and ref_rows == 1):
-            ref_rows = 1
-        elif ref_rows != N:
-            raise ValueError(f"{residual!r}: the reference has {ref_rows} knots, the cost is evaluated at {N}")
+        knots = None if ref_rows is None or (kind == STATE and ref_rows == 1) else int(ref_rows)
+        ref_rows = 1 if knots is None else knots
+        multipliers = None
         act_params = offset
         if type(activation) is WeightedQuadratic:
             act = WEIGHTED if activation.weights.ndim == 1 else MATRIX
@@ -583,8 +622,9 @@ class CompiledCosts:
             take(activation, "upper")
         elif type(activation) is AugmentedLagrangianActivation:
             act = AUGMENTED
-            if activation.multipliers.shape != (N, nr):
-                raise ValueError(f"{activation!r}: multipliers of shape {activation.multipliers.shape} for {N} knots")
+            multipliers = activation.multipliers.shape[0]
+            if activation.multipliers.shape != (multipliers, nr):
+                raise ValueError(f"{activation!r}: multipliers of shape {activation.multipliers.shape} for {nr} rows")
             take(activation, "lower")
             take(activation, "upper")
             take(np.array([activation.scale], dtype=np.float64), None)
@@ -596,8 +636,8 @@ class CompiledCosts:
         padded = np.zeros((nr, 2 * self.nv), np.int64)
         padded[:, :columns.shape[1]] = columns
         return _Record([kind, act, nr, frame, ref, ref_rows, ref_size, ref_s, ref_v, force_map, act_params, 0], sources,
-                       offset,
-                       padded, counts)
+                       offset, padded, counts, knots, multipliers, (residual, activation),
+                       [getter(owner).shape for owner, getter in sources])
 
     def _pattern(self, kind: int, residual) -> tuple[np.ndarray, np.ndarray]:
         """R_x's non-zero columns per row, ``(columns (nr, width), counts (nr,))``."""
@@ -622,9 +662,15 @@ class CompiledCosts:
         """Copy every parameter into the table, built again when an attribute holds another array (a reference set
         with another number of knots changes the layout)."""
         arrays = [getter(owner) for owner, getter in self.sources]
-        if not (all(map(is_, arrays, self._arrays))
-                and all(cost.residual is residual and cost.activation is activation
-                        for cost, residual, activation in self._parts)):
+        same = all(cost.residual is residual and cost.activation is activation
+                   for cost, residual, activation in self._parts)
+        if same and not all(map(is_, arrays, self._arrays)):
+            # parameters set anew (a receding horizon's moving targets): the layout stands while the shapes do
+            same = all(a.shape == b.shape for a, b in zip(arrays, self._arrays))
+            if same:
+                self._arrays = arrays
+                self._flat = [a.reshape(-1) if a.flags.c_contiguous else None for a in arrays]
+        if not same:
             if not all(self.takes(cost) for cost, _, _ in self.items):
                 raise TableChanged(f"{self!r}: a term was given a residual or an activation it does not take")
             self._build(fresh=True)
