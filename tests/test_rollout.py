@@ -187,3 +187,18 @@ def test_solver_forward_pass_rolls_each_run_of_shared_dynamics_out_in_one_compil
     bad_k = k.copy()
     bad_k[3, 0] = np.nan  # np.clip keeps a NaN: the trial fails
     assert solvers._forward_pass(shared, X_ref, U_ref, type("Policy", (), dict(k=bad_k, K=K))(), 1.0, None) is None
+
+
+def test_control_bounds_reach_the_kernel_as_writeable_arrays():
+    """The bounds of every shape a solver passes (a problem's (T, nu) rows, one vector, one side None) reach the
+    rollout kernel writeable and C-contiguous: numba types a read-only array apart, and a constrained solve's first
+    iteration compiled the kernel again for it (3 s of a cold ``lietraj solve trot``)."""
+    from lietraj.optimal_control.solvers.forward_pass import _bounds
+
+    N, nu = 4, 3
+    U = np.zeros((N, nu))
+    rows = np.ones((N, nu))
+    for lower, upper in ((-rows, rows), (-1.0 * np.ones(nu), None), (None, rows), (-rows, np.inf)):
+        bounds = _bounds(lower, upper, N, nu, U)
+        for b in bounds[:2]:
+            assert b.shape == (N, nu) and b.flags.writeable and b.flags.c_contiguous

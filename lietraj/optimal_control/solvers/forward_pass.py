@@ -296,8 +296,10 @@ def _bounds(u_lb, u_ub, N: int, nu: int, U_ref: np.ndarray) -> BoundArrays:
     if u_lb is None and u_ub is None:
         return BoundArrays(U_ref, U_ref, False)
     try:
-        return BoundArrays(*(np.ascontiguousarray(np.broadcast_to(np.asarray(fill if b is None else b,
-                                                                             dtype=np.float64), (N, nu)))
+        # writeable arrays (copies of broadcast ones): numba types a read-only array apart and compiles the rollout
+        # kernel again for it, in a solve's first iteration (3 s of the trot's cold start)
+        return BoundArrays(*(np.require(np.broadcast_to(np.asarray(fill if b is None else b, dtype=np.float64),
+                                                        (N, nu)), np.float64, ["C", "W"])
                              for b, fill in ((u_lb, -np.inf), (u_ub, np.inf))), True)
     except ValueError:
         raise ValueError(f"rollout_policy: u_lb and u_ub must broadcast to ({N}, {nu})") from None
