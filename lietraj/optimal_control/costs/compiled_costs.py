@@ -61,7 +61,13 @@ from lietraj.optimal_control.costs.contact_residuals import (
     FrictionConeResidual,
     WrenchConeResidual,
 )
-from lietraj.optimal_control.costs.costs import CostDerivatives, ResidualCost, add_gradient, add_symmetric_products
+from lietraj.optimal_control.costs.costs import (
+    CostDerivatives,
+    ResidualCost,
+    add_gradient,
+    add_products,
+    add_symmetric_products,
+)
 from lietraj.optimal_control.costs.residuals import (
     CenterOfMassResidual,
     ControlResidual,
@@ -114,8 +120,8 @@ class CostTable(NamedTuple):
 
 class CostWork(NamedTuple):
     """Work arrays: the kinematics' per-body columns, one term's residual and gradient (nr_max,), its Hessian's
-    diagonal (1, nr_max) or matrix (1, nr_max, nr_max), R_x (nr_max, ndx) and R_u (nr_max, nu), a frame Jacobian
-    (6, nv) and an empty one (0, nv) for the values alone."""
+    diagonal (1, nr_max) or matrix (1, nr_max, nr_max), R_x (nr_max, ndx) and R_u (nr_max, nu) with R_u's pattern
+    (every column of every row), a frame Jacobian (6, nv) and an empty one (0, nv) for the values alone."""
 
     bodies: np.ndarray
     r: np.ndarray
@@ -124,6 +130,8 @@ class CostWork(NamedTuple):
     H: np.ndarray
     R_x: np.ndarray
     R_u: np.ndarray
+    u_columns: np.ndarray
+    u_counts: np.ndarray
     J: np.ndarray
     no_J: np.ndarray
 
@@ -235,29 +243,6 @@ def _contact_jacobians(nr, nc, values, G, every, g, D, dF_dx, dF_du, R_x, R_u):
 
 
 @helper
-def _add_control_products(nr, R_x, IP, CP, R_u, w, diagonal, D, H, g, l_u, l_xu, l_uu):
-    """``l_u += w R_uᵀ g``, ``l_xu += w R_xᵀ H R_u``, ``l_uu += w R_uᵀ H R_u`` (H the activation's Hessian,
-    ``diag(D[0])`` when ``diagonal``), R_x's rows read at their pattern."""
-    nu = R_u.shape[1]
-    for r in range(nr):
-        for c in range(nu):
-            l_u[c] += w * g[r] * R_u[r, c]
-        for s in range(r if diagonal else 0, r + 1 if diagonal else nr):
-            h = w * (D[0, r] if diagonal else H[0, r, s])
-            if h == 0.0:
-                continue
-            for b in range(nu):
-                x = h * R_u[s, b]
-                if x == 0.0:
-                    continue
-                for i in range(CP[r]):
-                    a = IP[r, i]
-                    l_xu[a, b] += R_x[r, a] * x
-                for c in range(nu):
-                    l_uu[c, b] += R_u[r, c] * x
-
-
-@helper
 def _activation(act, nr, values, o, knot, r, g, D, H):
     """The activation's value at r (the ``knot``-th of its term); its gradient into g and its Hessian's diagonal
     into D[0] (MATRIX: the matrix into H[0]). NaN when r is not finite."""
@@ -311,7 +296,7 @@ def cost_table_kernel(model, frames, knots, contacts, table, derivatives, clear,
     fb, ff = frames
     H, S, V, U = knots
     terms, weights, entries, starts, columns, counts, values = table
-    bodies, r, g, D, Hw, R_x, R_u, J, no_J = work
+    bodies, r, g, D, Hw, R_x, R_u, u_columns, u_counts, J, no_J = work
     F, dF_dx, dF_du = contacts
     l, l_x, l_u, l_xx, l_xu, l_uu = out
     nv = V.shape[1]
@@ -379,7 +364,10 @@ def cost_table_kernel(model, frames, knots, contacts, table, derivatives, clear,
             add_symmetric_products(P, IP, CP, w, act != MATRIX, D, Hw, 0, l_xx[k])
             add_gradient(P, IP, CP, w, g, l_x[k])
             if kind == CONTACT:
-                _add_control_products(nr, R_x, IP, CP, R_u, w, act != MATRIX, D, Hw, g, l_u[k], l_xu[k], l_uu[k])
+                Q, IQ, CQ = R_u[:nr], u_columns[:nr], u_counts[:nr]
+                add_products(P, IP, CP, Q, IQ, CQ, w, act != MATRIX, D, Hw, 0, l_xu[k])
+                add_symmetric_products(Q, IQ, CQ, w, act != MATRIX, D, Hw, 0, l_uu[k])
+                add_gradient(Q, IQ, CQ, w, g, l_u[k])
     return -1
 
 
@@ -474,8 +462,9 @@ class CompiledCosts:
         if self.work is None or self.work.r.shape[0] < nr or self.work.bodies.shape[0] != nb:
             nv, nu = self.nv, self.nu
             self.work = CostWork(np.zeros((nb, W_COLS)), np.zeros(nr), np.zeros(nr), np.zeros((1, nr)),
-                                 np.zeros((1, nr, nr)), np.zeros((nr, 2 * nv)), np.zeros((nr, nu)), np.zeros((6, nv)),
-                                 np.zeros((0, nv)))
+                                 np.zeros((1, nr, nr)), np.zeros((nr, 2 * nv)), np.zeros((nr, nu)),
+                                 np.tile(np.arange(nu, dtype=np.int64), (nr, 1)), np.full(nr, nu, np.int64),
+                                 np.zeros((6, nv)), np.zeros((0, nv)))
         self._contact_runs(dynamics_runs)
 
     def __repr__(self) -> str:

@@ -159,6 +159,23 @@ def add_symmetric_products(P, IP, CP, weight, diagonal, D, H, kd, out):
 
 
 @helper
+def add_products(P, IP, CP, Q, IQ, CQ, weight, diagonal, D, H, kd, out):
+    """``out += weight Pᵀ H Q`` (``add_symmetric_products`` for two matrices of nr rows, each with its rows'
+    non-zero columns)."""
+    for r in range(P.shape[0]):
+        for s in range(r if diagonal else 0, r + 1 if diagonal else P.shape[0]):
+            w = weight * (D[kd, r] if diagonal else H[kd, r, s])
+            if w == 0.0:
+                continue
+            for i in range(CP[r]):
+                a = IP[r, i]
+                wa = w * P[r, a]
+                for j in range(CQ[s]):
+                    b = IQ[s, j]
+                    out[a, b] += wa * Q[s, b]
+
+
+@helper
 def add_gradient(P, IP, CP, weight, g, out):
     """``out += weight Pᵀ g`` over the non-zero columns of P's rows (``add_symmetric_products``)."""
     for r in range(P.shape[0]):
@@ -195,17 +212,7 @@ def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, 
             add_symmetric_products(Pk, IP, CP, weight, diagonal, D, H, kd, out)
         else:
             _row_nonzeros(Qk, IQ, CQ)
-            for r in range(nr):
-                for s in range(r if diagonal else 0, r + 1 if diagonal else nr):
-                    w = weight * (D[kd, r] if diagonal else H[kd, r, s])
-                    if w == 0.0:
-                        continue
-                    for i in range(CP[r]):
-                        a = IP[r, i]
-                        wa = w * Pk[r, a]
-                        for j in range(CQ[s]):
-                            b = IQ[s, j]
-                            out[a, b] += wa * Qk[s, b]
+            add_products(Pk, IP, CP, Qk, IQ, CQ, weight, diagonal, D, H, kd, out)
         if gP.shape[0]:
             add_gradient(Pk, IP, CP, weight, g[k], gP[row])
 
