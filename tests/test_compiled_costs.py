@@ -929,3 +929,37 @@ def test_contact_terms_the_table_does_not_take(rng):
     with pytest.raises(ValueError, match="reads the contact forces of dynamics its knots do not have"):
         CompiledCosts([(cost, 1.0, np.arange(N))], model.state_space, model.n, N, model,
                       dynamics_runs=[(0, N, other)])
+
+
+def test_a_receding_horizon_coming_back_to_a_window_reuses_its_table_and_sees_what_changed(rng):
+    """A cyclic gait of three phases shifted through two cycles: the windows come back (``Problem`` keeps their
+    groupings and tables), each check at new knots and with the moving targets set anew; a weight changed while a
+    window is kept, and a kept window's target set to another value, are seen."""
+    model = robot("ur5")
+    space, nu = model.state_space, model.n
+    dynamics = RobotDynamics(model, 0.05)
+    x_ref = near(model, rng)
+    posture = ResidualCost(StateResidual(space, x_ref, nu), WeightedQuadratic(rng.uniform(0.5, 2.0, space.ndx)))
+    tool = FrameTranslationResidual(model, "tool0", np.zeros(3))
+    phases = []
+    for i in range(3):
+        s = CostSum(space, nu)
+        s.add("posture", posture)
+        s.add("control", ResidualCost(ControlResidual(nu, rng.standard_normal(nu))), 1e-2 * (i + 1))
+        if i == 1:
+            s.add("tool", ResidualCost(tool), 10.0)
+        phases.append(ActionModel(dynamics, s))
+    cycle = [phases[0]] * 2 + [phases[1]] * 3 + [phases[2]] * 2
+    problem = Problem(x_ref, cycle[:5], ResidualCost(StateResidual(space, x_ref, 0)))
+    failures, tables = [], []
+    for k in range(2 * len(cycle)):
+        problem.shift(cycle[(k + 5) % len(cycle)])
+        tool.target = frame_placement(model, near(model, rng), "tool0")[:3, 3]
+        if k == 9:
+            phases[2].cost.costs["control"].weight = 7.0
+        X, U = random_knots(model, rng, problem.T + 1), controls(nu, rng, problem.T)
+        failures += check_problem(problem, X, U, f"shift {k + 1}")
+        tables.append(problem._cost_plan().compiled)
+    assert not failures, "\n".join(failures)
+    # a cycle later, the same window and the same table (until the weight changed)
+    assert tables[0] is tables[7] and tables[1] is tables[8] and tables[2] is not tables[9]

@@ -17,6 +17,7 @@ The gaps of a (possibly infeasible) guess are ``f̄_0 = x0 ⊖ X[0]`` and ``f̄_
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Executor, wait
 from contextlib import ExitStack
@@ -39,6 +40,10 @@ from lietraj.optimal_control.dynamics.discrete_dynamics import (
 )
 from lietraj.optimal_control.dynamics.euler import EulerStructure
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
+
+
+WINDOWS_KEPT = 128
+"""Groupings and cost tables a problem keeps, by window (``Problem._term_groups``)."""
 
 
 def same_space(a: StateSpace, b: StateSpace) -> bool:
@@ -257,7 +262,11 @@ class Problem:
         # the compiled tables' parts of each term, kept from one table to the next (``CompiledCosts``)
         self._records: tuple[dict, dict] = ({}, {})
         self._terminal: tuple | None = None  # (the terminal terms' signature, _terminal_table)
-        self._table: CompiledCosts | None = None  # the running terms' last table
+        self._buffers: dict = {}  # the running tables' work arrays
+        # [term groups, cost plan] by window (terms, runs of knots, dynamics runs): a receding horizon's cyclic gait
+        # comes back to the windows it has had, whose grouping and table it keeps, the last WINDOWS_KEPT of them
+        self._windows: OrderedDict[tuple, list] = OrderedDict()
+        self._window: tuple = ()
         self._group_knots()
 
     def _check_model(self, m, space: StateSpace, what: str) -> None:
@@ -377,6 +386,16 @@ class Problem:
             else [(id(cost), 1.0)]))
         if self._groups is not None and self._groups[0] == signature:
             return self._groups[1]
+        window = (signature, tuple((a, b) for a, b, _ in self._cost_runs),
+                  tuple((a, b, id(dyn)) for a, b, dyn in self._dynamics_runs))
+        kept = self._windows.get(window)
+        self._window = window
+        if kept is not None:
+            self._windows.move_to_end(window)
+            groups, plan = kept
+            self._groups = (signature, groups)
+            self._plan = None if plan is None else (groups, plan)
+            return groups
         terms_of = [_terms(cost) for _, _, cost in self._cost_runs]
         keys = [[_term_key(term, weight, a) for term, weight in terms]
                 for (a, _, _), terms in zip(self._cost_runs, terms_of)]
@@ -397,6 +416,9 @@ class Problem:
                     groups.append(group)
                 group.runs.append((a, b))
         self._groups = (signature, groups)
+        self._windows[window] = [groups, None]
+        while len(self._windows) > WINDOWS_KEPT:
+            self._windows.popitem(last=False)
         return groups
 
     def _cost_plan(self) -> _CostPlan:
@@ -426,18 +448,11 @@ class Problem:
                     items.append((cost, weight, knots))
                 else:
                     rest.append(_TermGroup(cost, weight, list(group.runs)))
-        table = None
-        if items:
-            # the last table takes the new terms and knots: its work arrays and the terms' parts stay
-            table = self._table
-            if table is None:
-                table = CompiledCosts(items, self.state_space, self.nu, self.T, model, self._records[0],
-                                      self._dynamics_runs)
-            else:
-                table.update(items, model, self._dynamics_runs)
-            self._table = table
+        table = CompiledCosts(items, self.state_space, self.nu, self.T, model, self._records[0], self._dynamics_runs,
+                              self._buffers) if items else None
         plan = _CostPlan(table, rest)
         self._plan = (groups, plan)
+        self._windows[self._window][1] = plan
         return plan
 
     def _reads_its_knots(self, cost, runs: list[tuple[int, int]]) -> bool:

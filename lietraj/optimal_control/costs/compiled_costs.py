@@ -419,29 +419,23 @@ class CompiledCosts:
     ``items``: ``(cost, weight, knots)`` with ``knots`` the rows (int64) of the outputs the term adds into, in the
     order of the term's own knots (a tracking reference's row ``i`` is read at ``knots[i]``); every cost must be
     ``compilable`` on ``model`` (None when no robot residual is among them). ``N`` rows, ``nu`` controls (0 for a
-    terminal cost) on ``state_space``. A table serves one evaluation at a time (its work arrays). ``records``: a
-    dict of the terms' parts kept by their owner (a problem) from one table to the next, which a receding horizon
-    builds at every shift: the terms stay, their knots move.
+    terminal cost) on ``state_space``. A table serves one evaluation at a time (its work arrays). ``records`` and
+    ``buffers``: dicts of the terms' parts and of work arrays that the tables of one owner (a problem) share: a
+    receding horizon has a table per window, whose terms stay while their knots move.
 
     The parameters are the residuals' and activations' own arrays (``sources``: an owner and an attribute path),
     laid end to end in the table's values and copied there by one ``np.concatenate`` per call, from flat views of
     them kept while each attribute holds the same array (58 arrays copied one by one cost a trot's 64 us a call)."""
 
     def __init__(self, items: list[tuple[ResidualCost, float, np.ndarray]], state_space: StateSpace, nu: int, N: int,
-                 model: RobotModel | None, records: dict | None = None, dynamics_runs=()):
+                 model: RobotModel | None, records: dict | None = None, dynamics_runs=(), buffers: dict | None = None):
         self.state_space, self.nu, self.N = state_space, nu, N
         self.records = {} if records is None else records
+        self.buffers = {} if buffers is None else buffers
         n, floating = state_space.n, state_space.floating_base
         self.nv = n + 6 if floating else n
-        self.work = None
         self._values_only = (np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 0, 0)), np.zeros((0, 0, 0)),
                              np.zeros((0, 0, 0)))
-        self.update(items, model, dynamics_runs)
-
-    def update(self, items: list[tuple[ResidualCost, float, np.ndarray]], model: RobotModel | None,
-               dynamics_runs=()) -> None:
-        """Take other terms (as the constructor's arguments) on the same knots, state space and controls, keeping
-        the work arrays that fit them: a receding horizon's problem gives its table new knots at every shift."""
         self.items, self.model = items, model
         for cost, _, _ in items:
             if not self.takes(cost):
@@ -449,7 +443,6 @@ class CompiledCosts:
                                  f"{getattr(model, 'name', None)!r})")
         if model is None:
             # no robot residual: kinematics-free arrays of the packed model's types
-            n, floating = self.state_space.n, self.state_space.floating_base
             self.packed = (np.zeros((0, 4), np.int64), np.zeros((0, 26)), np.zeros(3), floating, n)
             self.frames = (np.zeros(0, np.int64), np.zeros((0, 12)))
         else:
@@ -458,14 +451,20 @@ class CompiledCosts:
         self._build()
         # placement_error_core writes the six rows of a placement error for a rotation's three
         nr = max([6] + [cost.residual.nr for cost, _, _ in items])
-        nb = 1 if model is None else model.nb
-        if self.work is None or self.work.r.shape[0] < nr or self.work.bodies.shape[0] != nb:
-            nv, nu = self.nv, self.nu
-            self.work = CostWork(np.zeros((nb, W_COLS)), np.zeros(nr), np.zeros(nr), np.zeros((1, nr)),
-                                 np.zeros((1, nr, nr)), np.zeros((nr, 2 * nv)), np.zeros((nr, nu)),
-                                 np.tile(np.arange(nu, dtype=np.int64), (nr, 1)), np.full(nr, nu, np.int64),
-                                 np.zeros((6, nv)), np.zeros((0, nv)))
+        nb, nv = 1 if model is None else model.nb, self.nv
+        self.work = self._buffer(("work", nb, nr, nu), lambda: CostWork(
+            np.zeros((nb, W_COLS)), np.zeros(nr), np.zeros(nr), np.zeros((1, nr)), np.zeros((1, nr, nr)),
+            np.zeros((nr, 2 * nv)), np.zeros((nr, nu)), np.tile(np.arange(nu, dtype=np.int64), (nr, 1)),
+            np.full(nr, nu, np.int64), np.zeros((6, nv)), np.zeros((0, nv))))
         self._contact_runs(dynamics_runs)
+
+    def _buffer(self, key: tuple, make):
+        """Work arrays by sizes, from ``buffers``, which the tables of one owner share (they evaluate one at a
+        time): a receding horizon keeps a table per window."""
+        found = self.buffers.get(key)
+        if found is None:
+            found = self.buffers[key] = make()
+        return found
 
     def __repr__(self) -> str:
         return f"CompiledCosts({len(self.items)} terms, {self.N} knots)"
@@ -484,9 +483,8 @@ class CompiledCosts:
                 raise ValueError(f"CompiledCosts: {cost!r} reads the contact forces of dynamics its knots do not have")
         nc = max((dyn.nc for _, _, dyn in self.contact_runs), default=1)
         rows = self.N if self.contact_runs else 1
-        kept = getattr(self, "contacts", None)
-        if kept is None or kept[0].shape[0] != rows or kept[0].shape[1] < nc:
-            self.contacts = (np.zeros((rows, nc)), np.zeros((rows, nc, 2 * self.nv)), np.zeros((rows, nc, self.nu)))
+        self.contacts = self._buffer(("contacts", rows, nc), lambda: (
+            np.zeros((rows, nc)), np.zeros((rows, nc, 2 * self.nv)), np.zeros((rows, nc, self.nu))))
 
     def _gather_contacts(self, X: Trajectory, U: np.ndarray, derivatives: bool) -> None:
         """The contact forces (and their derivatives) of each contact run's dynamics at its knots, as the dynamics
