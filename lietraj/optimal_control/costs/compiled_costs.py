@@ -80,7 +80,8 @@ from lietraj.optimal_control.costs.residuals import (
     StateResidual,
 )
 
-# Residual kinds; the robot kinds (FRAME... and COM) read the knot's forward kinematics.
+# Residual kinds; the robot kinds (FRAME..., COM, CONTACT) need the table's model, and all but CONTACT (the contact
+# forces its dynamics computed) read the knot's forward kinematics.
 STATE, CONTROL, JOINT_POSITION, JOINT_VELOCITY, FRAME_PLACEMENT, FRAME_ROTATION, FRAME_TRANSLATION, COM, CONTACT = \
     range(9)
 _KINDS = {StateResidual: STATE, ControlResidual: CONTROL, JointTorqueResidual: CONTROL,
