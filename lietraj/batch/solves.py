@@ -229,11 +229,30 @@ def solve_many(problem: str | Callable, points: Sequence[Mapping] | Mapping[str,
         client = own_client = connect(client)
     try:
         return _run(client, problem, robot, points, solver, dict(options or {}), keep_solutions, on_result)
+    except KeyboardInterrupt:
+        _drop_reports_of_closed_gathers()
+        raise
     finally:
         if own_client is not None:
             own_client.close()
         if cluster is not None:
             cluster.close()
+
+
+class _ClosedGather(logging.Filter):
+    """Drops tornado's report of a result Dask's thread was still gathering when its connection closed: a terminal's
+    Ctrl-C stops the workers of the command's process group too, and distributed 2026.8 then logs that tracking
+    task's CommClosedError with a traceback, after the command has said it was interrupted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (type(error).__name__ == "CommClosedError" and "_track_future" in record.getMessage())
+
+
+def _drop_reports_of_closed_gathers() -> None:
+    logger = logging.getLogger("tornado.application")
+    if not any(isinstance(f, _ClosedGather) for f in logger.filters):
+        logger.addFilter(_ClosedGather())
 
 
 def check_batch(problem: str | Callable, points: Sequence[Mapping] | Mapping[str, Sequence], robot: str | None,
