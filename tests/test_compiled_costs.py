@@ -963,3 +963,19 @@ def test_a_receding_horizon_coming_back_to_a_window_reuses_its_table_and_sees_wh
     assert not failures, "\n".join(failures)
     # a cycle later, the same window and the same table (until the weight changed)
     assert tables[0] is tables[7] and tables[1] is tables[8] and tables[2] is not tables[9]
+
+
+def test_a_nan_written_into_an_activations_weights_is_an_error_not_a_nan_cost(rng):
+    """An activation's parameters edited in place after the table was built (they are read at every call): a NaN
+    weight or bound names the cost and the knot, as a NaN reference does."""
+    model, N = robot("ur5"), 4
+    X, U = random_knots(model, rng, N), controls(model.n, rng, N)
+    residual = residuals(model, model.n, rng)["frame translation"]
+    weighted = ResidualCost(residual, WeightedQuadratic(np.ones(3)))
+    barrier = ResidualCost(residual, QuadraticBarrier(-np.ones(3), np.ones(3)))
+    for cost, values in ((weighted, weighted.activation.weights), (barrier, barrier.activation.lower)):
+        table = table_for([(cost, 1.0, np.arange(N))], model, model.n, N)
+        table.add(X, U, np.zeros(N))
+        values[1] = np.nan
+        with pytest.raises(ValueError, match=re.escape(repr(cost)) + r": NaN or inf at knot 0.*activation"):
+            table.add(X, U, np.zeros(N))

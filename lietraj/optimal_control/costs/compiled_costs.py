@@ -278,6 +278,8 @@ def _activation(act, nr, values, o, knot, r, g, D, H):
             w = values[o + i]
         elif act == BARRIER:
             lower, upper = values[o + i], values[o + nr + i]
+            if lower != lower or upper != upper:  # a NaN bound compares false: it would pass for no bound
+                return np.nan
             e = e - upper if e > upper else (e - lower if e < lower else 0.0)
         g[i] = w * e
         D[0, i] = w if (act != BARRIER or e != 0.0) else 0.0
@@ -686,7 +688,8 @@ class CompiledCosts:
         if failed >= 0:
             t, i = self.table.entries[failed]
             cost, _, knots = self.items[t]
-            raise ValueError(f"{cost!r}: the residual contains NaN or inf at knot {int(knots[i])}")
+            raise ValueError(f"{cost!r}: NaN or inf at knot {int(knots[i])}, in the residual or in its activation's "
+                             "parameters")
 
 
 class TableChanged(Exception):
