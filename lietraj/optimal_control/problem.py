@@ -263,10 +263,11 @@ class Problem:
         self._records: tuple[dict, dict] = ({}, {})
         self._terminal: tuple | None = None  # (the terminal terms' signature, _terminal_table)
         self._buffers: dict = {}  # the running tables' work arrays
-        # [term groups, cost plan] by window (terms, runs of knots, dynamics runs): a receding horizon's cyclic gait
-        # comes back to the windows it has had, whose grouping and table it keeps, the last WINDOWS_KEPT of them
+        # [term groups, cost plan or None] by window (terms, runs of knots, dynamics runs), the current one
+        # ``_window`` (key, entry): a receding horizon's cyclic gait comes back to the windows it has had, whose
+        # grouping and table it keeps, the last WINDOWS_KEPT of them
         self._windows: OrderedDict[tuple, list] = OrderedDict()
-        self._window: tuple = ()
+        self._window: tuple | None = None
         self._group_knots()
 
     def _check_model(self, m, space: StateSpace, what: str) -> None:
@@ -285,8 +286,9 @@ class Problem:
         self._cost_runs = _runs([m.cost for m in models])
         self.has_control_limits = bool(np.isfinite(self.u_lb).any() or np.isfinite(self.u_ub).any())
         self._constraint_runs = [run for run in _runs([m.constraints for m in models]) if run[2] is not None]
-        self._groups: tuple | None = None  # (the terms' signature, _term_groups), reused while the terms stand
-        self._plan: tuple | None = None  # (_term_groups, _cost_plan)
+        # what of a window (``_windows``) only a shift changes: its runs of costs and of dynamics
+        self._runs_key = (tuple((a, b) for a, b, _ in self._cost_runs),
+                          tuple((a, b, id(dyn)) for a, b, dyn in self._dynamics_runs))
 
     def shift(self, model: ActionModel) -> None:
         """Recede the horizon by one knot, in place: knot 0 leaves, every knot moves one place forward and ``model``
@@ -384,18 +386,15 @@ class Problem:
         signature = tuple(pair for _, _, cost in self._cost_runs for pair in (
             [(id(term.cost), term.weight) for term in cost.costs.values()] if isinstance(cost, CostSum)
             else [(id(cost), 1.0)]))
-        if self._groups is not None and self._groups[0] == signature:
-            return self._groups[1]
-        window = (signature, tuple((a, b) for a, b, _ in self._cost_runs),
-                  tuple((a, b, id(dyn)) for a, b, dyn in self._dynamics_runs))
+        current = self._window
+        if current is not None and current[0][1] is self._runs_key and current[0][0] == signature:
+            return current[1][0]  # the current window (comparing is cheaper than hashing)
+        window = (signature, self._runs_key)
         kept = self._windows.get(window)
-        self._window = window
         if kept is not None:
             self._windows.move_to_end(window)
-            groups, plan = kept
-            self._groups = (signature, groups)
-            self._plan = None if plan is None else (groups, plan)
-            return groups
+            self._window = (window, kept)
+            return kept[0]
         terms_of = [_terms(cost) for _, _, cost in self._cost_runs]
         keys = [[_term_key(term, weight, a) for term, weight in terms]
                 for (a, _, _), terms in zip(self._cost_runs, terms_of)]
@@ -415,8 +414,8 @@ class Problem:
                     group = shared[key] = _TermGroup(term, weight, [])
                     groups.append(group)
                 group.runs.append((a, b))
-        self._groups = (signature, groups)
-        self._windows[window] = [groups, None]
+        self._windows[window] = entry = [groups, None]
+        self._window = (window, entry)
         while len(self._windows) > WINDOWS_KEPT:
             self._windows.popitem(last=False)
         return groups
@@ -426,8 +425,9 @@ class Problem:
         model of the first robot residual among them) and the groups left to their own calls; the cost of a run none
         of whose terms compiles stays whole."""
         groups = self._term_groups()
-        if self._plan is not None and self._plan[0] is groups:
-            return self._plan[1]
+        entry = self._window[1]
+        if entry[1] is not None:
+            return entry[1]
         items, rest = [], []
         terms_of = [_terms(group.cost) for group in groups]
         model = table_model([cost for terms in terms_of for cost, _ in terms])
@@ -450,9 +450,7 @@ class Problem:
                     rest.append(_TermGroup(cost, weight, list(group.runs)))
         table = CompiledCosts(items, self.state_space, self.nu, self.T, model, self._records[0], self._dynamics_runs,
                               self._buffers) if items else None
-        plan = _CostPlan(table, rest)
-        self._plan = (groups, plan)
-        self._windows[self._window][1] = plan
+        entry[1] = plan = _CostPlan(table, rest)
         return plan
 
     def _reads_its_knots(self, cost, runs: list[tuple[int, int]]) -> bool:
@@ -515,7 +513,7 @@ class Problem:
         try:
             plan.compiled.add(X, U, out, clear=True)
         except TableChanged:
-            self._plan = None
+            self._window[1][1] = None
             return self._compiled_running(X, U, out)
         return plan
 

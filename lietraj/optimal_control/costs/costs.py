@@ -199,10 +199,9 @@ def _add_weighted_products(P, Q, symmetric, g, D, H, weight, PHQ, gP, nonzeros, 
     the cores are busy). ``nonzeros`` (2, nr, max(m, p)) and ``counts`` (2, nr) are integer work arrays; with
     ``p_known`` their first halves hold P's pattern already (``ResidualDerivatives.x_columns``), the same at every
     knot, and P is not searched."""
-    N, nr, m = P.shape
     diagonal = H.shape[0] == 0
     IP, IQ, CP, CQ = nonzeros[0], nonzeros[1], counts[0], counts[1]
-    for k in range(N):
+    for k in range(P.shape[0]):
         row = rows[k] if rows.shape[0] else k
         Pk, Qk, out = P[k], Q[k], PHQ[row]
         kd = k if (H.shape[0] if not diagonal else D.shape[0]) > 1 else 0
