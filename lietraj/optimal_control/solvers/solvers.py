@@ -474,18 +474,34 @@ class Solver:
             state.linearized = False
         return step
 
-    def line_search(self, state: SolverState, direction: BackwardPass, terms: tuple[float, float]) -> Step:
-        """Backtracking on the step length (``alphas``): the first trial whose decrease is ``acceptable``."""
-        for alpha in self.options.alphas:
-            trial = self.forward_pass(state, direction, alpha)
-            if trial is None:
-                continue
-            xs, us, DX, cost = trial
-            improvement = state.cost - cost
-            expected = direction.expected_improvement(alpha, DX, terms)
-            if self.acceptable(state, terms[0], improvement, expected):
-                return Step(direction, alpha, xs, us, cost, improvement, expected)
+    def line_search(self, state: SolverState, direction: BackwardPass, terms: tuple[float, float],
+                    alphas: tuple[float, ...] | None = None) -> Step:
+        """Backtracking on the step length (``alphas``, by default the options'): the first trial whose decrease is
+        ``acceptable``."""
+        for alpha in self.options.alphas if alphas is None else alphas:
+            step = self.judge(state, direction, terms, alpha, self.forward_pass(state, direction, alpha))
+            if step.accepted:
+                return step
         return Step(direction)
+
+    def judge(self, state: SolverState, direction: BackwardPass, terms: tuple[float, float], alpha: float,
+              trial) -> Step:
+        """The step to the ``trial`` of ``forward_pass`` at ``alpha``, accepted if its decrease is ``acceptable``
+        (an unaccepted ``Step`` when it is not, or when the trial is None: it diverged)."""
+        if trial is None:
+            return Step(direction)
+        xs, us, DX, cost = trial
+        improvement = state.cost - cost
+        expected = self.expected_decrease(direction, alpha, DX, terms)
+        if self.acceptable(state, terms[0], improvement, expected):
+            return Step(direction, alpha, xs, us, cost, improvement, expected)
+        return Step(direction)
+
+    def expected_decrease(self, direction: BackwardPass, alpha: float, DX: np.ndarray,
+                          terms: tuple[float, float]) -> float:
+        """The decrease of the cost the local model predicts for the trial at ``alpha`` whose deviations are ``DX``
+        (``BackwardPass.expected_improvement``)."""
+        return direction.expected_improvement(alpha, DX, terms)
 
     def forward_pass(self, state: SolverState, direction: BackwardPass, alpha: float):
         """The nonlinear rollout of the direction's policy with step ``alpha`` (``_forward_pass``); FDDP keeps the
