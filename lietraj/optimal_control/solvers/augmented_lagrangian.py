@@ -305,15 +305,18 @@ class _Lookahead:
                 self._derivatives[i] = slot.constraint.derivatives(self.state.xs[knots],
                                                                    None if terminal else self.state.us[knots])
             d = self._derivatives[i]
-            g, h = self.rho * pull / scale, np.where(rows, self.rho / scale ** 2, 0.0)
+            k = np.flatnonzero(rows.any(axis=1))  # the knots with rows held from now on
+            g = (self.rho / scale) * pull[k, None, :]  # (K, 1, nr): rows of the gradient ρ (ŝ − b) R
+            h = np.where(rows[k, :, None], self.rho / scale ** 2, 0.0)  # (K, nr, 1): the curvature of each row
+            R_x, R_u = d.R_x[k], d.R_u[k]
             target = self.model.terminal if terminal else self.model.running
-            at = slice(0, 1) if terminal else knots
-            target.l_x[at] += np.einsum("kr,krx->kx", g, d.R_x)
-            target.l_xx[at] += np.einsum("krx,kr,kry->kxy", d.R_x, h, d.R_x)
+            at = k if terminal else slot.start + k
+            target.l_x[at] += (g @ R_x)[:, 0]
+            target.l_xx[at] += np.swapaxes(R_x, 1, 2) @ (h * R_x)
             if not terminal:
-                target.l_u[at] += np.einsum("kr,kru->ku", g, d.R_u)
-                target.l_xu[at] += np.einsum("krx,kr,kru->kxu", d.R_x, h, d.R_u)
-                target.l_uu[at] += np.einsum("kru,kr,krv->kuv", d.R_u, h, d.R_u)
+                target.l_u[at] += (g @ R_u)[:, 0]
+                target.l_xu[at] += np.swapaxes(h * R_x, 1, 2) @ R_u
+                target.l_uu[at] += np.swapaxes(R_u, 1, 2) @ (h * R_u)
         return added
 
 
