@@ -78,13 +78,13 @@ class ContactField(RobotField):
         At the knots of the derivatives kept (``contact_derivatives``), their solution: a solver's gaps step the
         knots it has just linearized; at the knots of the last rollout (``remember_solution``), its solution."""
         with self._lock:
-            tau = self.torques(X, U)
-            d = self.recall("contact", X, tau)
+            d = self.recall("contact", X, U)
             if d is not None:
                 return d.a.copy(), d.forces.copy()
-            solution = self.recall("solution", X, tau)
+            solution = self.recall("solution", X, U)
             if solution is not None:
                 return solution.a.copy(), solution.lagrangian.copy()
+            tau = self.torques(X, U)
             N, nv, nc = len(X), self.model.nv, self.nc
             A, LAM = np.empty((N, nv)), np.empty((N, nc))
             J, gamma = self.buffer("rows", 1, lambda: (np.empty((1, nc, nv)), np.empty((1, nc))))
@@ -104,17 +104,17 @@ class ContactField(RobotField):
         not write them. The costs may ask while the dynamics compute in another thread (``SolverOptions.threads``):
         one computes, the other waits for its result."""
         with self._lock:
-            tau = self.torques(X, U)
-            d = self.recall("contact", X, tau)
+            d = self.recall("contact", X, U)
             if d is not None:
                 return d
+            tau = self.torques(X, U)
             N, nv, nc = len(X), self.model.nv, self.nc
             # new arrays for every evaluation: a caller may hold the last one's while the knots change
             out = ContactDynamicsDerivatives(np.empty((N, nv)), np.empty((N, nc)),
                                              *(np.empty((N, nv, nv)) for _ in range(3)),
                                              *(np.empty((N, nc, nv)) for _ in range(3)))
 
-            solution = self.recall("solution", X, tau)
+            solution = self.recall("solution", X, U)
 
             def piece(a: int, b: int, workspace: Workspace) -> None:
                 contact_dynamics_derivatives(self.model, X[a:b], tau[a:b], self.contacts, self.damping,
@@ -123,7 +123,7 @@ class ContactField(RobotField):
                                              workspace=workspace)
 
             self.shared(N, executor, piece)
-            return self.keep("contact", X, tau, out, RUNS_KEPT)
+            return self.keep("contact", X, U, out, RUNS_KEPT)
 
     def remember_solution(self, X: Trajectory, U, A: np.ndarray, LAM: np.ndarray, J: np.ndarray,
                           GAMMA: np.ndarray) -> None:
@@ -132,7 +132,7 @@ class ContactField(RobotField):
         ``contact_dynamics`` returns them. The solver linearizes at the rollout it accepts: ``contact_derivatives``
         and ``solve`` at those knots start from it instead of solving the contact dynamics again."""
         with self._lock:
-            self.keep("solution", X, self.torques(X, U), self._rows(ContactDynamicsResult(A, (), LAM, J, GAMMA), 0,
+            self.keep("solution", X, U, self._rows(ContactDynamicsResult(A, (), LAM, J, GAMMA), 0,
                                                                    len(X)), RUNS_KEPT)
 
     def _rows(self, s: ContactDynamicsResult, a: int, b: int) -> ContactDynamicsResult:

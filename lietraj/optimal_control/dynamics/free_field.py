@@ -41,7 +41,7 @@ def _equal_rows(a, b):
 
 @kernel
 def _same_knots(v, tau, s, H, v0, tau0, s0, H0):
-    """Whether the knots ``(H, s, v)`` and generalized forces ``tau`` equal the kept ``(H0, s0, v0)``, ``tau0``
+    """Whether the knots ``(H, s, v)`` and controls ``tau`` equal the kept ``(H0, s0, v0)``, ``tau0``
     exactly, the velocities first (of the knots of another run or trial, they are the first to differ): one compiled
     call instead of four ``np.array_equal`` of 4 us each, for every slot a recall looks in."""
     if v.shape != v0.shape or tau.shape != tau0.shape or s.shape != s0.shape or H.shape != H0.shape:
@@ -116,22 +116,28 @@ class RobotField(Field):
             raise
         return results
 
-    def recall(self, key, X: Trajectory, tau: np.ndarray):
-        """What ``keep`` kept under ``key`` if it was computed at knots and generalized forces equal to ``X`` and
-        ``tau``, else None. The value's arrays are shared: read them, do not write them."""
+    def recall(self, key, X: Trajectory, U):
+        """What ``keep`` kept under ``key`` if it was computed at knots and controls equal to ``X`` and ``U``, else
+        None. The value's arrays are shared: read them, do not write them. The controls, not the generalized forces
+        made of them, are compared: a recall then checks and widens nothing (controls equal to kept ones passed the
+        checks when they were kept; others, NaN included, never compare equal)."""
+        U = np.ascontiguousarray(U, dtype=np.float64)
+        if U.ndim != 2:
+            return None
         H = IDENTITY4_STACK if X.H is None else X.H
-        for (H0, s, v, t), value in self._kept.get(key, ()):
-            if _same_knots(X.v, tau, X.s, H, v, t, s, IDENTITY4_STACK if H0 is None else H0):
+        for (H0, s, v, u), value in self._kept.get(key, ()):
+            if _same_knots(X.v, U, X.s, H, v, u, s, IDENTITY4_STACK if H0 is None else H0):
                 return value
         return None
 
-    def keep(self, key, X: Trajectory, tau: np.ndarray, value, slots: int = 1):
-        """Keep ``value`` under ``key`` with a copy of the knots ``X`` and generalized forces ``tau`` it was computed
+    def keep(self, key, X: Trajectory, U, value, slots: int = 1):
+        """Keep ``value`` under ``key`` with a copy of the knots ``X`` and (checked) controls ``U`` it was computed
         at, beside the ``slots - 1`` last values kept under ``key`` (a value whose arrays are new at every
         evaluation, not a buffer the next one overwrites, may take more than one slot: a problem's runs of knots
         that share this field each keep theirs); returns it."""
         kept = self._kept.setdefault(key, [])
-        kept.insert(0, (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v, tau)), value))
+        U = np.array(U, dtype=np.float64, order="C")
+        kept.insert(0, (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v)) + (U,), value))
         del kept[slots:]
         return value
 
@@ -185,11 +191,10 @@ class FreeField(RobotField):
     def acceleration(self, X: Trajectory, U) -> np.ndarray:
         """ABA at every knot; at the knots of the derivatives kept, their ``a`` (a solver's gaps step the knots it
         has just linearized)."""
-        tau = self.torques(X, U)
-        d = self.recall(("fd", 0), X, tau)
+        d = self.recall(("fd", 0), X, U)
         if d is not None:
             return d.a.copy()
-        return aba(self.model, X, tau, self._fext(len(X)), workspace=self.workspace)
+        return aba(self.model, X, self.torques(X, U), self._fext(len(X)), workspace=self.workspace)
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
         return self.shared_derivatives(X, U, None, stage)
@@ -202,10 +207,10 @@ class FreeField(RobotField):
                                      executor: Executor | None = None) -> ForwardDynamicsDerivatives:
         """``aba_derivatives`` at every knot (kept: ``RobotField``), the knots shared with ``executor``'s thread
         when given; ``stage`` keeps RK4's stages apart."""
-        tau = self.torques(X, U)
-        d = self.recall(("fd", stage), X, tau)
+        d = self.recall(("fd", stage), X, U)
         if d is not None:
             return d
+        tau = self.torques(X, U)
         N, nv = len(X), self.model.nv
         out = self.buffer(f"fd{stage}", N, lambda: ForwardDynamicsDerivatives(
             np.empty((N, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv))))
@@ -216,7 +221,7 @@ class FreeField(RobotField):
                             out=knot_rows(out, a, b), workspace=workspace)
 
         self.shared(N, executor, piece)
-        return self.keep(("fd", stage), X, tau, out)
+        return self.keep(("fd", stage), X, U, out)
 
     def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
         return self.shared_hessian_contraction(X, U, MU, None)
@@ -230,7 +235,7 @@ class FreeField(RobotField):
             raise NotImplementedError(f"FreeField({self.model.name}).hessian_contraction: not available with external "
                                       "wrenches (fext); use iLQR, which needs only the Jacobians")
         tau = self.torques(X, U)
-        d = self.recall(("fd", 0), X, tau)
+        d = self.recall(("fd", 0), X, U)
 
         def piece(a: int, b: int, workspace: Workspace) -> ForwardDynamicsHessian:
             return aba_hessian_contraction(self.model, X[a:b], tau[a:b], MU[a:b], workspace=workspace,
