@@ -261,10 +261,12 @@ class _Augmented:
 def _complementarity(slot: _Slot, r: np.ndarray, lam: np.ndarray) -> float:
     """``max |λ⁺ᵢ| |ĉᵢ − bᵢ|`` over the slot's inequality rows (module docstring), ``r`` in the constraint's units."""
     c = slot.constraint
-    bound = np.where(lam > 0, c.upper, c.lower)
-    with np.errstate(invalid="ignore"):
-        gap = np.where((lam != 0) & ~c.equality, np.abs(lam) * np.abs(r - bound) / c.scale, 0.0)
-    return float(np.nan_to_num(gap, nan=0.0, posinf=0.0).max(initial=0.0))
+    pushing = (lam != 0.0) & ~c.equality  # a multiplier pushes against a finite bound: the one it is past
+    if not pushing.any():
+        return 0.0
+    bound = np.broadcast_to(np.where(lam > 0.0, c.upper, c.lower), lam.shape)[pushing]
+    gap = np.abs(lam[pushing]) * np.abs(r[pushing] - bound)
+    return float(gap[np.isfinite(gap)].max(initial=0.0)) / c.scale
 
 
 class _Lookahead:
