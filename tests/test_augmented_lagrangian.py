@@ -307,3 +307,21 @@ def test_the_look_ahead_spares_the_line_search_its_short_steps(monkeypatch):
     assert len([h.step for h in plain.history if h.step < 1.0]) >= 2
     assert ours.iterations < plain.iterations
     assert np.abs(ours.us - plain.us).max() < 1e-8
+
+
+def test_an_outer_update_that_changes_nothing_keeps_the_local_model():
+    """With bounds that never bind (the LQ problem's with room to spare) every outer update leaves the multipliers at
+    zero and the penalty where it was: the costs are those of the local model, so no update sweeps again at the same
+    guess (one backward pass per iteration and one for the last test), and the solution is FDDP's."""
+    from lietraj.optimal_control import ConstrainedSolver
+    problem, _ = lq_problem(u_max=1e3, s_min=-1e3, terminal=False)
+    solver = ConstrainedSolver(problem, SolverOptions(max_iter=50), TIGHT)
+    sweeps = []
+    backward = solver.backward_pass
+    solver.backward_pass = lambda *args, **kwargs: sweeps.append(1) or backward(*args, **kwargs)
+    result = solver.solve()
+    plain = solve_fddp(problem, options=SolverOptions(tol=1e-24))
+    assert result.converged and result.outer_iterations >= 1, result
+    assert len(sweeps) == result.iterations + 1, (len(sweeps), result.iterations, result.outer_iterations)
+    assert np.abs(result.us - plain.us).max() < 1e-9
+

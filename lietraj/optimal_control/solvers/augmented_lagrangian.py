@@ -460,6 +460,7 @@ class ConstrainedSolver(Solver):
         self.outer_iterations += 1
         self._best, self._flat = math.inf, 0
         if feasibility <= self._eta or feasibility <= opts.feasibility_tol:
+            moved = not all(np.array_equal(slot.multipliers, lam) for slot, lam in zip(aug.slots, estimates))
             for slot, lam in zip(aug.slots, estimates):
                 slot.multipliers[...] = lam
             self._raised_at = None  # the problem moved: a later increase compares with itself only
@@ -470,6 +471,8 @@ class ConstrainedSolver(Solver):
                     return self._floor(stationarity)
             rho = float(aug.penalty[0])
             self._eta, self._omega = self._eta / rho ** 0.9, self._omega / rho ** INNER_TIGHTENING
+            if not moved:  # the costs are those of the local model: its direction stands, and the step is taken
+                return "max_iterations" if state.iteration >= self.options.max_iter else ""
         else:
             rho = float(aug.penalty[0]) * opts.penalty_factor
             bad = ", ".join(f"{n} ({v.value:.3g} at knot {v.knot})" for n, v in violations.items()
