@@ -197,10 +197,13 @@ class _Augmented:
                 owner[k] = (a, arrays)
         models, previous = [], None
         for k, m in enumerate(problem.running):
-            if previous is None or m.cost is not previous.cost or m.constraints is not previous.constraints:
+            new_cost = previous is None or m.cost is not previous.cost or m.constraints is not previous.constraints
+            if new_cost:
                 run_cost = self._cost(m.cost, m.constraints, k, owner[k], problem.nu)
+            if new_cost or m is not previous:  # one model for the knots that share the original's and the cost
+                model = ActionModel(m.dynamics, run_cost, m.u_lb, m.u_ub)
             previous = m
-            models.append(ActionModel(m.dynamics, run_cost, m.u_lb, m.u_ub))
+            models.append(model)
         terminal = self._cost(problem.terminal, problem.terminal_constraints, T, owner[T], 0)
         self.problem = Problem(problem.x0, models, terminal)
 
