@@ -132,8 +132,7 @@ class ContactField(RobotField):
         ``contact_dynamics`` returns them. The solver linearizes at the rollout it accepts: ``contact_derivatives``
         and ``solve`` at those knots start from it instead of solving the contact dynamics again."""
         with self._lock:
-            self.keep("solution", X, U, self._rows(ContactDynamicsResult(A, (), LAM, J, GAMMA), 0,
-                                                                   len(X)), RUNS_KEPT)
+            self.keep("solution", X, U, self._rows(ContactDynamicsResult(A, (), LAM, J, GAMMA), 0, len(X)), RUNS_KEPT)
 
     def _rows(self, s: ContactDynamicsResult, a: int, b: int) -> ContactDynamicsResult:
         """Knots ``a .. b - 1`` of a contact solution, its forces split per contact."""

@@ -40,13 +40,13 @@ def _equal_rows(a, b):
 
 
 @kernel
-def _same_knots(v, tau, s, H, v0, tau0, s0, H0):
-    """Whether the knots ``(H, s, v)`` and controls ``tau`` equal the kept ``(H0, s0, v0)``, ``tau0``
-    exactly, the velocities first (of the knots of another run or trial, they are the first to differ): one compiled
-    call instead of four ``np.array_equal`` of 4 us each, for every slot a recall looks in."""
-    if v.shape != v0.shape or tau.shape != tau0.shape or s.shape != s0.shape or H.shape != H0.shape:
+def _same_knots(v, u, s, H, v0, u0, s0, H0):
+    """Whether the knots ``(H, s, v)`` and controls ``u`` equal the kept ``(H0, s0, v0)``, ``u0`` exactly, the
+    velocities first (of the knots of another run or trial, they are the first to differ): one compiled call instead
+    of four ``np.array_equal`` of 4 us each, for every slot a recall looks in."""
+    if v.shape != v0.shape or u.shape != u0.shape or s.shape != s0.shape or H.shape != H0.shape:
         return False
-    if not (_equal_rows(v, v0) and _equal_rows(tau, tau0) and _equal_rows(s, s0)):
+    if not (_equal_rows(v, v0) and _equal_rows(u, u0) and _equal_rows(s, s0)):
         return False
     for k in range(H.shape[0]):
         for i in range(4):

@@ -366,8 +366,8 @@ class ConstrainedSolver(Solver):
         self._raised_at: float | None = None  # the violation of the inner solution at the last penalty increase
         self._last = (math.nan, math.nan, math.nan, "")  # violation, complementarity, penalty, worst: for the log
         self.kkt: KKTResiduals | None = None  # at the last outer update
-        self._corrected: tuple[BackwardPass | None, float] = (None, 0.0)  # the last corrected_direction, its held part
-        self._copy: ProblemDerivatives | None = None  # corrected_direction's local model
+        self._corrected: tuple[BackwardPass | None, float] = (None, 0.0)  # the last look-ahead direction, its held
+        self._copy: ProblemDerivatives | None = None  # the look-ahead's local model
 
     # ---- the outer loop ------------------------------------------------------------------------------------
 
