@@ -283,21 +283,18 @@ class _Lookahead:
         self.augmented, self.state, self.model = augmented, state, model
         self.rho = float(augmented.penalty[0])
         self.held = 0.0
-        T = augmented.problem.T
-        self.parts = []  # per slot: knots, terminal, ŝ and whether inside at the guess, rows held so far
-        for slot in augmented.slots:
-            knots = slice(slot.start, slot.start + slot.multipliers.shape[0])
-            terminal = slot.start == T
-            s, outside, _ = slot.activation.shifted(slot.constraint.value(state.xs[knots],
-                                                                          None if terminal else state.us[knots]))
-            self.parts.append((knots, terminal, s, outside == 0.0, np.zeros(s.shape, dtype=bool)))
+        self.parts = []  # per slot: ŝ and whether inside at the guess, rows held so far
+        for slot, r in zip(augmented.slots, augmented.residuals(state.xs, state.us)):
+            s, outside, _ = slot.activation.shifted(r)
+            self.parts.append((s, outside == 0.0, np.zeros(s.shape, dtype=bool)))
         self._derivatives: dict[int, object] = {}
 
     def hold(self, X: Trajectory, U: np.ndarray) -> bool:
         """Hold the rows the trial ``(X, U)`` carried past a bound that are not held yet; whether there were any."""
-        added = False
-        for i, (slot, (knots, terminal, s, inside, held)) in enumerate(zip(self.augmented.slots, self.parts)):
-            _, past, _ = slot.activation.shifted(slot.constraint.value(X[knots], None if terminal else U[knots]))
+        added, T = False, self.augmented.problem.T
+        for i, (slot, (s, inside, held), r) in enumerate(zip(self.augmented.slots, self.parts,
+                                                             self.augmented.residuals(X, U))):
+            _, past, _ = slot.activation.shifted(r)
             rows = inside & (past != 0.0) & ~held
             if not rows.any():
                 continue
@@ -306,6 +303,7 @@ class _Lookahead:
             act, scale = slot.activation, slot.constraint.scale
             pull = np.where(rows, s - np.where(past > 0.0, act.upper, act.lower), 0.0)
             self.held += 0.5 * self.rho * float(np.einsum("kr,kr->", pull, pull))
+            knots, terminal = slice(slot.start, slot.start + len(rows)), slot.start == T
             if i not in self._derivatives:
                 self._derivatives[i] = slot.constraint.derivatives(self.state.xs[knots],
                                                                    None if terminal else self.state.us[knots])
@@ -463,7 +461,7 @@ class ConstrainedSolver(Solver):
         self.outer_iterations += 1
         self._best, self._flat = math.inf, 0
         if feasibility <= self._eta or feasibility <= opts.feasibility_tol:
-            moved = not all(np.array_equal(slot.multipliers, lam) for slot, lam in zip(aug.slots, estimates))
+            changed = not all(np.array_equal(slot.multipliers, lam) for slot, lam in zip(aug.slots, estimates))
             for slot, lam in zip(aug.slots, estimates):
                 slot.multipliers[...] = lam
             self._raised_at = None  # the problem moved: a later increase compares with itself only
@@ -474,9 +472,8 @@ class ConstrainedSolver(Solver):
                     return self._floor(stationarity)
             rho = float(aug.penalty[0])
             self._eta, self._omega = self._eta / rho ** 0.9, self._omega / rho ** INNER_TIGHTENING
-            if not moved:  # the costs are those of the local model: its direction stands, and the step is taken
-                return "max_iterations" if state.iteration >= self.options.max_iter else ""
         else:
+            changed = True
             rho = float(aug.penalty[0]) * opts.penalty_factor
             bad = ", ".join(f"{n} ({v.value:.3g} at knot {v.knot})" for n, v in violations.items()
                             if v.value > opts.feasibility_tol)
@@ -490,7 +487,8 @@ class ConstrainedSolver(Solver):
             self._reset_targets()
         if state.iteration >= self.options.max_iter:
             return "max_iterations"
-        state.linearized, state.cost_pending, self._costs_changed = False, True, True
+        if changed:  # else the costs are those of the local model: its direction stands, and the step is taken
+            state.linearized, state.cost_pending, self._costs_changed = False, True, True
         return ""
 
     def linearize(self, state: SolverState) -> None:
