@@ -20,6 +20,7 @@ from lietraj.optimal_control.solvers.riccati import (
     SweepWork,
     ValueFunction,
     backward_pass,
+    policy_gradient,
     riccati_step,
 )
 
@@ -163,3 +164,55 @@ def test_a_failing_knot_says_why(rng):
     d.running.l_u[4, 1] = np.nan
     bp = backward_pass(d, 0.0)
     assert bp.failed_at == 4 and "non-finite Q-function" in bp.reason
+
+
+def closed_loop_cost(d: ProblemDerivatives, K: np.ndarray, dk: np.ndarray) -> float:
+    """The local model's cost along the closed loop ``δu = δk + K δx`` from ``δx_0 = 0``."""
+    x, J, r = np.zeros(NDX), 0.0, d.running
+    for t in range(T):
+        u = dk[t] + K[t] @ x
+        J += r.l_x[t] @ x + r.l_u[t] @ u + 0.5 * (x @ r.l_xx[t] @ x + u @ r.l_uu[t] @ u) + x @ r.l_xu[t] @ u
+        x = d.dynamics.F_x[t] @ x + d.dynamics.F_u[t] @ u
+    return J + d.terminal.l_x[0] @ x + 0.5 * x @ d.terminal.l_xx[0] @ x
+
+
+def test_the_policy_gradient_is_the_closed_loop_cost_s_and_a_sweep_s_Q_u(rng):
+    """``policy_gradient`` against central differences of the cost along the closed loop of random gains, and with
+    a sweep's own gains (no bounds) it is that sweep's ``Q_u``."""
+    d, _, _ = local_model(rng)
+    K, h = rng.normal(size=(T, NU, NDX)), 1e-6
+    fd = np.zeros((T, NU))
+    for t in range(T):
+        for j in range(NU):
+            e = np.zeros((T, NU))
+            e[t, j] = h
+            fd[t, j] = (closed_loop_cost(d, K, e) - closed_loop_cost(d, K, -e)) / (2 * h)
+    assert relative_error(policy_gradient(d, K), fd) < 1e-8
+    bp = backward_pass(d, 1e-3)
+    assert relative_error(policy_gradient(d, bp.K), bp.Q_u) < 1e-12
+
+
+def test_without_gains_the_policy_gradient_is_the_gradient_of_a_robot_s_rollout_cost(rng):
+    """K = 0: the reduced gradient, against central differences of the cost of ur5's rollouts."""
+    import lietraj
+    from lietraj.optimal_control import ActionModel, CostSum, Problem, RobotDynamics, control_regularization, \
+        state_regularization
+    ur5 = lietraj.load_robot("ur5")
+    space, horizon = ur5.state_space, 8
+    target = space.random(rng)
+    running = CostSum(space, ur5.n)
+    running.add("x", state_regularization(space, target, 1.0, ur5.n))
+    running.add("u", control_regularization(ur5.n, 1e-2))
+    problem = Problem(space.neutral(), ActionModel(RobotDynamics(ur5, 0.02), running),
+                      state_regularization(space, target, 10.0, 0), horizon=horizon)
+    us = rng.normal(size=(horizon, ur5.n))
+    d = problem.empty_derivatives()
+    problem.derivatives(problem.rollout(us), us, out=d)
+    h, fd = 1e-6, np.zeros_like(us)
+    for t in range(horizon):
+        for j in range(ur5.n):
+            up, down = us.copy(), us.copy()
+            up[t, j] += h
+            down[t, j] -= h
+            fd[t, j] = (problem.cost(problem.rollout(up), up) - problem.cost(problem.rollout(down), down)) / (2 * h)
+    assert relative_error(policy_gradient(d, np.zeros((horizon, ur5.n, space.ndx))), fd) < 1e-7

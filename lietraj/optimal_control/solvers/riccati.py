@@ -599,6 +599,42 @@ def riccati_sweep(model, settings, q, gains, value, work):
     return -1, STEP_OK
 
 
+@kernel
+def _costate_sweep(F_x, F_u, l_x, l_u, K, p, q, g):
+    """The adjoint recursion from knot T-1 down to 0 (``policy_gradient``): ``p`` holds ``p_T`` on entry, ``q`` is
+    a work row; the rows of ``g`` (T, nu) receive the gradient."""
+    ndx, nu = F_u.shape[1], F_u.shape[2]
+    for t in range(F_u.shape[0] - 1, -1, -1):
+        for j in range(nu):
+            g[t, j] = l_u[t, j]
+        for j in range(ndx):
+            q[j] = l_x[t, j]
+        for i in range(ndx):  # row by row: the rows of F_x, F_u are contiguous
+            pi = p[i]
+            for j in range(nu):
+                g[t, j] += F_u[t, i, j] * pi
+            for j in range(ndx):
+                q[j] += F_x[t, i, j] * pi
+        for i in range(nu):
+            gi = g[t, i]
+            for j in range(ndx):
+                q[j] += K[t, i, j] * gi
+        p, q = q, p
+
+
+def policy_gradient(d: ProblemDerivatives, K: np.ndarray) -> np.ndarray:
+    """The gradient (T, nu) of the total cost along a closed trajectory in the feedforward terms ``δk`` of the
+    policy ``u = ū + δk + K (x ⊖ x̄)`` with gains ``K`` (T, nu, ndx), in one compiled call: ``g_k = l_u,k + F_u,kᵀ
+    p_{k+1}`` with the costates of the closed loop ``p_k = l_x,k + F_x,kᵀ p_{k+1} + K_kᵀ g_k``, ``p_T = l_x,T``.
+    With ``K = 0`` it is the reduced gradient of the controls (the adjoint equations); with a sweep's gains it is
+    that sweep's ``Q_u`` (``V_x = Q_x + Kᵀ Q_u`` without clamped controls). ``O(T ndx (ndx + nu))``, a fraction of
+    a sweep: with the last sweep's gains, a test of the stationarity ``Q_u`` at a new guess before sweeping there."""
+    F_x, F_u = d.dynamics
+    g = np.empty(d.running.l_u.shape)
+    _costate_sweep(F_x, F_u, d.running.l_x, d.running.l_u, K, d.terminal.l_x[0].copy(), np.empty(F_x.shape[1]), g)
+    return g
+
+
 def backward_pass(d: ProblemDerivatives, reg: float = 0.0, gaps: np.ndarray | None = None,
                   hessian: StepHessian | None = None, du_lb: np.ndarray | None = None, du_ub: np.ndarray | None = None,
                   regularize_vxx: bool = True, k_guess: np.ndarray | None = None, box_tol: float = 1e-12,
