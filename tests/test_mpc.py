@@ -233,10 +233,15 @@ def test_a_solve_that_fails_inside_keeps_the_previous_policy(ur5):
     assert not again.failed and again.plan_knot == 0
 
 
-def test_hard_constraints_hold_at_every_tick_and_the_multipliers_move_with_the_window(ur5):
+@pytest.mark.parametrize("penalty_init", [10.0, 1e3])
+def test_hard_constraints_hold_at_every_tick_and_the_multipliers_move_with_the_window(ur5, penalty_init):
+    """Each tick converges, its torques within their limits, and plans as a fresh solve does. From a penalty of 1e3
+    the multipliers shifted into a tick pushed some torque rows away from the bound they neared, and trials clipped
+    at the bound itself stalled them short of where their penalty starts (100 iterations without converging)."""
     x0 = start_state(ur5)
     model, terminal, _, _ = reach(ur5, x0, [0.3, 0.4, 0.6], limits=True)
-    tight = ConstraintOptions(stationarity_tol=1e-8, feasibility_tol=1e-9, complementarity_tol=1e-9)
+    tight = ConstraintOptions(penalty_init=penalty_init, stationarity_tol=1e-8, feasibility_tol=1e-9,
+                              complementarity_tol=1e-9)
     mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0,
                                     MPCOptions(T, iterations=100, constraint_options=tight))
     plant = ModelPlant(ur5, x0)
