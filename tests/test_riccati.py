@@ -216,3 +216,20 @@ def test_without_gains_the_policy_gradient_is_the_gradient_of_a_robot_s_rollout_
             down[t, j] -= h
             fd[t, j] = (problem.cost(problem.rollout(up), up) - problem.cost(problem.rollout(down), down)) / (2 * h)
     assert relative_error(policy_gradient(d, np.zeros((horizon, ur5.n, space.ndx))), fd) < 1e-7
+
+
+@pytest.mark.parametrize("terms", ["plain", "gaps, bounds and DDP's term"])
+def test_a_sweep_from_a_previous_one_visits_the_changed_knots_only_and_equals_a_full_sweep(terms, rng):
+    d, hessian, gaps = local_model(rng)
+    options = {} if terms == "plain" else dict(gaps=gaps, hessian=hessian, du_lb=-np.ones((T, NU)),
+                                                   du_ub=np.ones((T, NU)))
+    before = backward_pass(d, 1e-3, **options)
+    n = 3
+    d.running.l_x[:n] += rng.normal(size=(n, NDX))
+    d.running.l_xx[:n] += np.stack([spd(rng, NDX, 0.1) for _ in range(n)])
+    full = backward_pass(d, 1e-3, **options)
+    partial = backward_pass(d, 1e-3, **options, previous=before, first_unchanged=n)
+    assert full.ok and partial.ok
+    for name in ("k", "K", "V_x", "V_xx", "lam", "Q_u", "Q_uu", "c", "free"):
+        np.testing.assert_array_equal(getattr(partial, name), getattr(full, name), err_msg=name)
+    assert not np.array_equal(full.k[:n], before.k[:n])

@@ -289,12 +289,15 @@ class _Lookahead:
     guess's, in which the inequality rows inside their bounds at the guess that a trial carried past one are held at
     that bound: their ``ψ`` taken as ``ρ/2 (ŝ + R δ − b)²`` about the guess (gradient ``ρ (ŝ − b) R``, Gauss–Newton
     curvature ``ρ RᵀR``; ``R`` the scaled residual's Jacobian). ``held``: ``Σ ρ/2 (ŝ − b)²`` over the held rows, the
-    model's decrease for moving them onto their bounds, which is not a decrease of ``ψ`` (zero on both sides)."""
+    model's decrease for moving them onto their bounds, which is not a decrease of ``ψ`` (zero on both sides).
+    ``first_unchanged``: the knot from which on the model is the guess's (T with terminal rows held), so that its
+    sweep need only visit the knots before (on anymal's jump the take-off's first four of 52)."""
 
     def __init__(self, augmented: _Augmented, state: SolverState, model: ProblemDerivatives):
         self.augmented, self.state, self.model = augmented, state, model
         self.rho = float(augmented.penalty[0])
         self.held = 0.0
+        self.first_unchanged = 0
         self.parts = []  # per slot: ŝ and whether inside at the guess, rows held so far
         for slot, r in zip(augmented.slots, augmented.residuals(state.xs, state.us)):
             s, outside, _ = slot.activation.shifted(r)
@@ -326,6 +329,7 @@ class _Lookahead:
             R_x, R_u = d.R_x[k], d.R_u[k]
             target = self.model.terminal if terminal else self.model.running
             at = k if terminal else slot.start + k
+            self.first_unchanged = max(self.first_unchanged, T if terminal else int(at[-1]) + 1)
             target.l_x[at] += (g @ R_x)[:, 0]
             target.l_xx[at] += np.swapaxes(R_x, 1, 2) @ (h * R_x)
             if not terminal:
@@ -620,7 +624,8 @@ class ConstrainedSolver(Solver):
                 break
             model, state.derivatives = state.derivatives, lookahead.model
             try:
-                corrected = self.backward_pass(state, direction.reg, state.hessian if self.second_order else None)
+                corrected = self.backward_pass(state, direction.reg, state.hessian if self.second_order else None,
+                                               None if self.second_order else direction, lookahead.first_unchanged)
             finally:
                 state.derivatives = model
             if not corrected.ok:

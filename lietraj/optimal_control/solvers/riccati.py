@@ -638,16 +638,20 @@ def policy_gradient(d: ProblemDerivatives, K: np.ndarray) -> np.ndarray:
 def backward_pass(d: ProblemDerivatives, reg: float = 0.0, gaps: np.ndarray | None = None,
                   hessian: StepHessian | None = None, du_lb: np.ndarray | None = None, du_ub: np.ndarray | None = None,
                   regularize_vxx: bool = True, k_guess: np.ndarray | None = None, box_tol: float = 1e-12,
-                  box_max_iter: int = 100) -> BackwardPass:
+                  box_max_iter: int = 100, previous: BackwardPass | None = None,
+                  first_unchanged: int | None = None) -> BackwardPass:
     """One Riccati sweep from the terminal knot back to knot 0 (module docstring), in one compiled call.
 
     ``d``: the local model (``Problem.derivatives``); ``reg``: the regularization added to ``Q_uu`` (and to
     ``V_xx`` with ``regularize_vxx``); ``gaps``: (T+1, ndx) or None (a rollout); ``hessian``: DDP's second-order
     dynamics term per knot or None (iLQR); ``du_lb, du_ub``: (T, nu) bounds on ``δu`` (``u_lb - ū``, ``u_ub - ū``),
-    or None for no bounds; ``k_guess``: (T, nu) warm start of the box QPs. Never raises on numerical failure: see
-    ``BackwardPass.failed_at``.
+    or None for no bounds; ``k_guess``: (T, nu) warm start of the box QPs. ``previous``, a successful sweep of a
+    model equal to this one (the same terms and settings) at the knots from ``first_unchanged`` on and at the
+    terminal knot: its rows there are taken and only the knots before are swept (a sweep after a change to the
+    first knots costs those knots). Never raises on numerical failure: see ``BackwardPass.failed_at``.
     """
     T, ndx, nu = d.dynamics.F_u.shape
+    n = T if previous is None or first_unchanged is None else min(max(int(first_unchanged), 0), T)
     boxed = du_lb is not None
     k = np.zeros((T, nu)) if k_guess is None or not boxed else np.array(k_guess, dtype=np.float64)
     # the sweep writes every knot it reaches (K's rows of clamped controls included): no first touch of zeros
@@ -656,17 +660,24 @@ def backward_pass(d: ProblemDerivatives, reg: float = 0.0, gaps: np.ndarray | No
     Q_u, Q_uu, c = np.empty((T, nu)), np.empty((T, nu, nu)), np.empty((T, ndx))
     free = np.ones((T, nu), dtype=np.bool_)
     out = BackwardPass(k, K, V_x, V_xx, lam, Q_u, Q_uu, c, free, gaps, float(reg))
-    V_x[T] = d.terminal.l_x[0]
-    V_xx[T] = d.terminal.l_xx[0]
-    if regularize_vxx and reg:
-        V_xx[T].flat[::ndx + 1] += reg
-    lam[T] = V_x[T] if gaps is None else V_x[T] + V_xx[T] @ gaps[T]
-    if not (np.isfinite(lam[T]).all() and np.isfinite(V_xx[T]).all()):
-        out.failed_at, out.reason = T, "non-finite terminal cost derivatives"
-        return out
+    if n < T:
+        for name in ("k", "K", "V_x", "V_xx", "lam", "Q_u", "Q_uu", "c", "free"):
+            getattr(out, name)[n:] = getattr(previous, name)[n:]
+    else:
+        V_x[T] = d.terminal.l_x[0]
+        V_xx[T] = d.terminal.l_xx[0]
+        if regularize_vxx and reg:
+            V_xx[T].flat[::ndx + 1] += reg
+        lam[T] = V_x[T] if gaps is None else V_x[T] + V_xx[T] @ gaps[T]
+        if not (np.isfinite(lam[T]).all() and np.isfinite(V_xx[T]).all()):
+            out.failed_at, out.reason = T, "non-finite terminal cost derivatives"
+            return out
     settings = SweepSettings(float(reg), bool(regularize_vxx), float(box_tol), int(box_max_iter))
-    t, why = riccati_sweep(LocalModel.along(d, hessian, gaps, du_lb, du_ub), settings, ActionValue(Q_u, Q_uu, c),
-                           Gains(k, K, free), ValueFunction(V_x, V_xx, lam), SweepWork.empty(ndx, nu))
+    model = LocalModel.along(d, hessian, gaps, du_lb, du_ub)
+    if n < T:
+        model = LocalModel(*(a[:n + 1] if a.shape[0] == T + 1 else a[:n] for a in model))
+    t, why = riccati_sweep(model, settings, ActionValue(Q_u[:n], Q_uu[:n], c[:n]), Gains(k[:n], K[:n], free[:n]),
+                           ValueFunction(V_x[:n + 1], V_xx[:n + 1], lam[:n + 1]), SweepWork.empty(ndx, nu))
     if t >= 0:
         out.failed_at, out.reason = t, f"{_WHY[why]} at knot {t}"
     return out

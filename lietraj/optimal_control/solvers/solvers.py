@@ -407,16 +407,19 @@ class Solver:
                 raise SolveFailed(f"regularization reached reg_max = {self.options.reg_max:g} ({gauss_newton.reason})")
             self.increase_regularization(state)
 
-    def backward_pass(self, state: SolverState, reg: float, hessian: StepHessian | None = None) -> BackwardPass:
+    def backward_pass(self, state: SolverState, reg: float, hessian: StepHessian | None = None,
+                      previous: BackwardPass | None = None, first_unchanged: int | None = None) -> BackwardPass:
         """One Riccati sweep at the guess with regularization ``reg`` (and DDP's ``hessian``), on the bounds left
-        to the controls, its box QPs warm-started from the last direction."""
+        to the controls, its box QPs warm-started from the last direction; from the knots of ``previous``, the sweep
+        of a model that differs from the guess's before ``first_unchanged`` only, given both (``riccati``'s
+        ``backward_pass``)."""
         opts, problem = self.options, self.problem
         bounded = problem.has_control_limits
         return backward_pass(state.derivatives, reg, gaps=state.gaps, hessian=hessian,
                              du_lb=problem.u_lb - state.us if bounded else None,
                              du_ub=problem.u_ub - state.us if bounded else None, regularize_vxx=opts.regularize_vxx,
                              k_guess=None if state.direction is None else state.direction.k, box_tol=opts.box_tol,
-                             box_max_iter=opts.box_max_iter)
+                             box_max_iter=opts.box_max_iter, previous=previous, first_unchanged=first_unchanged)
 
     def second_order_pass(self, state: SolverState, gauss_newton: BackwardPass) -> BackwardPass | None:
         """DDP's sweep: the second-order term (once per guess, contracted with the Gauss–Newton sweep's covectors),
