@@ -41,8 +41,8 @@ the last step), the sweep is run again on it (the dynamics' derivatives are not 
 tried, for up to ``LOOKAHEAD`` rounds (each holding what the last trial carried past), before the backtracking along
 the direction itself (from a closed trajectory once the outer loop has started: ``line_search``). Its sweep visits
 only the knots before the last one with a held row (``riccati.backward_pass`` from the direction's). The model's
-predicted decrease for moving a held row onto its bound is not a decrease of ``ψ``
-(zero on both sides) and is taken off the expected decrease the step is judged by. Over seven hard problems (the
+predicted decrease for moving a held row onto its bound is not a decrease of ``ψ`` (zero on both sides) and is
+taken off the expected decrease the step is judged by. Over seven hard problems (the
 four of ``bench_constrained``, a1's jump and two trots) it took the FDDP iterations from 321 to 228 (anymal's jump
 47 to 33, solo12's 78 to 58, a1's 123 to 72, the ur5 reach 25 to 21), to the same optima.
 
@@ -110,9 +110,9 @@ PROGRESS = 0.25
 """A multiplier update whose violation is above this fraction of the last one's raises the penalty as well
 (Bertsekas, Constrained Optimization and Lagrange Multiplier Methods, §2.2: γ = 0.25); the inner tolerance and the
 violation target start again from the larger penalty's. Over the 36 hard ready problems and the ur5 reach of
-``bench_constrained``: 804 FDDP iterations in all without it, 770 with it (the reach 16 to 12, solo12's jump 58 to
-49, go2's 30 to 22; four slower: Talos's balance 17 to 18, go2's 10 to 13 and its trot 12 to 16, g1_with_hands'
-squat 144 to 148)."""
+``bench_constrained``, from a first penalty of 10: 804 FDDP iterations in all without it, 770 with it (the reach 16
+to 12, solo12's jump 58 to 49, go2's 30 to 22; four slower: Talos's balance 17 to 18, go2's 10 to 13 and its trot 12
+to 16, g1_with_hands' squat 144 to 148)."""
 STAGNATION = 0.9
 """Two penalty increases in a row (no multiplier update between them, each after an inner solve to its tolerance)
 after which the violation is still above this fraction of what it was at the first (it falls about tenfold where
@@ -539,6 +539,7 @@ class ConstrainedSolver(Solver):
             if self._slow(feasibility, rho):
                 aug.penalty[0] = rho * opts.penalty_factor
                 self._reset_targets()
+                changed = True
             self._updated_at = feasibility
         else:
             changed = True
