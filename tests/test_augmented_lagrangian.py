@@ -97,7 +97,7 @@ def test_the_infeasible_lq_problem_is_infeasible_for_both():
     result = solve_constrained(problem, options=SolverOptions(max_iter=1000))
     assert cvxpy_solution(data)[-1] == "infeasible"
     assert result.status.startswith("infeasible: ") and "goal" in result.status, result.status
-    # said once a tenfold penalty left the violation where it was, long before penalty_max
+    # said once a larger penalty left the violation where it was, long before penalty_max
     assert "times larger penalty left" in result.status and result.penalty < 1e4 and result.iterations < 50
 
 
@@ -147,7 +147,9 @@ def test_a_target_out_of_the_arms_reach_is_infeasible():
                       terminal_constraints=reach)
     result = solve_constrained(problem, options=SolverOptions(max_iter=1000))
     assert result.status.startswith("infeasible: ") and "tool (1.0" in result.status, result.status
-    assert result.iterations < 400, result  # 310 (a look-ahead that backtracked along its own direction took 930)
+    # 402 with a twentyfold penalty (308 with a tenfold one); a look-ahead that backtracked along its own direction
+    # took 930
+    assert result.iterations < 500, result
     assert 1.0 < result.violations["tool"].value < 1.2 and result.violations["tool"].knot == 50
 
 
@@ -182,7 +184,7 @@ def test_a_warm_start_from_the_solution_ends_at_once():
     warm = solve_constrained(problem, first.xs, first.us, options, TIGHT, warm_start=first)
     cold = solve_constrained(problem, first.xs, first.us, options, TIGHT)
     assert first.converged and warm.converged and cold.converged
-    assert warm.iterations <= 1 and warm.outer_iterations <= 2, warm
+    assert warm.iterations <= 1 and warm.outer_iterations <= 3, warm  # updates at one guess, tested before its sweep
     assert cold.iterations + cold.outer_iterations > 3 * (warm.iterations + warm.outer_iterations), cold
     assert np.abs(warm.us - first.us).max() < 1e-9
     for name, m in first.multipliers.items():
