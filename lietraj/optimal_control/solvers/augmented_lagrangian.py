@@ -101,8 +101,10 @@ STALL = 5
 INNER_TIGHTENING = 0.6
 """After a multiplier update the inner tolerance ``ω`` shrinks by ``ρ`` to this power (Algorithm 17.4: 1), so that the
 multipliers move sooner. Over the 26 hard ready problems (balances with a lifted foot included) and the ur5 reach of
-``bench_constrained``: 565 FDDP iterations in all at 0.6, 600 at 1, 575 at 0.3 (which helps the reach most, 16
-against 28, but nearly triples anymal's balance on three feet: 28 against 10)."""
+``bench_constrained``, from a first penalty of 10 growing tenfold: 565 FDDP iterations in all at 0.6, 600 at 1, 575
+at 0.3 (which helps the reach most, 16 against 28, but nearly triples anymal's balance on three feet: 28 against
+10). With today's penalties (100, twentyfold), over the 36 and the reach: 714 at 0.6, 702 at 0.45, 732 at 0.8, 747
+at 1, and at 0.3 g1_with_hands' balance stalls."""
 LOOKAHEAD = 4
 """Rounds of the line search's look-ahead (``ConstrainedSolver.line_search``): full steps of models holding more
 rows at their bounds, each round those the last trial carried past."""
