@@ -327,3 +327,41 @@ def test_an_outer_update_that_changes_nothing_keeps_the_local_model():
     assert len(sweeps) == result.iterations + 1, (len(sweeps), result.iterations, result.outer_iterations)
     assert np.abs(result.us - plain.us).max() < 1e-9
 
+
+
+def test_outer_updates_are_tested_before_the_sweep_and_cost_none():
+    """The LQ problem with active limits: each outer update is decided on the ``Q_u`` predicted along the last gains
+    before the sweep at its guess, so that the full sweeps are one per iteration and one for the last test (with the
+    test after the sweep only, each update that changed the costs cost one more); the look-ahead's partial sweeps
+    are not counted."""
+    from lietraj.optimal_control import ConstrainedSolver
+    problem, _ = lq_problem()
+    solver = ConstrainedSolver(problem, SolverOptions(max_iter=200))
+    full = []
+    backward = solver.backward_pass
+    solver.backward_pass = lambda *args, **kwargs: (full.append(1) if len(args) < 4 or args[3] is None else None) \
+        or backward(*args, **kwargs)
+    result = solver.solve()
+    assert result.converged and result.outer_iterations >= 5, result
+    assert len(full) == result.iterations + 1, (len(full), result.iterations, result.outer_iterations)
+
+
+def test_trials_clip_a_torque_row_where_its_penalty_starts():
+    """Rows inside their bounds are clipped in the trials at the bound, or past it where a multiplier pushing the
+    other way moves the start of the penalty there (ŝ = c/σ + λ/ρ on the bound)."""
+    from lietraj.optimal_control import ConstrainedSolver
+    problem, data = lq_problem()
+    u_max = data[4]
+    solver = ConstrainedSolver(problem, SolverOptions(max_iter=200))
+    state = solver.start()
+    slot = next(s for s in solver.augmented.slots if s.name == "control limit")
+    shift = slot.constraint.scale * 0.5 / float(solver.augmented.penalty[0])
+    lam = np.zeros_like(slot.multipliers)
+    lam[3, 0], lam[4, 0] = -0.5, 0.5  # pushing toward the lower bound / toward the upper one
+    slot.multipliers[...] = lam
+    solver.outer_iterations += 1  # a new outer iteration: the bounds are computed again
+    lb, ub = solver.control_bounds(state)
+    assert np.all(np.abs(state.us) < u_max)  # every row inside its bounds at this guess
+    assert ub[3, 0] == pytest.approx(u_max + shift) and lb[3, 0] == -u_max
+    assert lb[4, 0] == pytest.approx(-u_max - shift) and ub[4, 0] == u_max
+    assert np.all(ub[:3] == u_max) and np.all(lb[:3] == -u_max)
