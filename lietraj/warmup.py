@@ -213,9 +213,10 @@ def _contact_derivatives(problem, xs, us) -> None:
 
 
 def _backward(bounded: bool) -> None:
-    """The Riccati sweep on a small LQ problem: its kernel's types do not depend on the problem."""
+    """The Riccati sweep and the policy gradient (the constrained solver's test before a sweep) on a small LQ
+    problem: their kernels' types do not depend on the problem."""
     from lietraj.optimal_control.problem import ProblemDerivatives
-    from lietraj.optimal_control.solvers.riccati import backward_pass
+    from lietraj.optimal_control.solvers.riccati import backward_pass, policy_gradient
 
     T, ndx, nu = 2, 2, 1
     D = ProblemDerivatives.empty(T, ndx, nu)
@@ -225,6 +226,7 @@ def _backward(bounded: bool) -> None:
     D.running.l_uu[:] = np.eye(nu)
     D.terminal.l_xx[:] = np.eye(ndx)
     backward_pass(D, 1e-6, gaps=np.zeros((T + 1, ndx)))
+    policy_gradient(D, np.zeros((T, nu, ndx)))
     if bounded:
         backward_pass(D, 1e-6, du_lb=-np.ones((T, nu)), du_ub=np.ones((T, nu)))
 
