@@ -293,6 +293,12 @@ def _complementarity(slot: _Slot, r: np.ndarray, lam: np.ndarray) -> float:
     return float(gap[np.isfinite(gap)].max(initial=0.0)) / c.scale
 
 
+def _relative_stationarity(state: SolverState, Q_u: np.ndarray) -> float:
+    """``max |Q_u|`` over the controls the last sweep left free, relative to ``1 + max |l_u|`` (module docstring)."""
+    gradient = float(np.abs(np.where(state.direction.free, Q_u, 0.0)).max(initial=0.0))
+    return gradient / (1.0 + float(np.abs(state.derivatives.running.l_u).max(initial=0.0)))
+
+
 class _Lookahead:
     """The local model of one line search's look-ahead (``ConstrainedSolver.line_search``): ``model``, a copy of the
     guess's, in which the inequality rows inside their bounds at the guess that a trial carried past one are held at
@@ -430,22 +436,19 @@ class ConstrainedSolver(Solver):
 
     def stationarity(self, state: SolverState) -> float:
         """The relative stationarity of the Lagrangian at the guess (module docstring), from its sweep."""
-        d = state.direction
-        gradient = float(np.abs(np.where(d.free, d.Q_u, 0.0)).max(initial=0.0))
-        return gradient / (1.0 + float(np.abs(state.derivatives.running.l_u).max(initial=0.0)))
+        return _relative_stationarity(state, state.direction.Q_u)
 
     def predicted_stationarity(self, state: SolverState) -> float:
         """``stationarity`` before the sweep at the guess, from the gradient of the cost along the last sweep's
         policy (``riccati.policy_gradient``: its ``Q_u`` but for the terms of controls the box QPs clamped, which
         it leaves out) on the controls it left free."""
-        d = state.direction
-        gradient = float(np.abs(np.where(d.free, policy_gradient(state.derivatives, d.K), 0.0)).max(initial=0.0))
-        return gradient / (1.0 + float(np.abs(state.derivatives.running.l_u).max(initial=0.0)))
+        return _relative_stationarity(state, policy_gradient(state.derivatives, state.direction.K))
 
     def compute_direction(self, state: SolverState) -> list[BackwardPass]:
         """Steps 1–2 with the outer loop's test before the sweep too: at a closed trajectory whose predicted
         stationarity meets the test (``outer_test``), the updates change the costs before the sweep sees them,
-        rather than after it (a sweep each)."""
+        rather than after it (a sweep each). The sweep runs after a verdict too: the result's gains are the final
+        guess's."""
         if not state.linearized:
             self.linearize(state)
         self._verdict = ""
