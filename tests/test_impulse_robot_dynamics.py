@@ -19,7 +19,7 @@ from lietraj.dynamics.kinematics.kinematics import frame_placement, frame_veloci
 from lietraj.dynamics.lie.state import State, Trajectory
 from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.costs.costs import CostSum, control_regularization, state_regularization
-from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives
+from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics
 from lietraj.optimal_control.dynamics.impulse_robot_dynamics import ImpulseRobotDynamics
 from lietraj.optimal_control.problem import ActionModel, Problem, knots
 from lietraj.optimal_control.solvers.solvers import solve_fddp, solve_ilqr
@@ -122,6 +122,30 @@ def test_bad_input():
     assert ImpulseRobotDynamics(model, dyn.contacts).dt == 0.0 and dyn.nu == model.n
 
 
+@pytest.mark.parametrize("restitution", [0.0, 0.4])
+def test_compiled_rollout_equals_the_knot_by_knot_loop(restitution):
+    """The impact's compiled step in the rollout kernel against ``step`` knot by knot (``DiscreteDynamics``'
+    generic rollout), with gaps shrunk at α < 1 and feedback; a redundant contact set fails at the same knot."""
+    dyn, _, _ = case("solo12", 2, "local_world_aligned", restitution)
+    model, rng, N = dyn.model, np.random.default_rng(5), 4
+    sp = model.state_space
+    x0 = falling_solo12()
+    X_ref = sp.integrate_trajectory(Trajectory.repeat(x0, N + 1), 0.02 * rng.standard_normal((N + 1, sp.ndx)))
+    U_ref, k = rng.standard_normal((N, model.n)), rng.standard_normal((N, model.n))
+    K, gaps = 0.05 * rng.standard_normal((N, model.n, sp.ndx)), 0.01 * rng.standard_normal((N + 1, sp.ndx))
+    compiled = dyn.rollout_policy(x0, X_ref, U_ref, k, K, 0.5, gaps)
+    generic = DiscreteDynamics.rollout_policy(dyn, x0, X_ref, U_ref, k, K, 0.5, gaps)
+    assert compiled.ok and generic.ok, (compiled.reason, generic.reason)
+    for a, b in ((compiled.X.H, generic.X.H), (compiled.X.s, generic.X.s), (compiled.U, generic.U),
+                 (compiled.DX, generic.DX)):
+        np.testing.assert_array_equal(a, b)
+    assert relative_error(compiled.X.v, generic.X.v) <= 1e-14
+    redundant = ImpulseRobotDynamics(model, dyn.contacts + (dyn.contacts[0],), restitution)
+    failed = redundant.rollout_policy(x0, X_ref, U_ref, k, K, 1.0)
+    assert failed.failed_at == DiscreteDynamics.rollout_policy(redundant, x0, X_ref, U_ref, k, K, 1.0).failed_at == 1
+    assert "rank-deficient" in failed.reason and "ImpulseRobotDynamics" in failed.reason
+
+
 @pytest.fixture(scope="module")
 def landing():
     """solo12 1 cm above its standing posture, falling: 3 knots of flight, the impact on four feet, 4 knots of
@@ -160,3 +184,9 @@ def test_flight_impact_stance_problem_solves(landing, solver):
         p = frame_placement(model, knots(r.xs, k + 1, len(r.xs)), f)[:, :3, 3]
         assert np.abs(p - p[0]).max() < 2e-3, f  # the feet stay (up to the Euler steps' drift)
     assert r.gap_norm < 1e-8
+
+
+def test_solver_forward_pass_steps_no_impact_in_python(landing, monkeypatch):
+    problem, _ = landing
+    monkeypatch.setattr(ImpulseRobotDynamics, "step", lambda *a: pytest.fail("the impact stepped in Python"))
+    assert solve_fddp(problem).converged

@@ -57,7 +57,7 @@ class ContactField(RobotField):
         self.damping = float(damping)
         self.nc = self.packed.nc
         if type(self) is ContactField:  # a subclass may change the field: it is evaluated in Python
-            self.tables = FieldTables(None, (self.packed.CI, self.packed.CF, self.damping))
+            self.tables = FieldTables(None, (self.packed.CI, self.packed.CF, self.damping, -1.0))
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict:

@@ -55,8 +55,9 @@ class FieldHessian:
 
 class FieldTables(NamedTuple):
     """A built-in field in the rollout kernel's form: ABA with the body wrenches ``fext`` ((nb, 6), or (0, 6) for
-    none) and ``contacts`` None, or the contact dynamics of ``contacts`` = (CI, CF, damping) (``pack_contacts``'
-    tables) and ``fext`` None. The kernel compiles the algorithm of the argument that is not None only."""
+    none) and ``contacts`` None, or the contact dynamics of ``contacts`` = (CI, CF, damping, restitution)
+    (``pack_contacts``' tables; restitution -1: the stance's forward dynamics, >= 0: a touchdown's impact) and
+    ``fext`` None. The kernel compiles the algorithm of the argument that is not None only."""
 
     fext: np.ndarray | None
     contacts: tuple | None

@@ -37,16 +37,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from lietraj.dynamics._checks import result_arrays
-from lietraj.dynamics.contacts.contact_dynamics import Contact
+from lietraj.dynamics.contacts.contact_dynamics import Contact, pack_contacts
 from lietraj.dynamics.contacts.contact_dynamics_second_order import impulse_hessian_contraction
 from lietraj.dynamics.contacts.impulse_dynamics import impulse_dynamics, impulse_dynamics_derivatives
 from lietraj.dynamics.kinematics.kinematics import frame_id
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
-from lietraj.dynamics.lie.state import Trajectory
+from lietraj.dynamics.lie.state import State, Trajectory
 from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, covectors
-from lietraj.optimal_control.dynamics.field import joint_torques
+from lietraj.optimal_control.dynamics.field import FieldTables, joint_torques
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
+from lietraj.optimal_control.solvers.forward_pass import CompiledStep, PolicyRollout, rollout_policy, rollout_work
 
 
 class ImpulseRobotDynamics(DiscreteDynamics):
@@ -94,6 +95,18 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         Y = X.copy()
         Y.v = v_plus
         return Y
+
+    def compiled_step(self) -> CompiledStep:
+        """The impact in the rollout kernel's form (the contact tables with the restitution): a touchdown knot of a
+        solver's forward pass is one compiled call like the phases around it, not a Python ``step``."""
+        packed = pack_contacts(self.model, self.contacts, "ImpulseRobotDynamics")
+        return CompiledStep(self.model, FieldTables(None, (packed.CI, packed.CF, self.damping, self.restitution)),
+                            False, 0.0, self.workspace.work(rollout_work, self.nc))
+
+    def rollout_policy(self, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
+                       u_ub=None) -> PolicyRollout:
+        """``DiscreteDynamics.rollout_policy`` in one compiled call (``compiled_step``)."""
+        return rollout_policy(self, x0, X_ref, U_ref, k, K, alpha, gaps, u_lb, u_ub)
 
     def impulses(self, X: Trajectory) -> np.ndarray:
         """The contact impulses (N, nc) of the impact at each knot, stacked in contact order, each in its contact's

@@ -10,10 +10,10 @@ control or state is non-finite or invalid or whose step failed, and why.
 
 The knots are taken in runs that share one dynamics object (a problem's contact phases). A run whose dynamics has
 a compiled step (``DiscreteDynamics.compiled_step``: a built-in field, free or under contacts, times semi-implicit
-Euler or RK4; ``CompiledStep``) rolls out in one call of ``_rollout_kernel``, which selects the field and the
+Euler or RK4, or a touchdown impact; ``CompiledStep``) rolls out in one call of ``_rollout_kernel``, which selects the field and the
 integrator by which of three arguments are None, so that numba compiles for each pair only its own algorithms
 (numba caches no kernel that takes jitted functions as arguments). Any other
-dynamics (a user's field or ``DiscreteDynamics``, ``LinearDynamics``, a touchdown impulse) steps in Python, one
+dynamics (a user's field or ``DiscreteDynamics``, ``LinearDynamics``) steps in Python, one
 ``step`` per knot, the policy of each knot computed by the same compiled code (``policy_knot``). Both paths do the
 same floating-point operations up to the rounding of numpy's 4x4 matrix products in a Python ``step``.
 
@@ -33,7 +33,7 @@ import numpy as np
 
 from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import IDENTITY4_STACK, NOT_FINITE, OK, SINGULAR, check_state
-from lietraj.dynamics.contacts.contact_dynamics import NOT_FINITE_SOLUTION, RANK_DEFICIENT, contact_dynamics_core
+from lietraj.dynamics.contacts.contact_dynamics import NOT_FINITE_SOLUTION, RANK_DEFICIENT, constrained_dynamics
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, chart_difference, chart_integrate
 from lietraj.dynamics.algorithms.aba import aba_core
 from lietraj.dynamics.model.model import DofTables, ModelArrays, RobotModel
@@ -213,7 +213,8 @@ def _rollout_kernel(t0, t1, model, dofs, fext, contacts, stages, dt, reference, 
     """Knots t0 .. t1 - 1 of the rollout (module docstring) into ``out``, from the state at t0, with the compiled
     step of a built-in field by RK4 (``stages`` = (YH, YS, YV) of ``RolloutWork``) or semi-implicit Euler
     (``stages`` None); the field is ABA with the body wrenches ``fext`` (``contacts`` None), or the contact dynamics
-    of ``contacts`` = (CI, CF, damping) (``fext`` None). Knot t1 = N + 1 stands for the last knot N, which has no step.
+    of ``contacts`` = (CI, CF, damping, restitution) (``fext`` None), or, with a restitution >= 0, the impact on
+    them (a touchdown knot: ``x⁺ = (H, s, v⁺)``, ``stages`` None). Knot t1 = N + 1 stands for the last knot N, which has no step.
     ``solution``, None or (A, LAM, J, GAMMA) with a row per knot from t0: the contact solution at each knot (its
     first stage). Returns (status, knot): OK and t1, or the knot of the first bad control or state (t + 1 when the
     step from knot t fails).
@@ -247,9 +248,10 @@ def _rollout_kernel(t0, t1, model, dofs, fext, contacts, stages, dt, reference, 
             if status == OK and fext is not None:
                 status = aba_core(m.joints, m.bodies, m.gravity, YH, YS, YV, tau, fext, fw.aba, acc)
             if status == OK and contacts is not None:
-                CI, CF, damping = contacts
-                status = contact_dynamics_core(m.joints, m.bodies, m.gravity, dp, YH, YS, YV, tau, CI, CF, damping,
-                                               fw.bodies, fw.crba, fw.M, fw.Z, fw.S, acc, fw.lam, fw.J, fw.gamma)
+                CI, CF, damping, restitution = contacts
+                status = constrained_dynamics(m.joints, m.bodies, m.gravity, dp, YH, YS, YV, tau, CI, CF, damping,
+                                              restitution, fw.bodies, fw.crba, fw.M, fw.Z, fw.S, acc, fw.lam, fw.J,
+                                              fw.gamma)
             if status != OK:
                 return status, t + 1
             if solution is not None and stage == 0:
@@ -268,6 +270,14 @@ def _rollout_kernel(t0, t1, model, dofs, fext, contacts, stages, dt, reference, 
         if stages is not None:
             SH, SS, SV = stages
             rk4_combine(floating, Ht, o.S[t], o.V[t], F, z, SH, SS, SV, E, Hn, o.S[t + 1], o.V[t + 1])
+        elif contacts is not None and contacts[3] >= 0.0:  # an impact: acc holds the velocity jump
+            for i in range(4):
+                for j in range(4):
+                    Hn[i, j] = Ht[i, j]
+            for i in range(n):
+                o.S[t + 1, i] = o.S[t, i]
+            for i in range(nv):
+                o.V[t + 1, i] = o.V[t, i] + acc[i]
         else:
             euler_update(floating, dt, acc, Ht, o.S[t], o.V[t], Hn, o.S[t + 1], o.V[t + 1], z, E)
     return OK, t1
