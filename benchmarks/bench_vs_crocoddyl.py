@@ -11,15 +11,18 @@ settings:
   steps with contact switches and touchdown impulses, T = 56, dt = 0.01
   (``lietraj.problems.trot("solo12", formulation="crocoddyl")``), at most 100 iterations, Crocoddyl's default
   regularization;
+- ``trot_anymal``: the same example's trot on the example's own robot, ANYmal, with its step (0.15 m long, 0.1 m
+  high; ``trot("anymal", formulation="crocoddyl", step_length=0.15, step_height=0.1)``), settings as the solo12 trot;
 
-both stopping at 1e-9. Printed per problem: final costs and their relative difference, iterations, wall-clock
+all stopping at 1e-9. Printed per problem: final costs and their relative difference, iterations (the
+backward passes of a solve in both libraries, ``croc_oracle.iterations``), wall-clock
 medians over the repeats and their ratio. Crocoddyl runs without callbacks. Each problem and thread count runs in
 a fresh process with ``OMP_NUM_THREADS`` set to the thread count (Crocoddyl's OpenMP threads and the BLAS of
 lietraj's Riccati sweep read it when they start) and lietraj's ``SolverOptions.threads`` equal to it; the machine,
 its load average before and after, and whether the run was quiet (``benchmarks/machine.py``) are printed with the
 figures::
 
-    python benchmarks/bench_vs_crocoddyl.py                 # both problems, 1 and 2 threads, 5 solves each, interleaved
+    python benchmarks/bench_vs_crocoddyl.py                 # all problems, 1 and 2 threads, 5 solves each, interleaved
     python benchmarks/bench_vs_crocoddyl.py --repeats 1 --threads 1 --problem trot_solo12
 """
 
@@ -45,7 +48,7 @@ from lietraj.problems import ExampleProblem, talos_reach, trot  # noqa: E402
 from machine import Quietness, crocoddyl_threads, describe, settle  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from croc_oracle import iterations, talos_reach_problem, trot_solo12_problem  # noqa: E402
+from croc_oracle import iterations, talos_reach_problem, trot_anymal_problem, trot_solo12_problem  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +66,9 @@ PAIRS = {
     "talos_reach": Pair(talos_reach, talos_reach_problem, (500, False, 0.1)),
     # quadrupedal_gaits_fwddyn.py: solver[i].solve(xs, us, 100, False)
     "trot_solo12": Pair(partial(trot, "solo12", formulation="crocoddyl"), trot_solo12_problem, (100, False)),
+    # the same example's trot with its own robot and step: solver[i].solve(xs, us, 100, False)
+    "trot_anymal": Pair(partial(trot, "anymal", formulation="crocoddyl", step_length=0.15, step_height=0.1),
+                        trot_anymal_problem, (100, False)),
 }
 
 
@@ -89,7 +95,8 @@ def compare(name: str, repeats: int) -> None:
     print(f"{name} (T = {example.problem.T}, dt = {example.dt}), median of {repeats} solve(s), "
           f"OMP_NUM_THREADS={threads}")
     print(f"{'':10s} {'cost':>14s} {'iterations':>10s} {'wall [s]':>9s} {'ms/iteration':>12s}")
-    print(f"{'lietraj':10s} {result.cost:14.9f} {result.iterations:10d} {t_ours:9.3f} {1e3 * t_ours / result.iterations:12.2f}")
+    m = result.iterations + (1 if result.converged else 0)  # backward passes, as Crocoddyl's are counted
+    print(f"{'lietraj':10s} {result.cost:14.9f} {m:10d} {t_ours:9.3f} {1e3 * t_ours / m:12.2f}")
     n = iterations(solver, converged)
     print(f"{'crocoddyl':10s} {solver.cost:14.9f} {n:10d} {t_theirs:9.3f} {1e3 * t_theirs / n:12.2f}")
     print(f"cost difference {abs(result.cost - solver.cost) / solver.cost:.2e} (relative); "

@@ -92,6 +92,18 @@ def trot_solo12_problem() -> tuple[crocoddyl.ShootingProblem, list[np.ndarray], 
     return problem, [x0] * (problem.T + 1), list(problem.quasiStatic([x0] * problem.T))
 
 
+def trot_anymal_problem() -> tuple[crocoddyl.ShootingProblem, list[np.ndarray], list[np.ndarray]]:
+    """``(problem, xs, us)``: the trot of Crocoddyl's ``quadrupedal_gaits_fwddyn.py`` on its own robot, ANYmal, with
+    the example's settings (``stepLength`` 0.15 m, ``stepHeight`` 0.1 m, ``timeStep`` 1e-2, ``stepKnots`` 25,
+    ``supportKnots`` 2) on a fresh builder, from the ``standing`` configuration at rest, and the example's guess (as
+    ``trot_solo12_problem``)."""
+    rmodel = example_robot_data.load("anymal").model
+    gait = SimpleQuadrupedalGaitProblem(rmodel, "LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT")
+    x0 = rmodel.defaultState
+    problem = gait.createTrottingProblem(x0, 0.15, 0.1, 1e-2, 25, 2)
+    return problem, [x0] * (problem.T + 1), list(problem.quasiStatic([x0] * problem.T))
+
+
 def iterations(solver: crocoddyl.SolverAbstract, converged: bool) -> int:
     """The iterations a Crocoddyl solve ran, each a backward pass and a step: ``solver.iter`` is the index of the
     last one (the loop returns from inside it once converged, ends past it otherwise)."""

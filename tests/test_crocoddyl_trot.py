@@ -1,13 +1,14 @@
 """``trot(formulation="crocoddyl")`` is Crocoddyl's solo12 trot term for term (the oracle is Crocoddyl itself,
 ``croc_oracle.trot_solo12_problem``): the same guess, the same cost at every knot of the guess and of a perturbed
-trajectory whose contact forces leave their cones and whose joints pass their bounds, and the same FDDP solve."""
+trajectory whose contact forces leave their cones and whose joints pass their bounds, and the same FDDP solve; and
+the example's own trot of ANYmal (``croc_oracle.trot_anymal_problem``), which ``bench_vs_crocoddyl`` times too."""
 
 from __future__ import annotations
 
 import crocoddyl
 import numpy as np
 
-from croc_oracle import perturbed_states, trot_solo12_problem
+from croc_oracle import perturbed_states, trot_anymal_problem, trot_solo12_problem
 from lietraj.dynamics.model.pinocchio_interop import to_pinocchio
 from lietraj.optimal_control.dynamics.impulse_robot_dynamics import ImpulseRobotDynamics
 from lietraj.problems import make_problem
@@ -65,3 +66,42 @@ def test_crocoddyl_trot_is_crocoddyls_problem_and_reaches_its_optimum():
     assert not result.us[impulses].any()
     m = ex.metrics(result)
     assert m["landing_error_mm"] < 1.0 and m["foot_drift_mm"] < 1.0
+
+
+def test_anymal_trot_of_crocoddyls_example_is_its_problem_and_reaches_its_optimum():
+    """The example's own robot and step (0.15 m long, 0.1 m high): the same costs on the guess and off the dynamics,
+    and FDDP from the same guess to the same optimum along the same steps. The solves end one iteration apart: at the
+    seventh backward pass the stationarity measure is 4e-10 at lietraj's iterate (Crocoddyl's own formula agrees
+    there) and 3.7e-9 at Crocoddyl's, whose iterates differ by rounding that Σ|Q_u|² near 1e-9 amplifies: on either
+    side of the tolerance, so Crocoddyl takes one more step of length 1, which moves the cost by 4e-12."""
+    ex = make_problem("trot", "anymal", formulation="crocoddyl", step_length=0.15, step_height=0.1)
+    croc, xs, us = trot_anymal_problem()
+    assert ex.problem.T == croc.T
+    impulses = [k for k, m in enumerate(ex.problem.running) if isinstance(m.dynamics, ImpulseRobotDynamics)]
+    assert impulses == [k for k, u in enumerate(us) if len(u) == 0]
+    assert np.abs(np.concatenate(to_pinocchio(ex.model, ex.xs0[0])) - xs[0]).max() < 1e-12
+    assert np.abs(np.delete(ex.us0, impulses, axis=0) - np.array([u for u in us if len(u)])).max() < 1e-9
+    assert_same_costs(ex, croc, ex.xs0, ex.us0, us)
+    rng = np.random.default_rng(1)
+    assert_same_costs(ex, croc, perturbed_states(ex.problem, rng), ex.us0 + rng.normal(size=ex.us0.shape), us)
+
+    result = ex.solve()
+    assert result.converged
+    solver = crocoddyl.SolverFDDP(croc)
+    steps = []
+    solver.setCallbacks([_StepLengths(steps)])
+    assert solver.solve(xs, us, 100, False)
+    assert abs(result.cost - solver.cost) <= 1e-9 * solver.cost
+    assert [h.step for h in result.history] == steps[:result.iterations]
+    assert solver.iter - result.iterations in (0, 1)
+
+
+class _StepLengths(crocoddyl.CallbackAbstract):
+    """Records the step length of every iteration of a Crocoddyl solve."""
+
+    def __init__(self, steps: list):
+        crocoddyl.CallbackAbstract.__init__(self)
+        self.steps = steps
+
+    def __call__(self, solver):
+        self.steps.append(solver.stepLength)
