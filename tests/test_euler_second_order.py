@@ -155,3 +155,31 @@ def test_dynamics_without_second_order_term_point_to_ilqr(rng):
         dyn.hessian_contraction(x, np.zeros(1), np.zeros(2))
     with pytest.raises(NotImplementedError, match="iLQR"):
         dyn.trajectory_hessian_contraction(Trajectory(None, x.s[None], x.v[None]), np.zeros((1, 1)), np.zeros((1, 2)))
+
+
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_blocks_written_into_out(integrator, rng):
+    """``out`` receives the same blocks a fresh call returns (a problem passes its own rows, and the Euler step writes
+    them directly); blocks of other shapes are refused."""
+    model = lietraj.load_robot("solo12")
+    dyn, N, ndx, nu = RobotDynamics(model, DT, integrator), 4, model.state_space.ndx, model.n
+    X = model.state_space.random_trajectory(N, rng)
+    U, LAM = rng.normal(size=(N, nu)), rng.normal(size=(N, ndx))
+    fresh = dyn.trajectory_hessian_contraction(X, U, LAM)
+    out = type(fresh)(np.full((N, ndx, ndx), np.nan), np.full((N, ndx, nu), np.nan), np.full((N, nu, nu), np.nan))
+    assert dyn.trajectory_hessian_contraction(X, U, LAM, out=out) is out
+    for a, b in ((out.xx, fresh.xx), (out.xu, fresh.xu), (out.uu, fresh.uu)):
+        np.testing.assert_array_equal(a, b)
+    assert np.array_equal(out.xx, np.swapaxes(out.xx, 1, 2)) and np.array_equal(out.uu, np.swapaxes(out.uu, 1, 2))
+    with pytest.raises(ValueError, match="out must hold"):
+        dyn.trajectory_hessian_contraction(X, U, LAM, out=type(fresh)(out.xx[1:], out.xu[1:], out.uu[1:]))
+
+
+def test_finite_check_tells_overflowing_sums_from_non_finite_entries():
+    """The result check sums each block first: a sum that overflows from finite entries is no error, a NaN is."""
+    dyn = RobotDynamics(lietraj.load_robot("ur5"), DT)
+    dyn._finite([np.full((3, 4), 1e308), -np.full(5, 1e308)], "hessian_contraction")
+    with pytest.raises(ValueError, match="non-finite"):
+        dyn._finite([np.full((3, 4), 1e308), np.array([1.0, np.nan])], "hessian_contraction")
+    with pytest.raises(ValueError, match="non-finite"):
+        dyn._finite([np.array([np.inf, -np.inf])], "hessian_contraction")

@@ -664,7 +664,7 @@ class Problem:
         ``LAM[k]ᵀ log(f_k(X[k], U[k])⁻¹ f_k(X[k] exp dx, U[k] + du))``, one ``trajectory_hessian_contraction`` call
         per dynamics group. ``LAM`` is ``(T, ndx)``, the value gradients at the next knots. Raises NotImplementedError
         where a dynamics has no second-order term (``DiscreteDynamics``' default). Integrated dynamics share their
-        knots with ``executor``'s thread when given (``lanes``)."""
+        knots with ``executor``'s thread when given (``lanes``) and write their knots' blocks in place."""
         U = np.asarray(U, dtype=np.float64)
         LAM = np.asarray(LAM, dtype=np.float64)
         if LAM.shape != (self.T, self.ndx):
@@ -672,7 +672,11 @@ class Problem:
         T, ndx, nu = self.T, self.ndx, self.nu
         out = StepHessian(np.empty((T, ndx, ndx)), np.empty((T, ndx, nu)), np.empty((T, nu, nu)))
         for a, b, dyn in self._dynamics_runs:
-            h = dyn.trajectory_hessian_contraction(X[a:b], U[a:b], LAM[a:b], **_sharing(dyn, executor))
+            if isinstance(dyn, IntegratedDynamics):
+                view = StepHessian(out.xx[a:b], out.xu[a:b], out.uu[a:b])
+                dyn.trajectory_hessian_contraction(X[a:b], U[a:b], LAM[a:b], executor, out=view)
+                continue
+            h = dyn.trajectory_hessian_contraction(X[a:b], U[a:b], LAM[a:b])
             out.xx[a:b], out.xu[a:b], out.uu[a:b] = h.xx, h.xu, h.uu
         return out
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import checked_state, checked_vector, require_finite
 from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
 from lietraj.dynamics.model.model import RobotModel
@@ -104,8 +105,48 @@ def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam,
     Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
     mu = (Minv @ lam[..., None])[..., 0]
     h = rnea_second_order_contraction(model, x, first.a, mu, workspace=workspace)
-    P = h.M_q  # P[k, a] = sum_i mu_i dM_ik/dq_a
-    Pt = np.swapaxes(P, -1, -2)
-    PtU = Pt @ u_q
-    qq = -(h.qq + PtU + np.swapaxes(PtU, -1, -2))
-    return ForwardDynamicsHessian(qq, -(h.qv + Pt @ u_v), -h.vv, -Pt @ Minv)
+    # P[k, a] = sum_i mu_i dM_ik/dq_a (h.M_q); the blocks replace h's, in one compiled pass
+    if N is None:
+        _forward_dynamics_blocks(*(B[None] for B in (Minv, u_q, u_v, h.qq, h.qv, h.vv, h.M_q)), np.empty(Minv.shape))
+    else:
+        _forward_dynamics_blocks(*(np.ascontiguousarray(B) for B in (Minv, u_q, u_v)), h.qq, h.qv, h.vv, h.M_q,
+                                 np.empty(Minv.shape[1:]))
+    return ForwardDynamicsHessian(h.qq, h.qv, h.vv, h.M_q)
+
+
+@kernel
+def _forward_dynamics_blocks(Minv, u_q, u_v, qq, qv, vv, P, S):
+    """At every knot, in place: ``qq <- -(qq + Pᵀ u_q + u_qᵀ P)``, ``qv <- -(qv + Pᵀ u_v)``, ``vv <- -vv`` and
+    ``P <- -Pᵀ M⁻¹`` (the module docstring's blocks from the inverse-dynamics contractions). ``S`` (nv, nv) is
+    scratch; the products run along contiguous rows."""
+    N, nv = P.shape[0], P.shape[1]
+    for k in range(N):
+        _transposed_product(P[k], u_q[k], S)
+        for i in range(nv):
+            for j in range(i + 1):
+                a = -(qq[k, i, j] + S[i, j] + S[j, i])
+                b = -(qq[k, j, i] + S[j, i] + S[i, j])
+                qq[k, i, j], qq[k, j, i] = a, b
+        _transposed_product(P[k], u_v[k], S)
+        for i in range(nv):
+            for j in range(nv):
+                qv[k, i, j] = -(qv[k, i, j] + S[i, j])
+                vv[k, i, j] = -vv[k, i, j]
+        _transposed_product(P[k], Minv[k], S)
+        for i in range(nv):
+            for j in range(nv):
+                P[k, i, j] = -S[i, j]
+
+
+@helper
+def _transposed_product(A, B, out):
+    """``out = Aᵀ B`` for square matrices, row operations on ``B``."""
+    n = A.shape[0]
+    for i in range(n):
+        for j in range(n):
+            out[i, j] = 0.0
+    for r in range(n):
+        for i in range(n):
+            a = A[r, i]
+            for j in range(n):
+                out[i, j] += a * B[r, j]

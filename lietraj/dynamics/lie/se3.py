@@ -376,22 +376,53 @@ def bracket_rows(lam: np.ndarray) -> np.ndarray:
 def right_jacobian_derivative_contraction(c: np.ndarray, lam: np.ndarray, tol: float = 1e-18) -> np.ndarray:
     """``DJ[..., i, j] = λᵀ DJr(c)[e_i] e_j`` for twists ``c`` and covectors ``λ`` of shape (..., 6): the derivative of
     ``Jr`` contracted with ``λ``, summed from the series ``Jr(c) = Σ_k (-1)^k ad_c^k / (k+1)!`` as
-    ``DJr[d] = Σ_k a_k Σ_m ad_c^m ad_d ad_c^(k-1-m)``, with vector-matrix products only."""
-    ad_c = np.einsum("...k,kij->...ij", c, _AD_BASIS)
-    DJ = np.zeros(c.shape + (6,))
-    # rows of λᵀ Q_k(d) for the six directions d = e_i, and λᵀ ad_c^k
-    q = np.zeros_like(DJ)
-    p = np.array(lam, dtype=float)
-    coefficient = 1.0
-    for k in range(1, 60):
-        q = q @ ad_c + bracket_rows(p)  # λᵀQ_k(e_i) = λᵀQ_{k-1}(e_i) ad_c + λᵀ ad_c^(k-1) ad(e_i)
-        p = np.einsum("...j,...jl->...l", p, ad_c)
-        coefficient *= -1.0 / (k + 1)
-        DJ += coefficient * q
-        term = abs(coefficient) * (np.abs(q).max(initial=0.0) + np.abs(p).max(initial=0.0))
-        if term < tol * max(1.0, np.abs(DJ).max(initial=0.0)):
-            break
-    return DJ
+    ``DJr[d] = Σ_k a_k Σ_m ad_c^m ad_d ad_c^(k-1-m)``, with vector-matrix products only, each twist's series until
+    its terms fall below ``tol`` relative to its sum (one compiled call for all of them)."""
+    c, lam = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(lam, dtype=float))
+    C, LAM = np.ascontiguousarray(c.reshape(-1, 6)), np.ascontiguousarray(lam.reshape(-1, 6))
+    DJ = np.empty((len(C), 6, 6))
+    _right_jacobian_derivative_batch(C, LAM, float(tol), _AD_BASIS, np.empty((4, 6, 6)), np.empty((2, 6)), DJ)
+    return DJ.reshape(c.shape + (6,))
+
+
+@kernel
+def _right_jacobian_derivative_batch(C, LAM, tol, basis, M, v, DJ):
+    """``right_jacobian_derivative_contraction`` at every row of ``C``, ``LAM`` (N, 6) into ``DJ`` (N, 6, 6): with
+    ``q_k[i] = λᵀ Q_k(e_i)`` and ``p_k = λᵀ ad_c^k``, ``q_k = q_{k-1} ad_c + [p_{k-1}ᵀ ad(e_i)]_i``. ``basis`` holds
+    ``ad(e_i)``; ``M`` (4, 6, 6) and ``v`` (2, 6) are scratch."""
+    A, q, t = M[0], M[1], M[2]
+    for n in range(C.shape[0]):
+        ad_into(A, 0, 0, C[n], 1.0)
+        for i in range(6):
+            v[0, i] = LAM[n, i]
+            for j in range(6):
+                q[i, j] = 0.0
+                DJ[n, i, j] = 0.0
+        coefficient = 1.0
+        for k in range(1, 60):
+            for i in range(6):
+                for j in range(6):
+                    acc = 0.0
+                    for m in range(6):
+                        acc += q[i, m] * A[m, j] + v[0, m] * basis[i, m, j]
+                    t[i, j] = acc
+            for j in range(6):
+                acc = 0.0
+                for m in range(6):
+                    acc += v[0, m] * A[m, j]
+                v[1, j] = acc
+            coefficient *= -1.0 / (k + 1)
+            big_q = big_p = big = 0.0
+            for i in range(6):
+                v[0, i] = v[1, i]
+                big_p = max(big_p, abs(v[0, i]))
+                for j in range(6):
+                    q[i, j] = t[i, j]
+                    DJ[n, i, j] += coefficient * t[i, j]
+                    big_q = max(big_q, abs(t[i, j]))
+                    big = max(big, abs(DJ[n, i, j]))
+            if abs(coefficient) * (big_q + big_p) < tol * max(1.0, big):
+                break
 
 
 def random(rng: np.random.Generator | int | None = None) -> np.ndarray:

@@ -162,11 +162,12 @@ class SemiImplicitEuler:
         return euler_jacobians(dt, X, d, F_x, F_u, structure)
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray,
-                            executor: Executor | None = None) -> StepHessian:
-        """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``; the
-        field's contraction shared with ``executor``'s thread when given (``Field.shared_hessian_contraction``)."""
+                            executor: Executor | None = None, out: StepHessian | None = None) -> StepHessian:
+        """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``, into
+        ``out`` when given; the field's contraction shared with ``executor``'s thread when given
+        (``Field.shared_hessian_contraction``)."""
         if executor is None:
             return euler_step_hessian(dt, X, field.derivatives(X, U), LAM,
-                                      lambda mu: field.hessian_contraction(X, U, mu))
+                                      lambda mu: field.hessian_contraction(X, U, mu), out)
         return euler_step_hessian(dt, X, field.shared_derivatives(X, U, executor), LAM,
-                                  lambda mu: field.shared_hessian_contraction(X, U, mu, executor))
+                                  lambda mu: field.shared_hessian_contraction(X, U, mu, executor), out)

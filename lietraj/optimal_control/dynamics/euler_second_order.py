@@ -121,46 +121,60 @@ def assemble(H: np.ndarray, terms: list[tuple[np.ndarray | None, np.ndarray]]) -
 
 
 @kernel
-def _euler_step_hessian_batch(qq, qv, vv, qu, H_ab, H_bb, Sb, V, H):
-    """``H = Σ Lᵀ R + Rᵀ L`` over the Euler step's two nodes at every knot (``assemble`` written out for them): the
-    field node (``field_term`` with ``L = [I 0]``) and, when ``Sb`` has a row per knot (a floating base), the compose
-    node with ``Sa = [I₆ 0]`` (``compose_term``), whose part is ``Saᵀ W + Wᵀ Sa + Sbᵀ H_bb Sb``, ``W = H_ab Sb``
-    (``H_bb`` is symmetric). ``V`` (6, m) is scratch."""
-    N, nv, m = qq.shape[0], qq.shape[1], H.shape[1]
+def _euler_step_hessian_batch(qq, qv, vv, qu, H_ab, H_bb, Sb, WV, Hk, XX, XU, UU):
+    """``H = Σ Lᵀ R + Rᵀ L`` over the Euler step's two nodes at every knot (``assemble`` written out for them), into
+    its blocks ``XX``, ``XU``, ``UU``, exactly symmetric: the field node (``field_term`` with ``L = [I 0]``) and,
+    when ``Sb`` has a row per knot (a floating base), the compose node with ``Sa = [I₆ 0]`` (``compose_term``),
+    whose part is ``Saᵀ W + Wᵀ Sa + Sbᵀ H_bb Sb``, ``W = H_ab Sb`` (``H_bb`` is symmetric). The lower triangle of
+    ``H`` is summed in ``Hk`` (m, m) with ``W`` and ``V = H_bb Sb`` in ``WV`` (12, m), the innermost loops along
+    contiguous rows, and mirrored into the blocks."""
+    N, nv, m = qq.shape[0], qq.shape[1], Hk.shape[0]
     ndx = 2 * nv
     for k in range(N):
-        Hk = H[k]
-        for i in range(m):
-            for j in range(m):
-                Hk[i, j] = 0.0
         for i in range(nv):
-            for j in range(nv):
-                Hk[i, j] = 0.5 * (qq[k, i, j] + qq[k, j, i])
-                Hk[nv + i, nv + j] = 0.5 * (vv[k, i, j] + vv[k, j, i])
-                Hk[i, nv + j] = qv[k, i, j]
-                Hk[nv + j, i] = qv[k, i, j]
-            for j in range(m - ndx):
-                Hk[i, ndx + j] = qu[k, i, j]
-                Hk[ndx + j, i] = qu[k, i, j]
-        if Sb.shape[0] != N:
-            continue
-        for r in range(6):
-            for c in range(m):
-                w, v = 0.0, 0.0
-                for t in range(6):
-                    w += H_ab[k, r, t] * Sb[k, t, c]
-                    v += H_bb[k, r, t] * Sb[k, t, c]
-                Hk[r, c] += w
-                Hk[c, r] += w
-                V[r, c] = v
-        for i in range(m):  # one triangle, mirrored: H is exactly symmetric, as the solvers' sweep takes it
             for j in range(i + 1):
-                acc = 0.0
+                Hk[i, j] = 0.5 * (qq[k, i, j] + qq[k, j, i])
+        for i in range(nv, ndx):
+            for j in range(nv):
+                Hk[i, j] = qv[k, j, i - nv]
+            for j in range(nv, i + 1):
+                Hk[i, j] = 0.5 * (vv[k, i - nv, j - nv] + vv[k, j - nv, i - nv])
+        for i in range(ndx, m):
+            for j in range(nv):
+                Hk[i, j] = qu[k, j, i - ndx]
+            for j in range(nv, i + 1):
+                Hk[i, j] = 0.0
+        if Sb.shape[0] == N:
+            for r in range(12):
+                for c in range(m):
+                    WV[r, c] = 0.0
+            for r in range(6):
                 for t in range(6):
-                    acc += Sb[k, t, i] * V[t, j]
-                Hk[i, j] += acc
-                if j != i:
-                    Hk[j, i] += acc
+                    a, b = H_ab[k, r, t], H_bb[k, r, t]
+                    for c in range(m):
+                        WV[r, c] += a * Sb[k, t, c]
+                        WV[6 + r, c] += b * Sb[k, t, c]
+            for i in range(m):  # Wᵀ Sa: columns j < 6
+                for j in range(min(i, 5) + 1):
+                    Hk[i, j] += WV[j, i]
+            for i in range(6):  # Saᵀ W: rows i < 6
+                for j in range(i + 1):
+                    Hk[i, j] += WV[i, j]
+            for t in range(6):  # Sbᵀ V
+                for i in range(m):
+                    a = Sb[k, t, i]
+                    for j in range(i + 1):
+                        Hk[i, j] += a * WV[6 + t, j]
+        for i in range(ndx):
+            for j in range(i + 1):
+                XX[k, i, j] = Hk[i, j]
+                XX[k, j, i] = Hk[i, j]
+        for i in range(ndx, m):
+            for j in range(ndx):
+                XU[k, j, i - ndx] = Hk[i, j]
+            for j in range(ndx, i + 1):
+                UU[k, i - ndx, j - ndx] = Hk[i, j]
+                UU[k, j - ndx, i - ndx] = Hk[i, j]
 
 
 def hessian_blocks(H: np.ndarray, ndx: int) -> StepHessian:
@@ -176,11 +190,12 @@ def step_twists(dt: float, X: Trajectory, fd: FieldDerivatives) -> np.ndarray:
 
 
 def euler_step_hessian(dt: float, X: Trajectory, fd: FieldDerivatives, LAM: np.ndarray,
-                       field_contraction: FieldContraction) -> StepHessian:
+                       field_contraction: FieldContraction, out: StepHessian | None = None) -> StepHessian:
     """The Hessians at every knot of ``X`` from checked inputs: ``fd`` the first-order derivatives of the acceleration
     field at the knots (``Field.derivatives``), covectors ``LAM`` (N, ndx), and ``field_contraction`` mapping the
     field's covectors ``μ`` (N, nv) to ``μᵀ ∂²a`` (``Field.hessian_contraction``). The step is the same for any
-    field ``a(q, v, u)``."""
+    field ``a(q, v, u)``. ``out``: blocks of the right shapes to write the result into (a problem's, for all its
+    knots), instead of new arrays."""
     N, nv, nu = len(X), fd.da_dq.shape[1], fd.da_du.shape[2]
     ndx = 2 * nv
     lam_xi = LAM.copy()
@@ -196,10 +211,11 @@ def euler_step_hessian(dt: float, X: Trajectory, fd: FieldDerivatives, LAM: np.n
         Sb = np.concatenate((fd.da_dq[:, :6], fd.da_dv[:, :6], fd.da_du[:, :6]), axis=2) * (dt * dt)
         Sb[:, :, nv:nv + 6] += dt * np.eye(6)
         H_ab, H_bb = (np.ascontiguousarray(B) for B in compose_blocks(XI, PHI, JR, LAM[:, :6]))
-    H = np.empty((N, m, m))
+    if out is None:
+        out = StepHessian(np.empty((N, ndx, ndx)), np.empty((N, ndx, nu)), np.empty((N, nu, nu)))
     _euler_step_hessian_batch(*(np.ascontiguousarray(B, dtype=np.float64) for B in (C.qq, C.qv, C.vv, C.qu)), H_ab,
-                              H_bb, Sb, np.empty((6, m)), H)
-    return hessian_blocks(H, ndx)
+                              H_bb, Sb, np.empty((12, m)), np.empty((m, m)), out.xx, out.xu, out.uu)
+    return out
 
 
 def euler_hessian_contraction(model: RobotModel, dt: float, x: State, u, lam) -> StepHessian:

@@ -185,10 +185,14 @@ class RK4:
         return bool(np.isfinite(F_x).all() and np.isfinite(F_u).all())
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray,
-                            executor: Executor | None = None) -> StepHessian:
+                            executor: Executor | None = None, out: StepHessian | None = None) -> StepHessian:
         """DDP's second-order term of the step at every knot (``rk4_second_order``) for covectors ``LAM``, in the
-        calling thread (``executor`` unused, as for the derivatives)."""
+        calling thread (``executor`` unused, as for the derivatives); copied into ``out`` when given."""
         st = self.stages(field, dt, X, U)
         ndx, nu = LAM.shape[1], field.nu
-        return rk4_step_hessian(dt, st, LAM, lambda Y, mu: field.hessian_contraction(Y, U, mu),
-                                ((sl, self.sensitivities(st, dt, sl, m)) for sl, m in self.chunks(len(X), ndx, nu)))
+        H = rk4_step_hessian(dt, st, LAM, lambda Y, mu: field.hessian_contraction(Y, U, mu),
+                             ((sl, self.sensitivities(st, dt, sl, m)) for sl, m in self.chunks(len(X), ndx, nu)))
+        if out is None:
+            return H
+        out.xx[...], out.xu[...], out.uu[...] = H.xx, H.xu, H.uu
+        return out
