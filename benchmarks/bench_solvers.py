@@ -13,7 +13,7 @@ rollout) and stop on the same stationarity measure (Σ|Q_u|², Crocoddyl's
 ``stoppingCriteria``) below ``1e-9``. Crocoddyl's DDP drops the dynamics' second-order term (it is iLQR), so its
 column sits next to both. Times are wall-clock medians over repeated solves, the five solvers taking turns (one
 solve of each per round), on this machine; compare ratios. ``iters`` counts the backward passes of a solve in
-both libraries (``directions``, ``croc_oracle.iterations``), ``ms/iter`` is the solve's time over them. Each
+both libraries (``directions``, ``croc_oracle.iterations``), ``ms/iter`` is the median solve's time over them. Each
 thread count runs in a fresh process with ``OMP_NUM_THREADS`` set to it; the machine, its load average and whether
 the run was quiet (``benchmarks/machine.py``) are printed with the figures::
 
@@ -143,13 +143,13 @@ def directions(result) -> int:
 
 
 def lietraj_solve(solve, problem, us0):
-    """One solve: (seconds, backward passes, cost, seconds per backward pass, status)."""
+    """One solve: (seconds, backward passes, cost, status)."""
     t = time.perf_counter()
     result = solve(problem, us0=us0, options=SolverOptions(tol=TOL, max_iter=500,
                                                            threads=int(os.environ["OMP_NUM_THREADS"])))
     elapsed = time.perf_counter() - t
     n = directions(result)
-    return elapsed, n, result.cost, elapsed / max(n, 1), result.status
+    return elapsed, n, result.cost, result.status
 
 
 def crocoddyl_solve(cls, problem, us0):
@@ -161,7 +161,7 @@ def crocoddyl_solve(cls, problem, us0):
     converged = solver.solve(problem.rollout(us), us, 500, False)
     elapsed = time.perf_counter() - t
     n = iterations(solver, converged)
-    return elapsed, n, solver.cost, elapsed / max(n, 1), "converged" if converged else "not converged"
+    return elapsed, n, solver.cost, "converged" if converged else "not converged"
 
 
 def compare(repeats: int) -> None:
@@ -187,10 +187,10 @@ def compare(repeats: int) -> None:
                 solves[label].append(run())
         total = {}
         for label, results in solves.items():
-            _, iters, cost, per_iteration, status = results[-1]
+            _, iters, cost, status = results[-1]
             total[label] = float(np.median([r[0] for r in results]))
             print(f"{name:16s} {label:16s} {iters:6d} {cost:12.6g} {1e3 * total[label]:10.1f} "
-                  f"{1e3 * per_iteration:9.2f}  {status}")
+                  f"{1e3 * total[label] / max(iters, 1):9.2f}  {status}")
         print(f"{name:16s} wall time ratios: FDDP lietraj / crocoddyl = "
               f"{total['lietraj FDDP'] / total['crocoddyl FDDP']:.2f}, DDP lietraj / FDDP crocoddyl = "
               f"{total['lietraj DDP'] / total['crocoddyl FDDP']:.2f} [{quietness.verdict()}]")
