@@ -30,17 +30,23 @@ def assert_same_costs(ex, croc, X, U, croc_us) -> None:
     assert abs(ex.problem.cost(X, U) - total) <= 1e-9 * total
 
 
-def test_crocoddyl_trot_is_crocoddyls_problem_and_reaches_its_optimum():
-    ex = make_problem("trot", "solo12", formulation="crocoddyl")
-    croc, xs, us = trot_solo12_problem()
+def assert_same_problem_and_guess(ex, croc, xs, us) -> list[int]:
+    """The same horizon, impulse knots and guess (the standing state at every knot, Crocoddyl's quasiStatic controls,
+    none at the impulses) and the same costs at the guess; returns the impulse knots."""
     assert ex.problem.T == croc.T
     impulses = [k for k, m in enumerate(ex.problem.running) if isinstance(m.dynamics, ImpulseRobotDynamics)]
     assert impulses == [k for k, u in enumerate(us) if len(u) == 0]
-    # The same guess: the standing state at every knot, Crocoddyl's quasiStatic controls (none at the impulses).
     assert np.abs(np.concatenate(to_pinocchio(ex.model, ex.xs0[0])) - xs[0]).max() < 1e-12
     assert np.abs(np.delete(ex.us0, impulses, axis=0) - np.array([u for u in us if len(u)])).max() < 1e-9
     assert not ex.us0[impulses].any()
     assert_same_costs(ex, croc, ex.xs0, ex.us0, us)
+    return impulses
+
+
+def test_crocoddyl_trot_is_crocoddyls_problem_and_reaches_its_optimum():
+    ex = make_problem("trot", "solo12", formulation="crocoddyl")
+    croc, xs, us = trot_solo12_problem()
+    impulses = assert_same_problem_and_guess(ex, croc, xs, us)
 
     # A perturbed trajectory (costs are defined off the dynamics too): forces out of their friction cones at some
     # knots, and joints past the URDF's position and velocity bounds at others, so that every barrier acts.
@@ -76,12 +82,7 @@ def test_anymal_trot_of_crocoddyls_example_is_its_problem_and_reaches_its_optimu
     side of the tolerance, so Crocoddyl takes one more step of length 1, which moves the cost by 4e-12."""
     ex = make_problem("trot", "anymal", formulation="crocoddyl", step_length=0.15, step_height=0.1)
     croc, xs, us = trot_anymal_problem()
-    assert ex.problem.T == croc.T
-    impulses = [k for k, m in enumerate(ex.problem.running) if isinstance(m.dynamics, ImpulseRobotDynamics)]
-    assert impulses == [k for k, u in enumerate(us) if len(u) == 0]
-    assert np.abs(np.concatenate(to_pinocchio(ex.model, ex.xs0[0])) - xs[0]).max() < 1e-12
-    assert np.abs(np.delete(ex.us0, impulses, axis=0) - np.array([u for u in us if len(u)])).max() < 1e-9
-    assert_same_costs(ex, croc, ex.xs0, ex.us0, us)
+    assert_same_problem_and_guess(ex, croc, xs, us)
     rng = np.random.default_rng(1)
     assert_same_costs(ex, croc, perturbed_states(ex.problem, rng), ex.us0 + rng.normal(size=ex.us0.shape), us)
 
