@@ -25,9 +25,10 @@ import numpy as np
 from lietraj.dynamics._checks import result_arrays
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 from lietraj.dynamics.model.model import RobotModel
+from lietraj.dynamics.model.workspace import Workspace
 from lietraj.optimal_control.dynamics.euler import EulerStructure, SemiImplicitEuler
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
-from lietraj.optimal_control.dynamics.field import Field
+from lietraj.optimal_control.dynamics.field import Field, FieldTables
 from lietraj.optimal_control.dynamics.free_field import FreeField
 from lietraj.optimal_control.dynamics.rk4 import RK4
 from lietraj.optimal_control.solvers.forward_pass import (
@@ -125,6 +126,12 @@ class DiscreteDynamics(ABC):
     def compiled_step(self) -> CompiledStep | None:
         """The compiled form of ``step`` for the solvers' forward pass, or None (stepped in Python, knot by knot)."""
         return None
+
+    def compiled_rollout_policy(self, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
+                                u_ub=None) -> PolicyRollout:
+        """``rollout_policy`` as the solvers' forward pass computes it: one compiled call over the horizon when
+        ``compiled_step`` has a form (what a subclass with one returns from its ``rollout_policy``)."""
+        return rollout_policy(self, x0, X_ref, U_ref, k, K, alpha, gaps, u_lb, u_ub)
 
     def rollout(self, x0: State, U) -> Trajectory:
         """States ``x_0 .. x_N`` from ``x_0`` under the controls ``U`` (N, nu) (``open_loop``); a rollout that fails
@@ -231,15 +238,21 @@ class IntegratedDynamics(DiscreteDynamics):
     def rollout_policy(self, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
                        u_ub=None) -> PolicyRollout:
         """``DiscreteDynamics.rollout_policy`` in one compiled call over the whole horizon for a built-in field."""
-        return rollout_policy(self, x0, X_ref, U_ref, k, K, alpha, gaps, u_lb, u_ub)
+        return self.compiled_rollout_policy(x0, X_ref, U_ref, k, K, alpha, gaps, u_lb, u_ub)
 
     def compiled_step(self) -> CompiledStep | None:
         tables = self.field.tables
         if tables is None:
             return None
-        return CompiledStep(self.field.model, tables, self.integrator == "rk4", self.dt,
-                            self.field.workspace.work(rollout_work, self.field.nc),
-                            getattr(self.field, "remember_solution", None))
+        return compiled_form(self.field.model, tables, self.integrator == "rk4", self.dt, self.field.workspace,
+                             self.field.nc, getattr(self.field, "remember_solution", None))
+
+
+def compiled_form(model: RobotModel, tables: FieldTables, rk4: bool, dt: float, workspace: Workspace, nc: int,
+                  remember=None) -> CompiledStep:
+    """The ``CompiledStep`` of a built-in field (or impact) of ``model`` on ``nc`` contact rows, its work arrays kept
+    by ``workspace``."""
+    return CompiledStep(model, tables, rk4, dt, workspace.work(rollout_work, nc), remember)
 
 
 class RobotDynamics(IntegratedDynamics):

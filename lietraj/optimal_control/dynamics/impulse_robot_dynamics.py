@@ -44,10 +44,16 @@ from lietraj.dynamics.kinematics.kinematics import frame_id
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import State, Trajectory
-from lietraj.optimal_control.dynamics.discrete_dynamics import DiscreteDerivatives, DiscreteDynamics, covectors
+from lietraj.optimal_control.dynamics.discrete_dynamics import (
+    CompiledStep,
+    DiscreteDerivatives,
+    DiscreteDynamics,
+    PolicyRollout,
+    compiled_form,
+    covectors,
+)
 from lietraj.optimal_control.dynamics.field import FieldTables, joint_torques
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
-from lietraj.optimal_control.solvers.forward_pass import CompiledStep, PolicyRollout, rollout_policy, rollout_work
 
 
 class ImpulseRobotDynamics(DiscreteDynamics):
@@ -100,13 +106,13 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         """The impact in the rollout kernel's form (the contact tables with the restitution): a touchdown knot of a
         solver's forward pass is one compiled call like the phases around it, not a Python ``step``."""
         packed = pack_contacts(self.model, self.contacts, "ImpulseRobotDynamics")
-        return CompiledStep(self.model, FieldTables(None, (packed.CI, packed.CF, self.damping, self.restitution)),
-                            False, 0.0, self.workspace.work(rollout_work, self.nc))
+        return compiled_form(self.model, FieldTables(None, (packed.CI, packed.CF, self.damping, self.restitution)),
+                             False, 0.0, self.workspace, self.nc)
 
     def rollout_policy(self, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
                        u_ub=None) -> PolicyRollout:
         """``DiscreteDynamics.rollout_policy`` in one compiled call (``compiled_step``)."""
-        return rollout_policy(self, x0, X_ref, U_ref, k, K, alpha, gaps, u_lb, u_ub)
+        return self.compiled_rollout_policy(x0, X_ref, U_ref, k, K, alpha, gaps, u_lb, u_ub)
 
     def impulses(self, X: Trajectory) -> np.ndarray:
         """The contact impulses (N, nc) of the impact at each knot, stacked in contact order, each in its contact's
