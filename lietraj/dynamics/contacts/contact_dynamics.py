@@ -337,7 +337,8 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
     lambda_c, J (nc, nv) and gamma (nc,); returns OK, RANK_DEFICIENT (damping 0 and J M^-1 J^T singular) or
     NOT_FINITE_SOLUTION. Work arrays: W (nb, _COLS), WC (nb, CRBA_COLS), M (nv, nv), Z (max(nc, 1), nv),
     S (nc, nc)."""
-    return constrained_dynamics(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, -1.0, W, WC, M, Z, S, a, lambda_c, J, gamma)
+    return constrained_dynamics(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, -1.0, W, WC, M, Z, S, a, lambda_c, J,
+                                gamma)
 
 
 @kernel

@@ -10,12 +10,12 @@ control or state is non-finite or invalid or whose step failed, and why.
 
 The knots are taken in runs that share one dynamics object (a problem's contact phases). A run whose dynamics has
 a compiled step (``DiscreteDynamics.compiled_step``: a built-in field, free or under contacts, times semi-implicit
-Euler or RK4, or a touchdown impact; ``CompiledStep``) rolls out in one call of ``_rollout_kernel``, which selects the field and the
-integrator by which of three arguments are None, so that numba compiles for each pair only its own algorithms
-(numba caches no kernel that takes jitted functions as arguments). Any other
-dynamics (a user's field or ``DiscreteDynamics``, ``LinearDynamics``) steps in Python, one
-``step`` per knot, the policy of each knot computed by the same compiled code (``policy_knot``). Both paths do the
-same floating-point operations up to the rounding of numpy's 4x4 matrix products in a Python ``step``.
+Euler or RK4, or a touchdown impact; ``CompiledStep``) rolls out in one call of ``_rollout_kernel``, which selects
+the field and the integrator by which of three arguments are None, so that numba compiles for each pair only its
+own algorithms (numba caches no kernel that takes jitted functions as arguments). Any other dynamics (a user's
+field or ``DiscreteDynamics``, ``LinearDynamics``) steps in Python, one ``step`` per knot, the policy of each knot
+computed by the same compiled code (``policy_knot``). Both paths do the same floating-point operations up to the
+rounding of numpy's 4x4 matrix products in a Python ``step``.
 
 The kernels take their arguments grouped in plain tuples (``ReferenceArrays``, ``PolicyArrays``, ``BoundArrays``,
 ``RolloutArrays``, ``RolloutWork``), named inside: a NamedTuple argument costs numba's dispatcher
@@ -214,7 +214,8 @@ def _rollout_kernel(t0, t1, model, dofs, fext, contacts, stages, dt, reference, 
     step of a built-in field by RK4 (``stages`` = (YH, YS, YV) of ``RolloutWork``) or semi-implicit Euler
     (``stages`` None); the field is ABA with the body wrenches ``fext`` (``contacts`` None), or the contact dynamics
     of ``contacts`` = (CI, CF, damping, restitution) (``fext`` None), or, with a restitution >= 0, the impact on
-    them (a touchdown knot: ``x⁺ = (H, s, v⁺)``, ``stages`` None). Knot t1 = N + 1 stands for the last knot N, which has no step.
+    them (a touchdown knot: ``x⁺ = (H, s, v⁺)``, ``stages`` None). Knot t1 = N + 1 stands for the last knot N, which
+    has no step.
     ``solution``, None or (A, LAM, J, GAMMA) with a row per knot from t0: the contact solution at each knot (its
     first stage). Returns (status, knot): OK and t1, or the knot of the first bad control or state (t + 1 when the
     step from knot t fails).
