@@ -337,8 +337,7 @@ def contact_dynamics_core(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, W, WC, M
     lambda_c, J (nc, nv) and gamma (nc,); returns OK, RANK_DEFICIENT (damping 0 and J M^-1 J^T singular) or
     NOT_FINITE_SOLUTION. Work arrays: W (nb, _COLS), WC (nb, CRBA_COLS), M (nv, nv), Z (max(nc, 1), nv),
     S (nc, nc)."""
-    return constrained_dynamics(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, -1.0, W, WC, M, Z, S, a, lambda_c, J,
-                                gamma)
+    return _constrained(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, -1.0, W, WC, M, Z, S, a, lambda_c, J, gamma)
 
 
 @kernel
@@ -348,13 +347,12 @@ def impact_core(mi, mf, g, dp, H, s, v, CI, CF, restitution, damping, W, WC, M, 
     right-hand side for the dynamics, ``M dv = J^T lambda``, and ``(1 + restitution) J v`` for the contacts' drift,
     so that ``J v⁺ = -restitution J v`` (less ``damping lambda``). The rows ``J`` are in the contacts' references;
     ``gamma`` is scratch. Statuses and work arrays as ``contact_dynamics_core``'s."""
-    return constrained_dynamics(mi, mf, g, dp, H, s, v, v, CI, CF, damping, restitution, W, WC, M, Z, S, dv, lambda_c,
-                                J, gamma)
+    return _constrained(mi, mf, g, dp, H, s, v, v, CI, CF, damping, restitution, W, WC, M, Z, S, dv, lambda_c, J,
+                        gamma)
 
 
 @helper
-def constrained_dynamics(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, restitution, W, WC, M, Z, S, a, lambda_c, J,
-                         gamma):
+def _constrained(mi, mf, g, dp, H, s, v, tau, CI, CF, damping, restitution, W, WC, M, Z, S, a, lambda_c, J, gamma):
     """``contact_dynamics_core`` (``restitution`` < 0) or ``impact_core`` (``restitution`` >= 0, ``a`` the velocity
     jump, ``tau`` unread): the two differ only in the right-hand sides of the KKT system."""
     nv, nc = M.shape[0], J.shape[0]

@@ -33,7 +33,8 @@ import numpy as np
 
 from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import IDENTITY4_STACK, NOT_FINITE, OK, SINGULAR, check_state
-from lietraj.dynamics.contacts.contact_dynamics import NOT_FINITE_SOLUTION, RANK_DEFICIENT, constrained_dynamics
+from lietraj.dynamics.contacts.contact_dynamics import NOT_FINITE_SOLUTION, RANK_DEFICIENT, contact_dynamics_core, \
+    impact_core
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory, chart_difference, chart_integrate
 from lietraj.dynamics.algorithms.aba import aba_core
 from lietraj.dynamics.model.model import DofTables, ModelArrays, RobotModel
@@ -248,11 +249,14 @@ def _rollout_kernel(t0, t1, model, dofs, fext, contacts, stages, dt, reference, 
             # its whole call tree (_jit.py)
             if status == OK and fext is not None:
                 status = aba_core(m.joints, m.bodies, m.gravity, YH, YS, YV, tau, fext, fw.aba, acc)
-            if status == OK and contacts is not None:
+            if status == OK and contacts is not None:  # the cores are kernels: compiled once for every caller
                 CI, CF, damping, restitution = contacts
-                status = constrained_dynamics(m.joints, m.bodies, m.gravity, dp, YH, YS, YV, tau, CI, CF, damping,
-                                              restitution, fw.bodies, fw.crba, fw.M, fw.Z, fw.S, acc, fw.lam, fw.J,
-                                              fw.gamma)
+                if restitution < 0.0:
+                    status = contact_dynamics_core(m.joints, m.bodies, m.gravity, dp, YH, YS, YV, tau, CI, CF, damping,
+                                                   fw.bodies, fw.crba, fw.M, fw.Z, fw.S, acc, fw.lam, fw.J, fw.gamma)
+                else:
+                    status = impact_core(m.joints, m.bodies, m.gravity, dp, YH, YS, YV, CI, CF, restitution, damping,
+                                         fw.bodies, fw.crba, fw.M, fw.Z, fw.S, acc, fw.lam, fw.J, fw.gamma)
             if status != OK:
                 return status, t + 1
             if solution is not None and stage == 0:
