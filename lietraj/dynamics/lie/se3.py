@@ -381,7 +381,7 @@ def right_jacobian_derivative_contraction(c: np.ndarray, lam: np.ndarray, tol: f
     c, lam = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(lam, dtype=float))
     C, LAM = np.ascontiguousarray(c.reshape(-1, 6)), np.ascontiguousarray(lam.reshape(-1, 6))
     DJ = np.empty((len(C), 6, 6))
-    _right_jacobian_derivative_batch(C, LAM, float(tol), _AD_BASIS, np.empty((4, 6, 6)), np.empty((2, 6)), DJ)
+    _right_jacobian_derivative_batch(C, LAM, float(tol), _AD_BASIS, np.empty((3, 6, 6)), np.empty((2, 6)), DJ)
     return DJ.reshape(c.shape + (6,))
 
 
@@ -389,7 +389,7 @@ def right_jacobian_derivative_contraction(c: np.ndarray, lam: np.ndarray, tol: f
 def _right_jacobian_derivative_batch(C, LAM, tol, basis, M, v, DJ):
     """``right_jacobian_derivative_contraction`` at every row of ``C``, ``LAM`` (N, 6) into ``DJ`` (N, 6, 6): with
     ``q_k[i] = λᵀ Q_k(e_i)`` and ``p_k = λᵀ ad_c^k``, ``q_k = q_{k-1} ad_c + [p_{k-1}ᵀ ad(e_i)]_i``. ``basis`` holds
-    ``ad(e_i)``; ``M`` (4, 6, 6) and ``v`` (2, 6) are scratch."""
+    ``ad(e_i)``; ``M`` (3, 6, 6) and ``v`` (2, 6) are scratch."""
     A, q, t = M[0], M[1], M[2]
     for n in range(C.shape[0]):
         ad_into(A, 0, 0, C[n], 1.0)
