@@ -178,16 +178,20 @@ def _spec(problem: str, robot: str | None, solver: str | None) -> Spec:
 def local_cluster(workers: int | None = None):
     """A ``distributed.LocalCluster`` of ``workers`` single-threaded worker processes (default: one per core),
     its logs at ERROR level; its scheduler serves on a free port (never the default 8787, which another cluster on
-    the machine may hold); its workers leave Ctrl-C to this process (``worker_setup``) and do not profile their
-    tasks (Dask samples a task's stack every 10 ms, holding the GIL: the solves ran 6-10 % slower,
-    ``benchmarks/bench_sweep.py``)."""
+    the machine may hold); its workers leave Ctrl-C to this process (``worker_setup``), do not profile their tasks
+    (Dask samples a task's stack every 10 ms, holding the GIL: the solves ran 6-10 % slower,
+    ``benchmarks/bench_sweep.py``) and keep glibc's own trimming of freed memory (Dask sets its threshold to 64 KiB,
+    which handed every freed array back to the system: a solo12 squat took 730-1110 page faults in a worker against
+    0-610 without it and ~230 in a plain process)."""
     import dask
     from distributed import LocalCluster
 
     workers = (os.cpu_count() or 1) if workers is None else workers
     if workers < 1:
         raise ValueError(f"solve_many: workers must be at least 1, got {workers}")
-    with dask.config.set({"distributed.worker.profile.enabled": False}):  # the nannies hand it to their workers
+    # the nannies hand these to their workers (None: the variable is not set in the worker's environment)
+    with dask.config.set({"distributed.worker.profile.enabled": False,
+                          "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
         return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                             silence_logs=logging.ERROR, preload=["lietraj.batch.worker_setup"])
 
