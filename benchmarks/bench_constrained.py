@@ -263,6 +263,7 @@ def lietraj_run(case: Case, ex: ExampleProblem) -> Callable[[], Outcome]:
     options = dataclasses.replace(ex.options, threads=1)
 
     def run() -> Outcome:
+        ex.problem.forget_evaluations()  # the last solve's iterates are this one's: nothing recalled from it
         t = time.perf_counter()
         r = ex.solve(options=options)
         elapsed = time.perf_counter() - t

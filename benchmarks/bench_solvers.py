@@ -143,7 +143,9 @@ def directions(result) -> int:
 
 
 def lietraj_solve(solve, problem, us0):
-    """One solve: (seconds, backward passes, cost, status)."""
+    """One solve: (seconds, backward passes, cost, status), without the evaluations the last solve left kept (its
+    iterates are this one's)."""
+    problem.forget_evaluations()
     t = time.perf_counter()
     result = solve(problem, us0=us0, options=SolverOptions(tol=TOL, max_iter=500,
                                                            threads=int(os.environ["OMP_NUM_THREADS"])))

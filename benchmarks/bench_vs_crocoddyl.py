@@ -84,6 +84,9 @@ def compare(name: str, repeats: int) -> None:
     example.solve(options=options)  # compile (numba caches make later runs start warm)
     ours, theirs, result, solver = [], [], None, None
     for _ in range(repeats):
+        # the same iterates as the last solve's, bit for bit: without this its contact fields would recall the
+        # derivatives they kept of its last passes (up to 8 a field) instead of computing them
+        example.problem.forget_evaluations()
         t = time.perf_counter()
         result = example.solve(options=options)
         ours.append(time.perf_counter() - t)

@@ -385,3 +385,23 @@ def test_derivatives_in_two_threads_end_together_even_when_a_cost_fails():
         with pytest.raises(ValueError, match="a cost failed"):
             broken.derivatives(X, U, executor=pool)
         assert done.is_set()
+
+
+def test_forget_evaluations_makes_a_repeated_solve_compute_again(monkeypatch):
+    """A contact field keeps its last evaluations and a solve repeated from the same guess repeats its iterates bit
+    for bit, so it would recall them: after ``forget_evaluations`` it computes every one again, to the same result."""
+    from lietraj.dynamics.contacts import contact_dynamics_derivatives as module
+    from lietraj.problems import make_problem
+
+    # ANYmal's trot converges in 7 passes: every evaluation of its fields stays kept (8 a field) for the next solve
+    example = make_problem("trot", "anymal", formulation="crocoddyl", step_length=0.15, step_height=0.1)
+    first = example.solve()
+    kernel, calls = module.contact_derivatives_batch_kernel, []
+    monkeypatch.setattr(module, "contact_derivatives_batch_kernel", lambda *a: calls.append(1) or kernel(*a))
+    again = example.solve()
+    recalled = len(calls)
+    example.problem.forget_evaluations()
+    calls.clear()
+    fresh = example.solve()
+    assert fresh.cost == again.cost == first.cost and fresh.iterations == first.iterations
+    assert recalled == 0 and len(calls) > 20  # the repeated solve had recalled every one

@@ -695,6 +695,13 @@ class Problem:
         self.state_space.check(x)
         return Trajectory.repeat(x, self.T + 1)
 
+    def forget_evaluations(self) -> None:
+        """Drop the evaluations the dynamics keep for equal inputs (``DiscreteDynamics.forget_evaluations``): a solve
+        repeated from the same guess then computes everything again, as a first one does (what a benchmark of
+        repeated solves must time)."""
+        for dyn in {id(d): d for d in self.dynamics_sequence}.values():
+            dyn.forget_evaluations()
+
     def time_steps(self) -> np.ndarray:
         """``dt`` of each running knot, shape ``(T,)``."""
         return np.array([float(m.dynamics.dt) for m in self.running])

@@ -127,6 +127,10 @@ class DiscreteDynamics(ABC):
         """The compiled form of ``step`` for the solvers' forward pass, or None (stepped in Python, knot by knot)."""
         return None
 
+    def forget_evaluations(self) -> None:
+        """Drop any evaluation kept for equal inputs (a built-in field's, ``RobotField.forget_evaluations``); nothing
+        by default."""
+
     def compiled_rollout_policy(self, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
                                 u_ub=None) -> PolicyRollout:
         """``rollout_policy`` as the solvers' forward pass computes it: one compiled call over the horizon when
@@ -239,6 +243,11 @@ class IntegratedDynamics(DiscreteDynamics):
                        u_ub=None) -> PolicyRollout:
         """``DiscreteDynamics.rollout_policy`` in one compiled call over the whole horizon for a built-in field."""
         return self.compiled_rollout_policy(x0, X_ref, U_ref, k, K, alpha, gaps, u_lb, u_ub)
+
+    def forget_evaluations(self) -> None:
+        forget = getattr(self.field, "forget_evaluations", None)
+        if forget is not None:
+            forget()
 
     def compiled_step(self) -> CompiledStep | None:
         tables = self.field.tables

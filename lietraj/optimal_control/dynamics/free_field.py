@@ -116,6 +116,11 @@ class RobotField(Field):
             raise
         return results
 
+    def forget_evaluations(self) -> None:
+        """Drop what ``keep`` kept: the next calls compute again. For timing repeated solves of one problem from one
+        guess, whose iterates repeat bit for bit: a solve would otherwise recall its predecessor's evaluations."""
+        self._kept.clear()
+
     def recall(self, key, X: Trajectory, U):
         """What ``keep`` kept under ``key`` if it was computed at knots and controls equal to ``X`` and ``U``, else
         None. The value's arrays are shared: read them, do not write them. The controls, not the generalized forces
