@@ -105,12 +105,9 @@ def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam,
     Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
     mu = (Minv @ lam[..., None])[..., 0]
     h = rnea_second_order_contraction(model, x, first.a, mu, workspace=workspace)
-    # P[k, a] = sum_i mu_i dM_ik/dq_a (h.M_q); the blocks replace h's, in one compiled pass
-    if N is None:
-        _forward_dynamics_blocks(*(B[None] for B in (Minv, u_q, u_v, h.qq, h.qv, h.vv, h.M_q)), np.empty(Minv.shape))
-    else:
-        _forward_dynamics_blocks(*(np.ascontiguousarray(B) for B in (Minv, u_q, u_v)), h.qq, h.qv, h.vv, h.M_q,
-                                 np.empty(Minv.shape[1:]))
+    # P[k, a] = sum_i mu_i dM_ik/dq_a (h.M_q); the blocks replace h's, in one compiled pass over the knots
+    blocks = (np.ascontiguousarray(Minv), np.ascontiguousarray(u_q), np.ascontiguousarray(u_v), h.qq, h.qv, h.vv, h.M_q)
+    _forward_dynamics_blocks(*(B if N is not None else B[None] for B in blocks), np.empty((model.nv, model.nv)))
     return ForwardDynamicsHessian(h.qq, h.qv, h.vv, h.M_q)
 
 
