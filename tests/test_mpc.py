@@ -135,6 +135,21 @@ def test_a_schedule_gives_each_window_its_phases_and_the_rows_of_their_reference
                       terminal, cyclic=True)
     moving.apply_references(moving.window(8 + 7, 3), 8 + 7)  # knots 15-17 (hold 1-2, move 0): move 0 is at 17 DT
     np.testing.assert_allclose(tool.target, [[17 * DT, 34 * DT, 51 * DT]])
+    calls = []
+
+    def along(t):
+        calls.append(len(t))
+        return np.outer(t, [1.0, 2.0, 3.0])
+
+    counted = Schedule([Phase(other, 3), Phase(model, 4, [(tool, "target", along)])], terminal, cyclic=True)
+    for first in range(7, 7 + 2 * 7):  # two passes through the cycle, windows of 3 knots
+        segments = counted.window(first, 3)
+        counted.apply_references(segments, first)
+        move = [s for s in segments if s.phase is counted.phases[1]]
+        if move:  # the rows of the knots the window covers, as if computed at their times alone
+            knots = first + move[0].start + np.arange(move[0].count)
+            np.testing.assert_array_equal(tool.target, np.outer(counted.times(knots), [1.0, 2.0, 3.0]))
+    assert calls == [4, 4]  # once per pass through the phase, at all of its knots
     with pytest.raises(ValueError, match="rows"):
         Phase(model, 3, [(tool, "target", path)])
 

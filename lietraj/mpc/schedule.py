@@ -83,6 +83,7 @@ class Schedule:
         self.length = int(self.starts[-1])  # the knots of one pass (one cycle)
         steps = np.concatenate([np.full(p.knots, float(p.model.dynamics.dt)) for p in phases])
         self._clock = np.concatenate([[0.0], np.cumsum(steps)])  # the time at each knot of one pass, and at its end
+        self._rows: dict[tuple[int, int], tuple[int, np.ndarray]] = {}  # (phase, reference) -> (pass, rows)
 
     @classmethod
     def constant(cls, model: ActionModel, terminal: CostModel, terminal_constraints: ConstraintSet | None = None,
@@ -122,14 +123,19 @@ class Schedule:
         """The segments of the window of ``T`` knots from the schedule's knot ``first``, in order; ValueError when a
         phase with references would cover two parts of it (module docstring)."""
         segments: list[Segment] = []
-        for k in range(T):
+        k = 0
+        while k < T:
             i, offset = self.locate(first + k)
             phase = self.phases[i]
+            # a phase's knots up to its end, or to the window's when an acyclic schedule holds its last phase
+            held = not self.cyclic and i == len(self.phases) - 1
+            count = T - k if held else min(phase.knots - offset, T - k)
             last = segments[-1] if segments else None
             if last is not None and last.phase is phase and last.offset + last.count == offset:
-                last.count += 1
+                last.count += count
             else:
-                segments.append(Segment(phase, offset, k, 1))
+                segments.append(Segment(phase, offset, k, count))
+            k += count
         seen: set[int] = set()
         for seg in segments:
             if seg.phase.references and id(seg.phase) in seen:
@@ -141,14 +147,29 @@ class Schedule:
 
     def apply_references(self, segments: list[Segment], first: int) -> None:
         """Set every reference of the window's phases (the window starting at the schedule's knot ``first``) to the
-        rows its knots cover (past the end of an acyclic schedule the last row holds)."""
+        rows its knots cover (past the end of an acyclic schedule the last row holds). A function of time is called
+        once per pass through its phase, at all the phase's knots, and the window takes its rows from that: a knot's
+        time, and so its row, does not change while the window moves over it."""
         for seg in segments:
-            for residual, attribute, values in seg.phase.references:
-                stop = seg.offset + seg.count
-                if callable(values):
+            stop = seg.offset + seg.count
+            for j, (residual, attribute, values) in enumerate(seg.phase.references):
+                if callable(values) and stop <= seg.phase.knots:
+                    setattr(residual, attribute, self._pass_rows(seg, j, first)[seg.offset:stop])
+                elif callable(values):
                     setattr(residual, attribute, values(self.times(first + seg.start + np.arange(seg.count))))
                 elif stop <= seg.phase.knots:
                     setattr(residual, attribute, values[seg.offset:stop])
                 else:  # past the end of an acyclic schedule: the last row holds
                     rows = np.minimum(np.arange(seg.offset, stop), seg.phase.knots - 1)
                     setattr(residual, attribute, values[rows])
+
+    def _pass_rows(self, seg: Segment, j: int, first: int) -> np.ndarray:
+        """The rows of ``seg.phase``'s ``j``-th reference (a function of time) at every knot of the pass through the
+        phase that ``seg`` covers part of, computed on the first call for that pass."""
+        begin = first + seg.start - seg.offset  # the schedule's knot where this pass through the phase begins
+        key = (id(seg.phase), j)
+        kept = self._rows.get(key)
+        if kept is None or kept[0] != begin:
+            values = seg.phase.references[j][2]
+            kept = self._rows[key] = (begin, np.asarray(values(self.times(begin + np.arange(seg.phase.knots)))))
+        return kept[1]
