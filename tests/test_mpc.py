@@ -10,6 +10,7 @@ import pytest
 import lietraj
 from lietraj.dynamics.kinematics.kinematics import frame_placement
 from lietraj.dynamics.lie.state import Trajectory
+from lietraj.optimal_control.solvers.solvers import Solver
 from lietraj.mpc import MPCOptions, ModelPredictiveController, Phase, Push, Schedule, closed_loop
 from lietraj.optimal_control import (
     ActionModel,
@@ -338,3 +339,35 @@ def test_a_ticks_line_search_starts_from_the_last_ticks_step_unless_asked_not_to
         assert mpc._solver_options(1).alphas == SolverOptions().alphas  # the tick's later iterations: all steps
     with pytest.raises(ValueError, match="adaptive_step"):
         MPCOptions(T, adaptive_step="yes")
+
+
+def test_without_relinearizing_a_tick_linearizes_once_and_keeps_the_gains_of_its_sweep(ur5):
+    """The same step either way; relinearize: a second linearization and sweep give the gains at the new plan;
+    without: one linearization, the gains of the sweep at the guess, before the step."""
+    x0 = start_state(ur5)
+    model, terminal, _, _ = reach(ur5, x0, [0.5, 0.3, 0.3])
+    ticks, linearizations = {}, {}
+    for relinearize in (True, False):
+        mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0,
+                                        MPCOptions(T, start_iterations=3, relinearize=relinearize))
+        mpc.start()
+        guess = (mpc._warm.xs.copy(), mpc._warm.us.copy())
+        calls = []
+        derivatives = mpc.problem.derivatives
+        mpc.problem.derivatives = lambda *a, **k: calls.append(1) or derivatives(*a, **k)
+        ticks[relinearize], linearizations[relinearize] = mpc.tick(x0), len(calls)
+    assert linearizations == {True: 2, False: 1}
+    new, old = ticks[True].plan, ticks[False].plan
+    np.testing.assert_array_equal(new.us, old.us)
+    assert ticks[False].status == "max_iterations" and ticks[False].iterations == 1
+    solver = Solver(mpc.problem)
+    at_new = solver.compute_direction(solver.start(new.xs, new.us))[0]
+    np.testing.assert_allclose(new.K, at_new.K, rtol=1e-6, atol=1e-9)
+    xs, us = guess  # the tick's guess: the start's plan shifted by a knot, from the measured state
+    xs[:T], us[:-1] = xs[1:].copy(), us[1:].copy()
+    xs[0] = x0
+    at_guess = solver.compute_direction(solver.start(xs, us))[0]
+    np.testing.assert_allclose(old.K, at_guess.K, rtol=1e-6, atol=1e-9)
+    assert not np.allclose(old.K, new.K, rtol=1e-4)
+    with pytest.raises(ValueError, match="relinearize"):
+        MPCOptions(T, relinearize=1)

@@ -13,7 +13,9 @@ Each ``tick(x)`` takes the measured state and
    and a rejected trial costs a rollout and a cost evaluation);
 4. returns a ``Tick`` whose ``Plan`` is the new solution with its Riccati gains, so that a faster inner loop applies
    ``u = ū_k + K_k (x ⊖ x̄_k(τ))`` between ticks (``Tick.control``), ``x̄_k(τ)`` the plan's state interpolated
-   along the group between its knots ``k`` and ``k + 1``.
+   along the group between its knots ``k`` and ``k + 1``: by default the gains of one more linearization and sweep
+   at the new solution; with ``MPCOptions.relinearize`` False (or when the deadline leaves no time for them) those
+   of the last iteration's sweep, about the guess before its step.
 
 A tick whose solve fails (a diverging rollout, a failed factorization, a non-finite plan) keeps the previous plan,
 one knot further on: its feedback policy goes on, and the tick's ``status`` says so ("failed: ... (previous plan,
@@ -61,7 +63,11 @@ class MPCOptions:
     ``solver_options`` and ``constraint_options`` go to the solver (their ``max_iter`` is replaced).
     ``adaptive_step``: a tick's first line search starts at twice the last tick's step instead of at 1 (module
     docstring, step 3): on solo12's trot a tick takes 18 ms instead of 26, for plans whose cost is a third higher
-    at the tick (the robot trots the same)."""
+    at the tick (the robot trots the same). ``relinearize``: after the last iteration, linearize at the new plan and
+    sweep once more for its gains (module docstring, step 4; skipped when the deadline would pass, as an iteration
+    is); False: the gains of the last iteration's sweep, about the guess before its step, as Crocoddyl's solvers
+    return them, for a linearization and a sweep less a tick (solo12's trot 6.2-6.8 ms against 7.5-8.4; a pushed
+    g1 balancing falls with them, Talos does not)."""
 
     horizon: int
     solver: str = "fddp"
@@ -69,6 +75,7 @@ class MPCOptions:
     deadline: float | None = None
     start_iterations: int = 100
     adaptive_step: bool = True
+    relinearize: bool = True
     solver_options: SolverOptions | None = None
     constraint_options: ConstraintOptions | None = None
 
@@ -78,6 +85,7 @@ class MPCOptions:
         checks = {"horizon": positive_int(self.horizon), "solver": self.solver in SOLVERS,
                   "iterations": positive_int(self.iterations), "start_iterations": positive_int(self.start_iterations),
                   "adaptive_step": isinstance(self.adaptive_step, bool),
+                  "relinearize": isinstance(self.relinearize, bool),
                   "deadline": self.deadline is None or (math.isfinite(self.deadline) and self.deadline > 0),
                   "solver_options": self.solver_options is None or isinstance(self.solver_options, SolverOptions),
                   "constraint_options": self.constraint_options is None or isinstance(self.constraint_options,
@@ -252,7 +260,8 @@ class ModelPredictiveController:
         if self.constrained and warm.constrained is not None:
             solver.warm_start(_shifted(warm.constrained, self.knot - self._solved_knot))
         solver.options = self._solver_options(iterations, first=self.last is not None)
-        result, overran = _run(solver, warm.xs, warm.us, clock, deadline, self._solver_options(iterations))
+        result, overran = _run(solver, warm.xs, warm.us, clock, deadline, self._solver_options(iterations),
+                                self.options.relinearize)
         if result.history:
             self._first_step = result.history[0].step or min(solver.options.alphas)
         plan_ok = not result.status.startswith("failed") and np.isfinite(result.us).all() and result.xs.is_finite() \
@@ -277,14 +286,19 @@ class ModelPredictiveController:
 
 
 def _run(solver: Solver, xs: Trajectory, us: np.ndarray, clock: float, deadline: float | None,
-         then: SolverOptions) -> tuple[SolverResult, bool]:
+         then: SolverOptions, relinearize: bool = True) -> tuple[SolverResult, bool]:
     """Iterate from the guess until the solver's own status, or until the next iteration would pass the deadline
     (measured from ``clock``): the result (status "deadline" then) and whether the tick overran. The solver's
-    options serve the first iteration, ``then`` the others."""
+    options serve the first iteration, ``then`` the others. The solver counts its iterations once it has
+    linearized and swept at its new guess, whose gains the result then has; without ``relinearize`` the count
+    is checked here, before that (status "max_iterations" too)."""
     state = solver.start(xs, us)
     longest = 0.0
     while not state.status:
         now = time.perf_counter()
+        if not relinearize and state.iteration >= then.max_iter:
+            state.status = "max_iterations"
+            break
         if deadline is not None and state.iteration > 0 and now - clock + longest > deadline:
             state.status = "deadline"
             break

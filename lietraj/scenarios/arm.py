@@ -71,7 +71,7 @@ def arm_tracking(robot: str = "ur5", duration: float = 5.0, radius: float = 0.15
         final.target = target(times[-1])
 
     controller = ModelPredictiveController(schedule, x0, MPCOptions(horizon, solver=solver, iterations=iterations,
-                                                                    deadline=dt), update=update)
+                                                                    deadline=dt, relinearize=False), update=update)
 
     def measure(x):
         return frame_placement(model, x, tool)[:3, 3]

@@ -175,7 +175,7 @@ def quadruped_trot(robot: str = "solo12", velocity: float | None = None, duratio
 
     us0 = np.tile(quasi_static_torques(model, x0, feet.contacts()), (horizon, 1))
     controller = ModelPredictiveController(schedule, x0, MPCOptions(horizon, solver=solver, iterations=iterations,
-                                                                    deadline=dt), update=update, us0=us0)
+                                                                    deadline=dt, relinearize=False), update=update, us0=us0)
 
     def tracking(log: ClosedLoopLog) -> dict[str, float]:
         t = np.array(log.times)
