@@ -238,6 +238,22 @@ def test_rollout_chains_steps(rng):
     np.testing.assert_array_equal(X[3].v, dyn.step(dyn.step(dyn.step(x0, U[0]), U[1]), U[2]).v)
 
 
+
+@pytest.mark.parametrize("name", ["solo12", "ur5"])
+def test_the_compiled_rollout_and_the_knot_wise_euler_step_give_the_same_states_to_the_bit(rng, name):
+    """The gaps a problem measures (``step_trajectory``) and those the forward pass closes are the same numbers."""
+    model = lietraj.load_robot(name)
+    dyn = RobotDynamics(model, DT)
+    x0, U = model.state_space.random(rng), 0.3 * rng.normal(size=(5, model.n))
+    X = dyn.rollout(x0, U)
+    stepped = dyn.step_trajectory(X[:5], U)
+    for k in range(5):
+        np.testing.assert_array_equal(stepped.v[k], X.v[k + 1])
+        np.testing.assert_array_equal(stepped.s[k], X.s[k + 1])
+        if X.H is not None:
+            np.testing.assert_array_equal(stepped.H[k], X.H[k + 1])
+
+
 class PointMass(DiscreteDynamics):
     """A user plug-in: a 1-D point mass (s, sdot) pushed by a force, exact zero-order-hold discretization."""
 

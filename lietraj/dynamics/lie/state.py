@@ -39,6 +39,25 @@ from .se3 import between, log6, pose_exp
 from .so3 import _checked
 
 
+@kernel
+def _first_non_finite(floating, H, S, V):
+    """The first knot k whose S[k], V[k] or (``floating``) H[k] holds a NaN or an infinity, or -1 (``x - x`` is 0
+    only for a finite x)."""
+    for k in range(S.shape[0]):
+        bad = 0.0
+        for i in range(S.shape[1]):
+            bad += S[k, i] - S[k, i]
+        for i in range(V.shape[1]):
+            bad += V[k, i] - V[k, i]
+        if floating:
+            for i in range(4):
+                for j in range(4):
+                    bad += H[k, i, j] - H[k, i, j]
+        if bad != 0.0:
+            return k
+    return -1
+
+
 @dataclass(eq=False)
 class State:
     """One robot state: base pose ``H`` (4x4, None for a fixed base), joint positions ``s``, and
@@ -121,10 +140,9 @@ class Trajectory:
 
     def first_non_finite(self) -> int | None:
         """The first knot with a NaN or an infinity in any component, or None."""
-        bad = ~(np.isfinite(self.s).all(axis=1) & np.isfinite(self.v).all(axis=1))
-        if self.H is not None:
-            bad |= ~np.isfinite(self.H).all(axis=(1, 2))
-        return int(np.argmax(bad)) if bad.any() else None
+        floating = self.H is not None
+        k = _first_non_finite(floating, self.H if floating else _NO_POSES, self.s, self.v)
+        return None if k < 0 else int(k)
 
     def __len__(self) -> int:
         return self.s.shape[0]

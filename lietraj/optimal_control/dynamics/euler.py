@@ -15,9 +15,8 @@ order ``[z_H; z_s; z_ν; z_ṡ]``. With ``A_q, A_v, B = da/dq, da/dv, da/du`` of
 So the configuration rows of F_x and F_u are the velocity rows ``G``, ``dt B`` mixed by ``dt J``, plus ``[Φ, 0]``:
 ``EulerStructure`` keeps ``dt``, ``Φ`` and ``J``'s base blocks per knot for the Riccati sweep, which multiplies by
 ``F_x`` and ``F_u`` through ``G`` and ``dt B`` at half the cost of the dense products. DDP's second-order term of
-the step is ``euler_second_order``'s. ``euler_update`` is the step of one state for the
-solvers' compiled forward pass, with the same floating-point operations as ``euler_step``'s but numpy's 4x4
-products.
+the step is ``euler_second_order``'s. ``euler_update`` is the step of one state, which the solvers' compiled forward
+pass and ``euler_step`` both take.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from lietraj._jit import helper, kernel
-from lietraj.dynamics.lie.se3 import exp_blocks, exp_into, pose_exp
+from lietraj.dynamics.lie.se3 import exp_into, pose_exp
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_step_hessian, step_twists
 from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives
@@ -133,12 +132,26 @@ def euler_update(floating, dt, acc, H, s, v, H_out, s_out, v_out, z, E):
         s_out[i] = s[i] + dt * v_out[nh + i]
 
 
+@kernel
+def _euler_step_batch(floating, dt, H, S, V, A, H_out, S_out, V_out, z, E):
+    """``euler_update`` at every knot (a fixed base's H and H_out: one unused 4x4 each); z (6,) and E (4, 4) are
+    work arrays."""
+    for k in range(S.shape[0]):
+        j = k if floating else 0
+        euler_update(floating, dt, A[k], H[j], S[k], V[k], H_out[j], S_out[k], V_out[k], z, E)
+
+
 def euler_step(X: Trajectory, a: np.ndarray, dt: float) -> Trajectory:
-    """The semi-implicit Euler step on the group (module docstring) for accelerations ``a`` (N, nv)."""
-    nh = 0 if X.H is None else 6
-    V = X.v + dt * a
-    H = X.H @ exp_blocks(dt * V[:, :6], False)[0] if nh else None
-    return Trajectory(H, X.s + dt * V[:, nh:], V)
+    """The semi-implicit Euler step on the group (module docstring) for accelerations ``a`` (N, nv), in one compiled
+    call: the floating-point operations of the solvers' compiled forward pass, so that a gap the forward pass
+    closes and the one a problem measures are the same numbers."""
+    N, floating = len(X), X.H is not None
+    Y = Trajectory(np.empty((N, 4, 4)) if floating else None, np.empty(X.s.shape), np.empty(X.v.shape))
+    unused = None if floating else np.empty((1, 4, 4))  # a fixed base's poses
+    _euler_step_batch(floating, float(dt), np.ascontiguousarray(X.H) if floating else unused,
+                      np.ascontiguousarray(X.s), np.ascontiguousarray(X.v), np.ascontiguousarray(a, dtype=np.float64),
+                      Y.H if floating else unused, Y.s, Y.v, np.empty(6), np.empty((4, 4)))
+    return Y
 
 
 class SemiImplicitEuler:
