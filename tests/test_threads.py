@@ -14,8 +14,9 @@ import pytest
 import lietraj
 from lietraj.dynamics import Workspace, aba, rnea
 from lietraj.optimal_control import SolverOptions, lanes
+from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
 from lietraj.optimal_control.solvers.solvers import Solver
-from lietraj.problems import make_problem, talos_reach
+from lietraj.problems import make_problem, talos_reach, trot
 
 
 def _problems():
@@ -115,13 +116,38 @@ def test_one_solve_in_two_threads_equals_the_solve_in_one(name, robot, solver, m
     assert one.iterations > 1 and _same(one, two)
 
 
+def test_the_contact_costs_gather_the_runs_contact_derivatives_from_the_last_run(monkeypatch):
+    """In a solver's second thread the contact costs start while the calling thread computes the dynamics'
+    derivatives from the first run on: they ask for the runs' contact derivatives from the last run, so that each
+    thread computes those it reaches first (in the dynamics' order the second thread waited for the first's)."""
+    example = trot("solo12", formulation="crocoddyl")  # friction cones on the contact forces of the dynamics
+    problem = example.problem
+    X, U = (problem.constant_trajectory() if example.xs0 is None else example.xs0), example.us0
+    asked = []
+    original = ContactRobotDynamics.contact_derivatives
+
+    def recorded(self, Xr, Ur):
+        asked.append((Xr.s.ctypes.data - X.s.ctypes.data) // X.s.strides[0])  # the run's first knot
+        return original(self, Xr, Ur)
+
+    monkeypatch.setattr(ContactRobotDynamics, "contact_derivatives", recorded)
+    problem.cost_derivatives(X, U, problem.empty_derivatives())
+    contact_runs = problem._cost_plan().compiled.contact_runs
+    assert len(asked) == len(contact_runs) > 2 and asked == sorted((a for a, _, _ in contact_runs), reverse=True)
+    monkeypatch.undo()
+    one = example.solve(options=dataclasses.replace(example.options, threads=1, max_iter=5))
+    example.problem.forget_evaluations()
+    two = example.solve(options=dataclasses.replace(example.options, threads=2, max_iter=5))
+    assert Solver(problem, SolverOptions(threads=2)).executor() is not None and _same(one, two)
+
+
 def test_a_second_thread_only_where_the_problem_pays_for_it():
     """A small problem (ur5's 100 knots ran 1.26 times slower with two threads) keeps to one thread: below
-    lanes.MIN_SHARED_WORK, T (ndx / 2)², Talos's 38² per knot, 13 knots are not enough and 14 are."""
+    lanes.MIN_SHARED_WORK, T (ndx / 2)², Talos's 38² per knot, 10 knots are not enough and 11 are."""
     two = SolverOptions(threads=2)
     assert not lanes.worth_a_second_thread(100, 12)
-    assert Solver(talos_reach(horizon=13).problem, two).executor() is None
-    assert Solver(talos_reach(horizon=14).problem, two).executor() is not None
+    assert Solver(talos_reach(horizon=10).problem, two).executor() is None
+    assert Solver(talos_reach(horizon=11).problem, two).executor() is not None
     assert Solver(talos_reach(horizon=14).problem, SolverOptions(threads=1)).executor() is None
 
 

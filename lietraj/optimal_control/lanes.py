@@ -26,12 +26,14 @@ MIN_PIECE_WORK = 8000
 """Knots times the square of the velocity dimension below which a piece costs more Python than it saves (ur5's
 100 knots, 3600, are not cut; solo12's, 32400, and Talos's, 86640, are)."""
 
-MIN_SHARED_WORK = 20000
+MIN_SHARED_WORK = 15000
 """Knots times the square of half the state tangent (``T (ndx / 2)²``, the velocity dimension's square for a robot)
 below which a solver keeps to one thread: the second thread's gain is the dynamics' kernels it takes, its cost the
 hand-over of every call and the Global Interpreter Lock the two threads' Python contends for. Measured with two
-threads against one (2026-11-26): ur5 reach (3600) 1.26 times slower, the solo12 trot (18144) 1.04 times slower,
-solo12 reorientation (32400) 1.07 times faster, talos_reach (86640) 1.1 to 1.3 times faster."""
+threads against one (2026-11-26): ur5 reach (3600) 1.26 times slower, solo12 reorientation (32400) 1.07 times
+faster, talos_reach (86640) 1.1 to 1.3 times faster; the solo12 and anymal trots of Crocoddyl's example (18144)
+1.04 to 1.19 times slower while the contact costs gathered the runs' contact derivatives in the dynamics' order,
+1.10 times faster since they gather them from the last run (2026-11-27)."""
 
 
 def worth_a_second_thread(T: int, ndx: int) -> bool:
