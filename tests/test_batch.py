@@ -385,17 +385,22 @@ def test_sweep_bad_grid_is_one_error_line_before_any_worker(tmp_path, capsys, no
 
 def test_ctrl_c_while_a_row_is_written_stops_after_it(tmp_path):
     """A Ctrl-C that arrives while a row's solution is being written is delivered once the row is whole: the file
-    loads, and the KeyboardInterrupt (not zipfile's ValueError) reaches the caller."""
+    loads, and the KeyboardInterrupt (not zipfile's ValueError) reaches the caller. The Ctrl-C is what the process's
+    Python handler for SIGINT receives in the main thread, called directly: the suite's other threads (a solver's
+    second thread, Dask's, numba compiling) made the delivery of a raised SIGINT come too late twice in CI, on
+    code this test does not cover."""
     result = make_problem("squat", "solo12", horizon=8).solve()
     path = tmp_path / "row.npz"
     written = []
-    with pytest.raises(KeyboardInterrupt):
-        with sweep_module._interrupt_after():
-            # to this thread, now: os.kill to the process may go to another of its threads (a solver's second
-            # thread, Dask's), whose C handler can run after the block when the machine is busy (seen once in CI)
-            signal.raise_signal(signal.SIGINT)
-            sweep_module.save_solution(path, result)
-            written.append(path)
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)  # a command's process: Python's own handler
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with sweep_module._interrupt_after():
+                signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+                sweep_module.save_solution(path, result)
+                written.append(path)
+    finally:
+        signal.signal(signal.SIGINT, outer)
     assert written and load_solution(path).us.shape == result.us.shape
 
 
