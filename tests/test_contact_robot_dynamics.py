@@ -107,6 +107,37 @@ def test_step_is_euler_on_contact_dynamics_and_batched_equals_per_knot(name):
 
 
 @pytest.mark.parametrize("name", list(FEET))
+def test_a_receded_window_takes_its_inner_knots_contact_derivatives_from_the_last_evaluation(name, monkeypatch):
+    """A warm start moved by a knot (a new first state, the last control repeated): the knots it shares with the last
+    evaluation come from it, only the others are computed, and every result equals a fresh computation's to the
+    bit; an unrelated trajectory is computed whole."""
+    from lietraj.dynamics.contacts import contact_dynamics_derivatives as module
+
+    dyns, xs, us = zip(*(case(name, seed) for seed in range(9)))
+    dyn = dyns[0]
+    X, U = Trajectory.from_states(list(xs[:8])), np.array(us[:8])
+    moved = Trajectory.from_states([xs[8]] + list(xs[2:8]) + [xs[7]])  # knots 1-6: the last evaluation's 2-7
+    U_moved = np.concatenate([U[1:], U[-1:]])
+    kernel, computed = module.contact_derivatives_batch_kernel, []
+
+    def counted(*args):
+        computed.append(args[5].shape[0])  # the knots of the call
+        return kernel(*args)
+
+    monkeypatch.setattr(module, "contact_derivatives_batch_kernel", counted)
+    dyn.field.contact_derivatives(X, U)
+    assert computed == [8]
+    d = dyn.field.contact_derivatives(moved, U_moved)
+    assert computed == [8, 1, 1]  # knot 0 (the new state) and knot 7 (its control differs from knot 8's)
+    fresh = ContactRobotDynamics(dyn.model, DT, dyn.contacts).field.contact_derivatives(moved, U_moved)
+    for name_, rows in vars(d).items():
+        assert np.array_equal(rows, getattr(fresh, name_)), name_
+    others = [case(name, seed)[1:] for seed in range(10, 18)]
+    dyn.field.contact_derivatives(Trajectory.from_states([x for x, _ in others]), np.array([u for _, u in others]))
+    assert computed[-1] == 8
+
+
+@pytest.mark.parametrize("name", list(FEET))
 def test_static_equilibrium_is_a_fixed_point(name):
     """At rest with the equilibrium torques the robot does not move and the contact forces are the wrenches."""
     model = robot(name)

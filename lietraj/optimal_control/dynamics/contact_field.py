@@ -100,9 +100,11 @@ class ContactField(RobotField):
 
         The last evaluation is kept (``RobotField.recall``) and returned again for equal ``(X, U)``: the
         Jacobians, DDP's second-order term and the contact costs (``WrenchConeResidual(..., dynamics=...)``)
-        evaluate the same knots in one iteration and share one computation. The arrays are shared: read them, do
-        not write them. The costs may ask while the dynamics compute in another thread (``SolverOptions.threads``):
-        one computes, the other waits for its result."""
+        evaluate the same knots in one iteration and share one computation. Knots equal to those of a kept
+        evaluation moved by a few knots (a receding window's warm start, after a tick that linearized at its plan:
+        ``RobotField.recall_shifted``) take their rows from it, when they are most of them; the others are computed.
+        The arrays are shared: read them, do not write them. The costs may ask while the dynamics compute in another
+        thread (``SolverOptions.threads``): one computes, the other waits for its result."""
         with self._lock:
             d = self.recall("contact", X, U)
             if d is not None:
@@ -122,7 +124,16 @@ class ContactField(RobotField):
                                              dynamics=None if solution is None else self._rows(solution, a, b),
                                              workspace=workspace)
 
-            self.shared(N, executor, piece)
+            shifted = self.recall_shifted("contact", X, U)
+            if shifted is not None and 2 * (shifted[1] - 1) >= N:  # most knots: a receded window's
+                kept, stop, shift = shifted
+                for name, rows in vars(out).items():
+                    rows[1:stop] = getattr(kept, name)[1 + shift:stop + shift]
+                piece(0, 1, self.workspace)
+                if stop < N:
+                    piece(stop, N, self.workspace)
+            else:
+                self.shared(N, executor, piece)
             return self.keep("contact", X, U, out, RUNS_KEPT)
 
     def remember_solution(self, X: Trajectory, U, A: np.ndarray, LAM: np.ndarray, J: np.ndarray,

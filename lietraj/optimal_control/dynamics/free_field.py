@@ -56,6 +56,45 @@ def _same_knots(v, u, s, H, v0, u0, s0, H0):
     return True
 
 
+
+@helper
+def _same_knot(v, u, s, H, k, v0, u0, s0, H0, j):
+    """Whether knot ``k`` of ``(H, s, v)``, ``u`` equals knot ``j`` of the kept ones exactly."""
+    for i in range(v.shape[1]):
+        if v[k, i] != v0[j, i]:
+            return False
+    for i in range(u.shape[1]):
+        if u[k, i] != u0[j, i]:
+            return False
+    for i in range(s.shape[1]):
+        if s[k, i] != s0[j, i]:
+            return False
+    if H.shape[0] > 1:
+        for r in range(4):
+            for c in range(4):
+                if H[k, r, c] != H0[j, r, c]:
+                    return False
+    return True
+
+
+@kernel
+def _shifted_run(v, u, s, H, v0, u0, s0, H0):
+    """``(stop, shift)``: knots ``1 .. stop - 1`` of ``(H, s, v)``, ``u`` equal the kept knots ``1 + shift ..
+    stop - 1 + shift``, for the smallest shift >= 1 at which knot 1 does (a receding window's knots, moved by the
+    knots it receded), and as many knots as are equal from there; ``(1, 0)`` when none is. Fixed-base ``H`` has
+    one row."""
+    N, N0 = v.shape[0], v0.shape[0]
+    if N < 2 or v.shape[1] != v0.shape[1] or u.shape[1] != u0.shape[1] or s.shape[1] != s0.shape[1] \
+            or (H.shape[0] > 1) != (H0.shape[0] > 1):
+        return 1, 0
+    for shift in range(1, N0 - 1):
+        if _same_knot(v, u, s, H, 1, v0, u0, s0, H0, 1 + shift):
+            stop = 2
+            while stop < N and stop + shift < N0 and _same_knot(v, u, s, H, stop, v0, u0, s0, H0, stop + shift):
+                stop += 1
+            return stop, shift
+    return 1, 0
+
 class RobotField(Field):
     """A field of a ``RobotModel`` driven by its joint torques: its workspace (the work arrays of the algorithms,
     and output buffers per purpose and knot count, reused call after call) and the generalized forces ``[0; u]``.
@@ -134,6 +173,22 @@ class RobotField(Field):
             if _same_knots(X.v, U, X.s, H, v, u, s, IDENTITY4_STACK if H0 is None else H0):
                 return value
         return None
+
+    def recall_shifted(self, key, X: Trajectory, U):
+        """``(value, stop, shift)``: a value kept under ``key`` whose knots ``1 + shift .. stop - 1 + shift`` equal
+        the knots ``1 .. stop - 1`` of ``X`` and ``U`` (``_shifted_run``), the longest such run among the values kept,
+        or None. A receding window's warm start is the last plan moved by a knot, with the measured state first and
+        the last control repeated: its inner knots are those a tick's last linearization evaluated."""
+        U = np.ascontiguousarray(U, dtype=np.float64)
+        if U.ndim != 2 or len(X) < 3:
+            return None
+        H = IDENTITY4_STACK if X.H is None else X.H
+        best = None
+        for (H0, s, v, u), value in self._kept.get(key, ()):
+            stop, shift = _shifted_run(X.v, U, X.s, H, v, u, s, IDENTITY4_STACK if H0 is None else H0)
+            if shift and (best is None or stop > best[1]):
+                best = (value, stop, shift)
+        return best
 
     def keep(self, key, X: Trajectory, U, value, slots: int = 1):
         """Keep ``value`` under ``key`` with a copy of the knots ``X`` and (checked) controls ``U`` it was computed
