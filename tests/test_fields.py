@@ -216,6 +216,29 @@ def test_a_robot_field_keeps_its_last_derivatives_for_equal_inputs(monkeypatch, 
     assert len(calls) == 2
 
 
+def test_a_receded_window_takes_its_inner_knots_derivatives_from_the_free_fields_last_evaluation(monkeypatch, rng):
+    """The warm start of a tick after one that linearized at its plan: the plan moved by a knot, a new first state,
+    the last control repeated. The free field computes its first and last knots only; every row equals a fresh
+    computation's to the bit."""
+    from lietraj.optimal_control.dynamics import free_field
+
+    model = lietraj.load_robot("ur5")
+    field = FreeField(model)
+    X, U = model.state_space.random_trajectory(9, rng, scale=0.3), rng.normal(size=(9, model.n))
+    knots = []
+    computed = free_field.aba_derivatives
+    monkeypatch.setattr(free_field, "aba_derivatives", lambda m, x, *a, **k: knots.append(len(x)) or computed(m, x, *a, **k))
+    field.derivatives(X[:8], U[:8])
+    moved = model.state_space.trajectory(8)
+    moved[0], moved[1:8] = model.state_space.random(rng), X[2:9]
+    U_moved = np.concatenate([U[1:8], U[7:8]])  # knots 1-6 are the last evaluation's 2-7; knot 7 is not
+    d = field.derivatives(moved, U_moved)
+    assert knots == [8, 1, 1]
+    fresh = FreeField(model).derivatives(moved, U_moved)
+    for name in ("a", "da_dq", "da_dv", "da_du"):
+        assert np.array_equal(getattr(d, name), getattr(fresh, name)), name
+
+
 def test_the_contact_field_solves_the_knots_of_its_kept_derivatives_from_them(monkeypatch):
     """A solver's gaps step the knots it has just linearized: the contact field answers from the derivatives it
     kept, bit-identical to a new solve."""

@@ -124,15 +124,7 @@ class ContactField(RobotField):
                                              dynamics=None if solution is None else self._rows(solution, a, b),
                                              workspace=workspace)
 
-            shifted = self.recall_shifted("contact", X, U)
-            if shifted is not None and 2 * (shifted[1] - 1) >= N:  # most knots: a receded window's
-                kept, stop, shift = shifted
-                for name, rows in vars(out).items():
-                    rows[1:stop] = getattr(kept, name)[1 + shift:stop + shift]
-                piece(0, 1, self.workspace)
-                if stop < N:
-                    piece(stop, N, self.workspace)
-            else:
+            if not self._shifted(self.recall_shifted("contact", X, U), out, piece):
                 self.shared(N, executor, piece)
             return self.keep("contact", X, U, out, RUNS_KEPT)
 

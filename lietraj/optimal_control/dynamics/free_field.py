@@ -190,6 +190,21 @@ class RobotField(Field):
                 best = (value, stop, shift)
         return best
 
+    def _shifted(self, shifted, out, piece: Callable[[int, int, Workspace], object]) -> bool:
+        """Fill ``out`` (a per-knot result of ``N`` knots) from ``recall_shifted``'s match when it covers most of its
+        knots: the matching rows copied (``out`` may be the kept value's own buffer: numpy copies overlapping rows as
+        if through a buffer), ``piece`` computing the others in this thread; False, ``out`` untouched, otherwise."""
+        N = len(next(iter(vars(out).values())))
+        if shifted is None or 2 * (shifted[1] - 1) < N:
+            return False
+        kept, stop, shift = shifted
+        for name, rows in vars(out).items():
+            rows[1:stop] = getattr(kept, name)[1 + shift:stop + shift]
+        piece(0, 1, self.workspace)
+        if stop < N:
+            piece(stop, N, self.workspace)
+        return True
+
     def keep(self, key, X: Trajectory, U, value, slots: int = 1):
         """Keep ``value`` under ``key`` with a copy of the knots ``X`` and (checked) controls ``U`` it was computed
         at, beside the ``slots - 1`` last values kept under ``key`` (a value whose arrays are new at every
@@ -280,7 +295,8 @@ class FreeField(RobotField):
             aba_derivatives(self.model, X[a:b], tau[a:b], None if fext is None else fext[a:b],
                             out=knot_rows(out, a, b), workspace=workspace)
 
-        self.shared(N, executor, piece)
+        if not self._shifted(self.recall_shifted(("fd", stage), X, U), out, piece):
+            self.shared(N, executor, piece)
         return self.keep(("fd", stage), X, U, out)
 
     def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
