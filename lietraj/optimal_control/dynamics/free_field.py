@@ -31,35 +31,10 @@ T = TypeVar("T")
 
 
 @helper
-def _equal_rows(a, b):
-    for k in range(a.shape[0]):
-        for i in range(a.shape[1]):
-            if a[k, i] != b[k, i]:
-                return False
-    return True
-
-
-@kernel
-def _same_knots(v, u, s, H, v0, u0, s0, H0):
-    """Whether the knots ``(H, s, v)`` and controls ``u`` equal the kept ``(H0, s0, v0)``, ``u0`` exactly, the
-    velocities first (of the knots of another run or trial, they are the first to differ): one compiled call instead
-    of four ``np.array_equal`` of 4 us each, for every slot a recall looks in."""
-    if v.shape != v0.shape or u.shape != u0.shape or s.shape != s0.shape or H.shape != H0.shape:
-        return False
-    if not (_equal_rows(v, v0) and _equal_rows(u, u0) and _equal_rows(s, s0)):
-        return False
-    for k in range(H.shape[0]):
-        for i in range(4):
-            for j in range(4):
-                if H[k, i, j] != H0[k, i, j]:
-                    return False
-    return True
-
-
-
-@helper
 def _same_knot(v, u, s, H, k, v0, u0, s0, H0, j):
-    """Whether knot ``k`` of ``(H, s, v)``, ``u`` equals knot ``j`` of the kept ones exactly."""
+    """Whether knot ``k`` of ``(H, s, v)``, ``u`` equals knot ``j`` of the kept ones exactly, the velocity first (of
+    the knots of another run or trial, it is the first to differ); ``H`` of a fixed base is one row, compared at
+    knot 0 only."""
     for i in range(v.shape[1]):
         if v[k, i] != v0[j, i]:
             return False
@@ -69,11 +44,23 @@ def _same_knot(v, u, s, H, k, v0, u0, s0, H0, j):
     for i in range(s.shape[1]):
         if s[k, i] != s0[j, i]:
             return False
-    if H.shape[0] > 1:
+    if k < H.shape[0] and j < H0.shape[0]:
         for r in range(4):
             for c in range(4):
                 if H[k, r, c] != H0[j, r, c]:
                     return False
+    return True
+
+
+@kernel
+def _same_knots(v, u, s, H, v0, u0, s0, H0):
+    """Whether the knots ``(H, s, v)`` and controls ``u`` equal the kept ``(H0, s0, v0)``, ``u0`` exactly: one
+    compiled call instead of four ``np.array_equal`` of 4 us each, for every slot a recall looks in."""
+    if v.shape != v0.shape or u.shape != u0.shape or s.shape != s0.shape or H.shape != H0.shape:
+        return False
+    for k in range(v.shape[0]):
+        if not _same_knot(v, u, s, H, k, v0, u0, s0, H0, k):
+            return False
     return True
 
 
@@ -94,6 +81,7 @@ def _shifted_run(v, u, s, H, v0, u0, s0, H0):
                 stop += 1
             return stop, shift
     return 1, 0
+
 
 class RobotField(Field):
     """A field of a ``RobotModel`` driven by its joint torques: its workspace (the work arrays of the algorithms,
