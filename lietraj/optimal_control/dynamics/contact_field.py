@@ -102,7 +102,7 @@ class ContactField(RobotField):
         Jacobians, DDP's second-order term and the contact costs (``WrenchConeResidual(..., dynamics=...)``)
         evaluate the same knots in one iteration and share one computation. Knots equal to those of a kept
         evaluation moved by a few knots (a receding window's warm start, after a tick that linearized at its plan:
-        ``RobotField.recall_shifted``) take their rows from it, when they are most of them; the others are computed.
+        ``RobotField.fill_shifted``) take their rows from it, when they are most of them; the others are computed.
         The arrays are shared: read them, do not write them. The costs may ask while the dynamics compute in another
         thread (``SolverOptions.threads``): one computes, the other waits for its result."""
         with self._lock:
@@ -124,7 +124,7 @@ class ContactField(RobotField):
                                              dynamics=None if solution is None else self._rows(solution, a, b),
                                              workspace=workspace)
 
-            if not self._shifted(self.recall_shifted("contact", X, U), out, piece):
+            if not self.fill_shifted("contact", X, U, out, piece):
                 self.shared(N, executor, piece)
             return self.keep("contact", X, U, out, RUNS_KEPT)
 

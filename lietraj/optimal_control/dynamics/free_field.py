@@ -162,30 +162,27 @@ class RobotField(Field):
                 return value
         return None
 
-    def recall_shifted(self, key, X: Trajectory, U):
-        """``(value, stop, shift)``: a value kept under ``key`` whose knots ``1 + shift .. stop - 1 + shift`` equal
-        the knots ``1 .. stop - 1`` of ``X`` and ``U`` (``_shifted_run``), the longest such run among the values kept,
-        or None. A receding window's warm start is the last plan moved by a knot, with the measured state first and
-        the last control repeated: its inner knots are those a tick's last linearization evaluated."""
+    def fill_shifted(self, key, X: Trajectory, U, out, piece: Callable[[int, int, Workspace], object]) -> bool:
+        """Fill ``out`` (a per-knot result for ``X``, ``U``) from a value kept under ``key`` whose knots ``1 + shift ..
+        stop - 1 + shift`` equal the knots ``1 .. stop - 1`` of ``X`` and ``U`` (``_shifted_run``; the longest such
+        run among the values kept), when it covers most of the knots: the matching rows copied (``out`` may be the kept
+        value's own buffer: numpy copies overlapping rows as if through a buffer), ``piece`` computing the others in
+        this thread. False, ``out`` untouched, otherwise. A receding window's warm start is the last plan moved by a
+        knot, with the measured state first and the last control repeated: its inner knots are those a tick's last
+        linearization evaluated."""
         U = np.ascontiguousarray(U, dtype=np.float64)
-        if U.ndim != 2 or len(X) < 3:
-            return None
+        N = len(X)
+        if U.ndim != 2 or N < 3:
+            return False
         H = IDENTITY4_STACK if X.H is None else X.H
         best = None
         for (H0, s, v, u), value in self._kept.get(key, ()):
             stop, shift = _shifted_run(X.v, U, X.s, H, v, u, s, IDENTITY4_STACK if H0 is None else H0)
             if shift and (best is None or stop > best[1]):
                 best = (value, stop, shift)
-        return best
-
-    def _shifted(self, shifted, out, piece: Callable[[int, int, Workspace], object]) -> bool:
-        """Fill ``out`` (a per-knot result of ``N`` knots) from ``recall_shifted``'s match when it covers most of its
-        knots: the matching rows copied (``out`` may be the kept value's own buffer: numpy copies overlapping rows as
-        if through a buffer), ``piece`` computing the others in this thread; False, ``out`` untouched, otherwise."""
-        N = len(next(iter(vars(out).values())))
-        if shifted is None or 2 * (shifted[1] - 1) < N:
+        if best is None or 2 * (best[1] - 1) < N:
             return False
-        kept, stop, shift = shifted
+        kept, stop, shift = best
         for name, rows in vars(out).items():
             rows[1:stop] = getattr(kept, name)[1 + shift:stop + shift]
         piece(0, 1, self.workspace)
@@ -283,7 +280,7 @@ class FreeField(RobotField):
             aba_derivatives(self.model, X[a:b], tau[a:b], None if fext is None else fext[a:b],
                             out=knot_rows(out, a, b), workspace=workspace)
 
-        if not self._shifted(self.recall_shifted(("fd", stage), X, U), out, piece):
+        if not self.fill_shifted(("fd", stage), X, U, out, piece):
             self.shared(N, executor, piece)
         return self.keep(("fd", stage), X, U, out)
 
