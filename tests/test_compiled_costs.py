@@ -916,6 +916,29 @@ def test_contact_terms_read_their_dynamics_forces_and_equal_their_own_derivative
     assert not failures, "\n".join(failures)
 
 
+def test_dense_terms_add_exactly_symmetric_blocks_for_weights_of_either_sign(rng):
+    """The contact and centre-of-mass terms add their Gauss–Newton blocks as outer products of scaled rows
+    (``_add_dense_gauss_newton``): equal to the terms' own derivatives for a positive and a negative weight, and
+    ``l_xx``, ``l_uu`` symmetric to the bit (the rows are scaled by ``sqrt(|w D|)``, the sign applied apart)."""
+    N = 4
+    model, dynamics, X, U, terms = contact_terms("solo12", rng, N)
+    ndx, nu = model.state_space.ndx, model.n
+    com = residuals(model, nu, rng)["com"]
+    failures = []
+    for weight in (0.7, -0.3):
+        items = [(ResidualCost(terms["friction cone"], barrier_around(terms["friction cone"].value(X, U) + 1e-6)),
+                  weight, np.arange(N)),
+                 (ResidualCost(terms["force"]), 2.0 * weight, np.arange(N)),
+                 (ResidualCost(com), weight, np.arange(N))]
+        table = CompiledCosts(items, model.state_space, nu, N, model, dynamics_runs=[(0, N, dynamics)])
+        d, values = evaluate(table, X, U, ndx, nu)
+        failures += disagreements(d, values, oracle(items, X, U, ndx, nu), oracle_values(items, X, U),
+                                  f"weight {weight}")
+        assert np.array_equal(d.l_xx, d.l_xx.transpose(0, 2, 1))
+        assert np.array_equal(d.l_uu, d.l_uu.transpose(0, 2, 1))
+    assert not failures, "\n".join(failures)
+
+
 def test_contact_terms_the_table_does_not_take(rng):
     """The exact cone is not a linear map of the forces, a residual without dynamics solves its own, and a table
     refuses a residual whose knots have another dynamics (a problem keeps such terms to their own calls)."""

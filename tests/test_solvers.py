@@ -107,6 +107,12 @@ def test_expected_improvement_is_exact_on_lq_problems(rng):
     assert 0 < bpb.free.sum() < bpb.free.size  # some controls clamped, some free
     boxed.has_control_limits = False  # forward pass without clipping: the LQ model's policy exactly
     for problem, bp_, X_, U_, gaps in ((prob, bp, X, U, prob.gaps(X, U)), (boxed, bpb, Xb, Ub, None)):
+        # the compiled sums against their formulas (module docstring of riccati.py)
+        g1 = np.sum(bp_.Q_u * bp_.k) + (0.0 if gaps is None else np.sum(bp_.lam * gaps))
+        g2 = np.einsum("ti,tij,tj->", bp_.k, bp_.Q_uu, bp_.k) - (
+            0.0 if gaps is None else np.einsum("ti,tij,tj->", gaps, bp_.V_xx, gaps))
+        assert relative_error(np.array(bp_.improvement_terms()), np.array([g1, g2])) < 1e-12
+        assert abs(bp_.stationarity() - np.sum(np.where(bp_.free, bp_.Q_u, 0.0) ** 2)) < 1e-12 * bp_.stationarity()
         J0 = problem.cost(X_, U_)
         for alpha in (1.0, 0.5, 0.2, 0.01):
             _, _, DX, J = _forward_pass(problem, X_, U_, bp_, alpha, gaps)

@@ -30,6 +30,8 @@ from __future__ import annotations
 from operator import attrgetter, is_
 from typing import NamedTuple
 
+import math
+
 import numpy as np
 
 from lietraj._jit import helper, kernel
@@ -122,7 +124,8 @@ class CostTable(NamedTuple):
 class CostWork(NamedTuple):
     """Work arrays: the kinematics' per-body columns, one term's residual and gradient (nr_max,), its Hessian's
     diagonal (1, nr_max) or matrix (1, nr_max, nr_max), R_x (nr_max, ndx) and R_u (nr_max, nu) with R_u's pattern
-    (every column of every row), a frame Jacobian (6, nv) and an empty one (0, nv) for the values alone."""
+    (every column of every row), a frame Jacobian (6, nv) and an empty one (0, nv) for the values alone, and a row
+    (ndx + nu,) of a contact term's scaled Jacobians."""
 
     bodies: np.ndarray
     r: np.ndarray
@@ -135,6 +138,7 @@ class CostWork(NamedTuple):
     u_counts: np.ndarray
     J: np.ndarray
     no_J: np.ndarray
+    scaled_row: np.ndarray
 
 
 @helper
@@ -227,20 +231,55 @@ def _contact_residual(nr, nc, values, ref, G, F, r):
 @helper
 def _contact_jacobians(nr, nc, values, G, every, g, D, dF_dx, dF_du, R_x, R_u):
     """``R_x = G ∂λ/∂x``, ``R_u = G ∂λ/∂u`` (``_contact_residual``), unless ``every``, only the rows whose gradient
-    g or Hessian diagonal D[0] is not zero (the others add nothing: a barrier's rows inside their box)."""
+    g or Hessian diagonal D[0] is not zero (the others add nothing: a barrier's rows inside their box). A row of G
+    reads the forces of one contact: its zeros are skipped, the rows of the derivatives summed whole."""
     for m in range(nr):
         if not (every or g[m] != 0.0 or D[0, m] != 0.0):
             continue
-        for c in range(dF_dx.shape[1]):
-            acc = 0.0
-            for j in range(nc):
-                acc += values[G + m * nc + j] * dF_dx[j, c]
-            R_x[m, c] = acc
-        for c in range(dF_du.shape[1]):
-            acc = 0.0
-            for j in range(nc):
-                acc += values[G + m * nc + j] * dF_du[j, c]
-            R_u[m, c] = acc
+        R_x[m, :] = 0.0
+        R_u[m, :] = 0.0
+        for j in range(nc):
+            e = values[G + m * nc + j]
+            if e == 0.0:
+                continue
+            for c in range(dF_dx.shape[1]):
+                R_x[m, c] += e * dF_dx[j, c]
+            for c in range(dF_du.shape[1]):
+                R_u[m, c] += e * dF_du[j, c]
+
+
+@helper
+def _add_dense_gauss_newton(nr, w, g, D, R_x, n, R_u, nu, y, l_x, l_u, l_xx, l_xu, l_uu):
+    """A term with a diagonal Hessian ``D[0]`` whose Jacobian rows are dense over their first columns (``n`` of
+    R_x, ``nu`` of R_u: a contact term's forces move with every coordinate and control, the centre of mass with
+    every coordinate) into one knot's derivatives: ``l_x += w R_xᵀ g``, ``l_u += w R_uᵀ g`` and the Gauss–Newton
+    blocks ``w Rᵀ D R`` of ``R = [R_x, R_u]``. Each row with ``w D_m ≠ 0`` adds the outer product of ``y =
+    sqrt(|w D_m|) R_m`` with itself, whole contiguous rows at a time (``add_symmetric_products`` walks a column
+    pattern element by element), exactly symmetric: ``y_a y_b = y_b y_a``."""
+    for m in range(nr):
+        wg, wd = w * g[m], w * D[0, m]
+        if wg != 0.0:
+            for a in range(n):
+                l_x[a] += wg * R_x[m, a]
+            for b in range(nu):
+                l_u[b] += wg * R_u[m, b]
+        if wd == 0.0:
+            continue
+        scale, sign = math.sqrt(abs(wd)), 1.0 if wd > 0.0 else -1.0
+        for a in range(n):
+            y[a] = scale * R_x[m, a]
+        for b in range(nu):
+            y[n + b] = scale * R_u[m, b]
+        for a in range(n):
+            ya = sign * y[a]
+            for b in range(n):
+                l_xx[a, b] += ya * y[b]
+            for b in range(nu):
+                l_xu[a, b] += ya * y[n + b]
+        for a in range(nu):
+            ya = sign * y[n + a]
+            for b in range(nu):
+                l_uu[a, b] += ya * y[n + b]
 
 
 @helper
@@ -299,7 +338,7 @@ def cost_table_kernel(model, frames, knots, contacts, table, derivatives, clear,
     fb, ff = frames
     H, S, V, U = knots
     terms, weights, entries, starts, columns, counts, values = table
-    bodies, r, g, D, Hw, R_x, R_u, u_columns, u_counts, J, no_J = work
+    bodies, r, g, D, Hw, R_x, R_u, u_columns, u_counts, J, no_J, scaled_row = work
     F, dF_dx, dF_du = contacts
     l, l_x, l_u, l_xx, l_xu, l_uu = out
     nv = V.shape[1]
@@ -362,6 +401,11 @@ def cost_table_kernel(model, frames, knots, contacts, table, derivatives, clear,
                 # Jacobian rows are not formed, the products skip them (a finite value times zero)
                 _contact_jacobians(nr, terms[t, T_FRAME], values, terms[t, T_MAP], act == MATRIX, g, D, dF_dx[k],
                                    dF_du[k], R_x, R_u)
+            if (kind == CONTACT or kind == COM) and act != MATRIX:
+                _add_dense_gauss_newton(nr, w, g, D, R_x, 2 * nv if kind == CONTACT else nv, R_u,
+                                        R_u.shape[1] if kind == CONTACT else 0, scaled_row, l_x[k], l_u[k], l_xx[k],
+                                        l_xu[k], l_uu[k])
+                continue
             first = terms[t, T_PATTERN]
             P, IP, CP = R_x[:nr], columns[first:first + nr], counts[first:first + nr]
             add_symmetric_products(P, IP, CP, w, act != MATRIX, D, Hw, 0, l_xx[k])
@@ -458,7 +502,7 @@ class CompiledCosts:
         self.work = self._buffer(("work", nb, nr, nu), lambda: CostWork(
             np.zeros((nb, W_COLS)), np.zeros(nr), np.zeros(nr), np.zeros((1, nr)), np.zeros((1, nr, nr)),
             np.zeros((nr, 2 * nv)), np.zeros((nr, nu)), np.tile(np.arange(nu, dtype=np.int64), (nr, 1)),
-            np.full(nr, nu, np.int64), np.zeros((6, nv)), np.zeros((0, nv))))
+            np.full(nr, nu, np.int64), np.zeros((6, nv)), np.zeros((0, nv)), np.zeros(2 * nv + nu)))
         self._contact_runs(dynamics_runs)
 
     def _buffer(self, key: tuple, make):

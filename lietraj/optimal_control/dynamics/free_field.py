@@ -157,8 +157,11 @@ class RobotField(Field):
         if U.ndim != 2:
             return None
         H = IDENTITY4_STACK if X.H is None else X.H
+        shape, last = U.shape, U[-1, -1] if U.size else 0.0
         for (H0, s, v, u), value in self._kept.get(key, ()):
-            if _same_knots(X.v, U, X.s, H, v, u, s, IDENTITY4_STACK if H0 is None else H0):
+            # most slots hold another run or trial: their shape or last control tells them apart without a call
+            if u.shape == shape and (not u.size or u[-1, -1] == last) and _same_knots(
+                    X.v, U, X.s, H, v, u, s, IDENTITY4_STACK if H0 is None else H0):
                 return value
         return None
 
