@@ -29,7 +29,8 @@ from lietraj.dynamics.contacts.contact_dynamics import (
     pack_contacts,
     solve_contact_dynamics,
 )
-from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_dynamics_derivatives
+from lietraj.dynamics._checks import checked_state
+from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynamicsDerivatives, contact_derivatives
 from lietraj.dynamics.contacts.contact_dynamics_second_order import contact_hessian_contraction
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.model import RobotModel
@@ -109,20 +110,22 @@ class ContactField(RobotField):
             d = self.recall("contact", X, U)
             if d is not None:
                 return d
-            tau = self.torques(X, U)
+            # the controls of a kept solution passed the checks when it was kept, and its torques are not read
+            solution = self.recall("solution", X, U)
+            tau = self.torques(X, U) if solution is None else None
+            X = checked_state(self.model, X, "ContactField")
             N, nv, nc = len(X), self.model.nv, self.nc
             # new arrays for every evaluation: a caller may hold the last one's while the knots change
             out = ContactDynamicsDerivatives(np.empty((N, nv)), np.empty((N, nc)),
                                              *(np.empty((N, nv, nv)) for _ in range(3)),
                                              *(np.empty((N, nc, nv)) for _ in range(3)))
 
-            solution = self.recall("solution", X, U)
-
             def piece(a: int, b: int, workspace: Workspace) -> None:
-                contact_dynamics_derivatives(self.model, X[a:b], tau[a:b], self.contacts, self.damping,
-                                             out=knot_rows(out, a, b),
-                                             dynamics=None if solution is None else self._rows(solution, a, b),
-                                             workspace=workspace)
+                # the field's contacts and damping were checked when it was made, the knots just above
+                contact_derivatives(self.model, X[a:b], None if tau is None else tau[a:b], self.contacts,
+                                    self.damping, knot_rows(out, a, b),
+                                    None if solution is None else self._rows(solution, a, b), workspace,
+                                    "ContactField")
 
             if not self.fill_shifted("contact", X, U, out, piece):
                 self.shared(N, executor, piece)
