@@ -275,8 +275,8 @@ def test_a_problem_reads_each_runs_contact_derivatives_from_its_dynamics(rng, mo
     problems = [Problem(X[0], [ActionModel(stance, c)] * 3 + [flying] * 2 + [ActionModel(stance, c)] * 3,
                         CostSum(sp, 0)) for c in (shared, alone)]
     solved = []
-    real = contact_field.contact_dynamics_derivatives
-    monkeypatch.setattr(contact_field, "contact_dynamics_derivatives",
+    real = contact_field.contact_derivatives
+    monkeypatch.setattr(contact_field, "contact_derivatives",
                         lambda *a, **k: solved.append(len(a[1])) or real(*a, **k))
     d_shared = problems[0].derivatives(X, U[:8])
     assert solved == [3, 3]  # the dynamics' two runs; the costs read them
