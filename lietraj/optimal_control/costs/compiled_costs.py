@@ -27,10 +27,9 @@ bounds) are read again at every call, so that setting them, or changing their ar
 
 from __future__ import annotations
 
+import math
 from operator import attrgetter, is_
 from typing import NamedTuple
-
-import math
 
 import numpy as np
 
@@ -125,7 +124,7 @@ class CostWork(NamedTuple):
     """Work arrays: the kinematics' per-body columns, one term's residual and gradient (nr_max,), its Hessian's
     diagonal (1, nr_max) or matrix (1, nr_max, nr_max), R_x (nr_max, ndx) and R_u (nr_max, nu) with R_u's pattern
     (every column of every row), a frame Jacobian (6, nv) and an empty one (0, nv) for the values alone, and a row
-    (ndx + nu,) of a contact term's scaled Jacobians."""
+    (ndx + nu,) of a dense term's scaled Jacobians (``_add_dense_gauss_newton``)."""
 
     bodies: np.ndarray
     r: np.ndarray
@@ -232,7 +231,7 @@ def _contact_residual(nr, nc, values, ref, G, F, r):
 def _contact_jacobians(nr, nc, values, G, every, g, D, dF_dx, dF_du, R_x, R_u):
     """``R_x = G ∂λ/∂x``, ``R_u = G ∂λ/∂u`` (``_contact_residual``), unless ``every``, only the rows whose gradient
     g or Hessian diagonal D[0] is not zero (the others add nothing: a barrier's rows inside their box). A row of G
-    reads the forces of one contact: its zeros are skipped, the rows of the derivatives summed whole."""
+    mostly reads the forces of one contact: its zeros are skipped, the rows of the derivatives summed whole."""
     for m in range(nr):
         if not (every or g[m] != 0.0 or D[0, m] != 0.0):
             continue
