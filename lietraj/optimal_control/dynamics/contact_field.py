@@ -138,13 +138,15 @@ class ContactField(RobotField):
         ``contact_dynamics`` returns them. The solver linearizes at the rollout it accepts: ``contact_derivatives``
         and ``solve`` at those knots start from it instead of solving the contact dynamics again."""
         with self._lock:
-            self.keep("solution", X, U, self._rows(ContactDynamicsResult(A, (), LAM, J, GAMMA), 0, len(X)), RUNS_KEPT)
+            # the forces are kept stacked only: what reads a kept solution (``solve``, the derivatives) reads them so
+            self.keep("solution", X, U, ContactDynamicsResult(A, (), LAM, J, GAMMA), RUNS_KEPT)
 
-    def _rows(self, s: ContactDynamicsResult, a: int, b: int) -> ContactDynamicsResult:
-        """Knots ``a .. b - 1`` of a contact solution, its forces split per contact."""
-        o, LAM = self.packed.offsets, s.lagrangian[a:b]
-        return ContactDynamicsResult(s.a[a:b], tuple(LAM[:, o[i]:o[i + 1]] for i in range(len(o) - 1)), LAM,
-                                     s.jacobian[a:b], s.drift[a:b])
+    @staticmethod
+    def _rows(s: ContactDynamicsResult, a: int, b: int) -> ContactDynamicsResult:
+        """Knots ``a .. b - 1`` of a kept contact solution (itself for all of its knots, the common piece)."""
+        if a == 0 and b == len(s.a):
+            return s
+        return ContactDynamicsResult(s.a[a:b], (), s.lagrangian[a:b], s.jacobian[a:b], s.drift[a:b])
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
         return self.shared_derivatives(X, U, None, stage)
