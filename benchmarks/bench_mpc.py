@@ -26,8 +26,11 @@ How. For each case:
 3. the recorded states are replayed, tick after tick, to a fresh lietraj controller (``controller.start(x0)``, then
    ``controller.tick(x)``), to a fresh Crocoddyl one, and to a second Crocoddyl one that sets only the appended
    models' references (a model's references do not change while it stays in the window: the cheapest correct
-   update); the three take turns, tick by tick (``--block N``: N ticks each), the one going first changing every
-   turn, so that whatever else the machine does falls on all three alike; each tick is timed with
+   update) and, when the scenario's controller linearizes and sweeps again at its new plan for its gains
+   (``MPCOptions.relinearize``: the balance), to a second lietraj controller without that, which does the work of
+   Crocoddyl's tick (one linearization, one sweep, the line search; the gains of that sweep); they take turns, tick
+   by tick (``--block N``: N ticks each), the one going first changing every turn, so that whatever else the machine
+   does falls on all alike; each tick is timed with
    ``time.perf_counter`` around everything it does (lietraj: ``tick(x)``; Crocoddyl: append, references, ``x0``,
    solve, reading ``u0``, ``K0`` and the warm start). Longer turns keep each controller's data in the caches from one
    of its ticks to the next, as when it runs alone; on this machine the run-to-run spread of the medians (some 20 %)
@@ -38,8 +41,9 @@ How. For each case:
 
 Printed: the machine and its load average before and after (``benchmarks/machine.py``), per case the median and
 99th percentile tick times (ms), Crocoddyl's split into its problem update and its solve, the ratio of the medians
-lietraj / Crocoddyl with the run's quietness, and the goals: solo12's tick <= 5 ms, Talos's <= 20 ms (medians of
-lietraj's ticks) and lietraj <= 0.5 x Crocoddyl's tick. Threads: one by default (``OMP_NUM_THREADS=1``, set before
+lietraj / Crocoddyl with the run's quietness (and that of the controller doing Crocoddyl's work, where it differs),
+and the goals: solo12's tick <= 5 ms, Talos's <= 20 ms (medians of lietraj's ticks) and lietraj <= 0.5 x
+Crocoddyl's tick. Threads: one by default (``OMP_NUM_THREADS=1``, set before
 Crocoddyl is imported, the Crocoddyl problem's ``nthreads = 1``: Crocoddyl 3.2.1's ``ShootingProblem`` starts with
 two threads whatever ``OMP_NUM_THREADS`` says, as its OpenMP loops name their thread count; lietraj's default
 ``SolverOptions``); ``--threads 2`` gives both two (``nthreads = 2``; ``MPCOptions.solver_options =
@@ -108,6 +112,7 @@ from croc_oracle import iterations as croc_iterations  # noqa: E402
 from machine import Quietness, describe, settle  # noqa: E402
 
 RATIO_GOAL = 0.5
+SAME_WORK = "lietraj, the iteration's gains (relinearize=False)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,11 +230,20 @@ def replay(case: Case, states: list, threads: int, block: int) -> tuple[dict[str
     ours = lietraj_scenario(case, threads).controller
     theirs = croc_mpc.CrocoddylMPC(case.build().controller, threads)
     appended = croc_mpc.CrocoddylMPC(case.build().controller, threads, references="appended")
+    # a scenario whose ticks linearize and sweep again at the new plan for its gains does more than Crocoddyl's tick:
+    # the same controller without that is timed too, the work of Crocoddyl's tick exactly
+    same = None
+    if ours.options.relinearize:
+        same = lietraj_scenario(case, threads).controller
+        same.options.relinearize = False
     vectors = [theirs.mirror.x(x) for x in states]  # Crocoddyl's plant would give [q; v]: not timed
     ours.start(states[0])
     theirs.begin(vectors[0])
     appended.begin(vectors[0])
-    times = {"lietraj": [], "crocoddyl": [], "crocoddyl, appended models' references": [], "crocoddyl update": []}
+    if same is not None:
+        same.start(states[0])
+    times = {"lietraj": [], SAME_WORK: [], "crocoddyl": [], "crocoddyl, appended models' references": [],
+             "crocoddyl update": []}
     plans = {"lietraj": {}, "crocoddyl": {}}  # tick -> (cost, u0)
 
     def tick_ours(k: int) -> None:
@@ -250,13 +264,19 @@ def replay(case: Case, states: list, threads: int, block: int) -> tuple[dict[str
         appended.step(vectors[k])
         times["crocoddyl, appended models' references"].append(time.perf_counter() - t)
 
-    turns = [tick_ours, tick_theirs, tick_appended]
+    def tick_same(k: int) -> None:
+        t = time.perf_counter()
+        same.tick(states[k])
+        times[SAME_WORK].append(time.perf_counter() - t)
+
+    turns = [tick_ours, tick_theirs, tick_appended] + ([tick_same] if same is not None else [])
     for b, first in enumerate(range(1, len(states), block)):
-        for j in range(3):
+        for j in range(len(turns)):
             for k in range(first, min(first + block, len(states))):
-                turns[(b + j) % 3](k)
-    if ours.knot != theirs.knot or ours.knot != appended.knot:
-        raise RuntimeError(f"the controllers ended at different knots: {ours.knot}, {theirs.knot}, {appended.knot}")
+                turns[(b + j) % len(turns)](k)
+    knots = {ours.knot, theirs.knot, appended.knot} | ({same.knot} if same is not None else set())
+    if len(knots) != 1:
+        raise RuntimeError(f"the controllers ended at different knots: {sorted(knots)}")
     a, b = plans["lietraj"], plans["crocoddyl"]
     costs = np.array([relative(a[k][0], b[k][0]) for k in a])
     controls = np.array([np.abs(a[k][1] - b[k][1]).max() for k in a])
@@ -314,26 +334,36 @@ def run_case(name: str, ticks: int | None, threads: int, block: int, quietness: 
     times, agreement = replay(case, states, threads, block)
     print(f"  replay of the {len(states) - 1} recorded states after the start solve, in turns of {block} tick(s); "
           f"{agreement}:")
-    print(f"    {'':42s} {'median ms':>9s} {'p99 ms':>8s}")
-    for label in ("lietraj", "crocoddyl", "crocoddyl, appended models' references"):
+    print(f"    {'':52s} {'median ms':>9s} {'p99 ms':>8s}")
+    for label in ("lietraj", SAME_WORK, "crocoddyl", "crocoddyl, appended models' references"):
+        if not times[label]:
+            continue
         median, p99 = stats(times[label])
         extra = ""
         if label == "crocoddyl":
             update = stats(times["crocoddyl update"])[0]
             extra = f"   (problem update {update:.2f} ms, solve and read-out {median - update:.2f} ms: medians)"
-        print(f"    {label:42s} {median:9.2f} {p99:8.2f}{extra}")
+        print(f"    {label:52s} {median:9.2f} {p99:8.2f}{extra}")
     ours, theirs = stats(times["lietraj"])[0], stats(times["crocoddyl"])[0]
     cheapest = stats(times["crocoddyl, appended models' references"])[0]
     ratio = ours / theirs
     verdict = quietness.verdict()
     print(f"  ratio lietraj / crocoddyl (medians) {ratio:.2f}, against the appended-references update "
           f"{ours / cheapest:.2f}: goal <= {RATIO_GOAL} {met(ratio <= RATIO_GOAL)} [{verdict}]")
+    if times[SAME_WORK]:
+        same = stats(times[SAME_WORK])[0]
+        print(f"  the same work per tick as Crocoddyl's (one linearization and sweep, relinearize=False): {same:.2f} ms, "
+              f"ratio {same / theirs:.2f}: goal <= {RATIO_GOAL} {met(same / theirs <= RATIO_GOAL)} [{verdict}]")
     print(f"  lietraj's median tick {ours:.2f} ms: goal <= {case.goal_ms:g} ms for {case.robot} "
           f"{met(ours <= case.goal_ms)}")
     for line in crocoddyl_closed_loop(case, threads, ticks):
         print(f"  crocoddyl's MPC in closed loop on MuJoCo: {line}")
-    return (f"{name:8s} lietraj {ours:6.2f} ms ({met(ours <= case.goal_ms)} <= {case.goal_ms:g}), crocoddyl "
-            f"{theirs:6.2f} ms, ratio {ratio:.2f} ({met(ratio <= RATIO_GOAL)} <= {RATIO_GOAL}) [{verdict}]")
+    line = (f"{name:8s} lietraj {ours:6.2f} ms ({met(ours <= case.goal_ms)} <= {case.goal_ms:g}), crocoddyl "
+            f"{theirs:6.2f} ms, ratio {ratio:.2f} ({met(ratio <= RATIO_GOAL)} <= {RATIO_GOAL})")
+    if times[SAME_WORK]:
+        same = stats(times[SAME_WORK])[0]
+        line += f"; Crocoddyl's work per tick {same:.2f} ms, ratio {same / theirs:.2f}"
+    return f"{line} [{verdict}]"
 
 
 def main(args: argparse.Namespace) -> None:
