@@ -125,9 +125,13 @@ def test_non_finite_values_end_the_rollout_with_a_status(robot, rng):
 
     bad_k = k.copy()
     bad_k[7, 1] = np.nan
+    identity = dyn.state_space.trajectory(T - 7)
     for r in both(x0, X_ref, U_ref, bad_k, K, 0.5, gaps):
         assert not r.ok and r.failed_at == 7 and "non-finite" in r.reason
         assert np.isfinite(r.X.v[:8]).all() and np.isfinite(r.U[:7]).all()
+        after = r.X[8:]  # never reached: identity states, not what the arrays held
+        assert np.array_equal(after.s, identity.s) and np.array_equal(after.v, identity.v)
+        assert after.H is None or np.array_equal(after.H, identity.H)
     bad_gaps = gaps.copy()
     bad_gaps[T, 0] = np.inf  # only the last state is affected
     for r in both(x0, X_ref, U_ref, k, K, 0.5, bad_gaps):

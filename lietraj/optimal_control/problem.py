@@ -290,6 +290,12 @@ class Problem:
         self._runs_key = (tuple((a, b) for a, b, _ in self._cost_runs),
                           tuple((a, b, id(dyn)) for a, b, dyn in self._dynamics_runs))
 
+    @property
+    def dynamics_runs(self) -> list[tuple[int, int, DiscreteDynamics]]:
+        """The maximal runs ``(start, stop, dynamics)`` of running knots sharing one dynamics object, in order (read
+        them, do not change them)."""
+        return self._dynamics_runs
+
     def shift(self, model: ActionModel) -> None:
         """Recede the horizon by one knot, in place: knot 0 leaves, every knot moves one place forward and ``model``
         becomes the last running knot (a receding-horizon controller's step). No model is rebuilt or copied: the

@@ -253,8 +253,18 @@ class IntegratedDynamics(DiscreteDynamics):
         tables = self.field.tables
         if tables is None:
             return None
-        return compiled_form(self.field.model, tables, self.integrator == "rk4", self.dt, self.field.workspace,
-                             self.field.nc, getattr(self.field, "remember_solution", None))
+        # made once (a forward pass asks at every run of knots of every trial), again if the field or dt changed
+        kept = self.__dict__.get("_compiled")
+        if kept is None or kept.field is not tables or kept.dt != self.dt:
+            kept = self._compiled = compiled_form(self.field.model, tables, self.integrator == "rk4", self.dt,
+                                                  self.field.workspace, self.field.nc,
+                                                  getattr(self.field, "remember_solution", None))
+        return kept
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_compiled", None)  # work arrays of this process
+        return state
 
 
 def compiled_form(model: RobotModel, tables: FieldTables, rk4: bool, dt: float, workspace: Workspace, nc: int,

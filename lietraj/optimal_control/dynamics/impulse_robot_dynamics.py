@@ -105,9 +105,18 @@ class ImpulseRobotDynamics(DiscreteDynamics):
     def compiled_step(self) -> CompiledStep:
         """The impact in the rollout kernel's form (the contact tables with the restitution): a touchdown knot of a
         solver's forward pass is one compiled call like the phases around it, not a Python ``step``."""
-        packed = pack_contacts(self.model, self.contacts, "ImpulseRobotDynamics")
-        return compiled_form(self.model, FieldTables(None, (packed.CI, packed.CF, self.damping, self.restitution)),
-                             False, 0.0, self.workspace, self.nc)
+        kept = self.__dict__.get("_compiled")  # made once, again if the contacts or coefficients changed
+        if kept is None or kept[0] is not self.contacts or kept[1:3] != (self.damping, self.restitution):
+            packed = pack_contacts(self.model, self.contacts, "ImpulseRobotDynamics")
+            tables = FieldTables(None, (packed.CI, packed.CF, self.damping, self.restitution))
+            kept = self._compiled = (self.contacts, self.damping, self.restitution,
+                                     compiled_form(self.model, tables, False, 0.0, self.workspace, self.nc))
+        return kept[3]
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_compiled", None)  # work arrays of this process
+        return state
 
     def rollout_policy(self, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
                        u_ub=None) -> PolicyRollout:

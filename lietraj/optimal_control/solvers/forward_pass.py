@@ -339,13 +339,14 @@ def rollout_policy_per_knot(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K,
 
 
 def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
-                   u_ub=None, compiled: bool = True) -> PolicyRollout:
+                   u_ub=None, compiled: bool = True, runs: list | None = None) -> PolicyRollout:
     """The closed-loop rollout (module docstring) through ``dynamics``: one ``DiscreteDynamics`` for every knot, or
     a sequence of N (one per knot). ``U_ref``, ``k`` are (N, nu), ``K`` (N, nu, ndx), ``X_ref`` has N + 1 knots,
     ``gaps`` (N + 1, ndx) or None; the bounds are (nu,) or (N, nu), ``None`` for none. Runs of knots whose dynamics
-    has a compiled step roll out in one compiled call each (``compiled=False``: every knot steps in Python). Bad
+    has a compiled step roll out in one compiled call each (``compiled=False``: every knot steps in Python);
+    ``runs``, those runs ``(start, stop, dynamics)`` when the caller has them (``Problem.dynamics_runs``). Bad
     shapes raise ValueError; a non-finite or invalid state or control, or a step that fails, ends the rollout with
-    a status (``PolicyRollout.failed_at``)."""
+    a status (``PolicyRollout.failed_at``; the knots after it are identity states)."""
     sequence = isinstance(dynamics, (list, tuple))
     if sequence and not dynamics:
         raise ValueError("rollout_policy: no dynamics objects")
@@ -356,7 +357,8 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
         raise ValueError(f"rollout_policy: U_ref must have shape (N, {nu}), got {U_ref.shape}")
     N, ndx, floating, alpha = U_ref.shape[0], space.ndx, space.floating_base, float(alpha)
     _check_states(space, N, x0, X_ref)
-    runs = _runs(dynamics, N) if sequence else [(0, N, dynamics)]
+    if runs is None:
+        runs = _runs(dynamics, N) if sequence else [(0, N, dynamics)]
     # Plain tuples for the kernels (a NamedTuple argument costs numba's dispatcher microseconds per call).
     reference = (np.ascontiguousarray(X_ref.H, dtype=np.float64) if floating else IDENTITY4_STACK,
                  np.ascontiguousarray(X_ref.s, dtype=np.float64), np.ascontiguousarray(X_ref.v, dtype=np.float64))
@@ -364,7 +366,9 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
     gaps = None if gaps is None else _policy_array(gaps, (N + 1, ndx), "gaps")
     policy = (U_ref, k, K, alpha, U_ref if gaps is None else gaps, gaps is not None and alpha != 1.0)
     bounds = tuple(_bounds(u_lb, u_ub, N, nu, U_ref))
-    X, U, DX = space.trajectory(N + 1), np.empty((N, nu)), np.empty((N + 1, ndx))
+    # every knot is written, up to a failure (after which they are made identity states)
+    X = Trajectory(np.empty((N + 1, 4, 4)) if floating else None, np.empty((N + 1, space.n)), np.empty((N + 1, space.nv)))
+    U, DX = np.empty((N, nu)), np.empty((N + 1, ndx))
     X[0] = x0
     out = (X.H if floating else IDENTITY4_STACK, X.s, X.v, U, DX)
     E, z = np.empty((4, 4)), np.empty(ndx)
@@ -396,6 +400,7 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
                 try:
                     X[t + 1] = dyn.step(X[t], U[t])
                 except (ValueError, ArithmeticError) as e:
+                    X[t + 1:] = space.trajectory(N - t)
                     return PolicyRollout(X, U, DX, t + 1, f"a step that failed ({e})", _name(dyn))
             if status != OK:
                 break
@@ -403,6 +408,7 @@ def rollout_policy(dynamics, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: f
                 t, status = N, _policy_knot_kernel(N, floating, reference, policy, bounds, out, E, z)
     if status == OK:
         return PolicyRollout(X, U, DX)
+    X[t + 1:] = space.trajectory(N - t)
     what = _FAILURES.get(status, "an invalid base pose")
     return PolicyRollout(X, U, DX, int(t), what, _name(who))
 

@@ -211,7 +211,8 @@ def _forward_pass(problem: Problem, xs: Trajectory, us: np.ndarray, bp: Backward
     if bounds is None:
         bounds = (problem.u_lb, problem.u_ub) if problem.has_control_limits else (None, None)
     try:
-        trial = rollout_policy(problem.dynamics_sequence, problem.x0, xs, us, bp.k, bp.K, alpha, gaps, *bounds)
+        trial = rollout_policy(problem.dynamics_sequence, problem.x0, xs, us, bp.k, bp.K, alpha, gaps, *bounds,
+                               runs=problem.dynamics_runs)
         if not trial.ok:
             return None
         cost = problem.cost(trial.X, trial.U)
