@@ -45,7 +45,9 @@ def worth_a_second_thread(T: int, ndx: int) -> bool:
 def knot_pieces(N: int, nv: int, executor: Executor | None) -> list[tuple[int, int]]:
     """``[(start, stop), ...]`` covering the knots ``0 .. N-1`` in order: one piece without an executor or for
     little work, else up to ``PIECES`` of about equal length."""
-    count = 1 if executor is None else max(1, min(PIECES, N, N * nv * nv // MIN_PIECE_WORK))
+    if executor is None:
+        return [(0, N)] if N > 0 else []
+    count = max(1, min(PIECES, N, N * nv * nv // MIN_PIECE_WORK))
     bounds = [round(i * N / count) for i in range(count + 1)]
     return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 

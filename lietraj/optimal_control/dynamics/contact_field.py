@@ -122,8 +122,9 @@ class ContactField(RobotField):
 
             def piece(a: int, b: int, workspace: Workspace) -> None:
                 # the field's contacts and damping were checked when it was made, the knots just above
-                contact_derivatives(self.model, X[a:b], None if tau is None else tau[a:b], self.contacts,
-                                    self.damping, knot_rows(out, a, b),
+                whole = a == 0 and b == N  # the common piece: no views to make
+                contact_derivatives(self.model, X if whole else X[a:b], None if tau is None else tau[a:b],
+                                    self.contacts, self.damping, out if whole else knot_rows(out, a, b),
                                     None if solution is None else self._rows(solution, a, b), workspace,
                                     "ContactField")
 

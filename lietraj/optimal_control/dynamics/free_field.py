@@ -158,7 +158,7 @@ class RobotField(Field):
             return None
         H = IDENTITY4_STACK if X.H is None else X.H
         shape, last = U.shape, U[-1, -1] if U.size else 0.0
-        for (H0, s, v, u), value in self._kept.get(key, ()):
+        for (H0, s, v, u), value, _ in self._kept.get(key, ()):
             # most slots hold another run or trial: their shape or last control tells them apart without a call
             if u.shape == shape and (not u.size or u[-1, -1] == last) and _same_knots(
                     X.v, U, X.s, H, v, u, s, IDENTITY4_STACK if H0 is None else H0):
@@ -179,7 +179,15 @@ class RobotField(Field):
             return False
         H = IDENTITY4_STACK if X.H is None else X.H
         best = None
-        for (H0, s, v, u), value in self._kept.get(key, ()):
+        probe = U[1, -1] if U.shape[1] else None
+        for (H0, s, v, u), value, controls in self._kept.get(key, ()):
+            # knot 1 must be one of the kept knots: a kept value that was not a shifted plan's (a tick's linearization
+            # at its warm start) has none of its controls, which the set of its last column tells without a call
+            if probe is not None:
+                if not controls:
+                    controls.append(frozenset(u[:, -1].tolist()))
+                if probe not in controls[0]:
+                    continue
             stop, shift = _shifted_run(X.v, U, X.s, H, v, u, s, IDENTITY4_STACK if H0 is None else H0)
             if shift and (best is None or stop > best[1]):
                 best = (value, stop, shift)
@@ -200,7 +208,8 @@ class RobotField(Field):
         that share this field each keep theirs); returns it."""
         kept = self._kept.setdefault(key, [])
         U = np.array(U, dtype=np.float64, order="C")
-        kept.insert(0, (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v)) + (U,), value))
+        # the inputs, the value and, once a shifted recall asks for it, the set of the last control's values
+        kept.insert(0, (tuple(None if a is None else a.copy() for a in (X.H, X.s, X.v)) + (U,), value, []))
         del kept[slots:]
         return value
 
