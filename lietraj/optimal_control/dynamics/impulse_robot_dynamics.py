@@ -36,10 +36,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lietraj.dynamics._checks import result_arrays
+from lietraj.dynamics._checks import checked_state, require_finite, result_arrays
 from lietraj.dynamics.contacts.contact_dynamics import Contact, pack_contacts
 from lietraj.dynamics.contacts.contact_dynamics_second_order import impulse_hessian_contraction
-from lietraj.dynamics.contacts.impulse_dynamics import impulse_dynamics, impulse_dynamics_derivatives
+from lietraj.dynamics.contacts.impulse_dynamics import impulse_derivatives, impulse_dynamics
 from lietraj.dynamics.kinematics.kinematics import frame_id
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
@@ -68,18 +68,20 @@ class ImpulseRobotDynamics(DiscreteDynamics):
                 bounds = "in [0, 1]" if upper == 1.0 else ">= 0"
                 raise ValueError(f"ImpulseRobotDynamics: {what} must be finite and {bounds}, got {value!r}")
         contacts = tuple(contacts)
+        ids = []
         for c in contacts:
             if not isinstance(c, Contact):
                 raise TypeError(f"ImpulseRobotDynamics({model.name}): contacts must be Contact objects, got "
                                 f"{type(c).__name__}")
             try:
-                frame_id(model, c.frame)
+                ids.append(frame_id(model, c.frame))
             except (KeyError, IndexError, TypeError) as e:
                 raise ValueError(f"ImpulseRobotDynamics({model.name}): unknown contact frame {c.frame!r} ({e})") from None
         self.model = model
         self.workspace = Workspace(model)
         self.dt = 0.0
         self.contacts = contacts
+        self._frame_ids = ids
         self.restitution = float(restitution)
         self.damping = float(damping)
         self.state_space = model.state_space
@@ -134,7 +136,12 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         self._check_controls(X, U)
         N, nv = len(X), self.model.nv
         F_x, F_u = result_arrays(out, DiscreteDerivatives, ((N, 2 * nv, 2 * nv), (N, 2 * nv, self.nu)), "derivatives")
-        d = impulse_dynamics_derivatives(self.model, X, self.contacts, self.restitution, self.damping, self.workspace)
+        # the contacts and coefficients were checked when the dynamics was made: the knots only, here
+        what = "ImpulseRobotDynamics.derivatives"
+        X = checked_state(self.model, X, what)
+        require_finite(self.model, what, X)
+        d = impulse_derivatives(self.model, X, self.contacts, self.restitution, self.damping, self.workspace, what,
+                                self._frame_ids)
         F_x[:, :nv, :] = 0.0
         F_x[:, :nv, :nv] = np.eye(nv)
         F_x[:, nv:, :nv] = d.dvplus_dq
