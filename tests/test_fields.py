@@ -120,6 +120,42 @@ def test_the_free_field_composed_by_hand_is_robot_dynamics(integrator, rng):
     assert IntegratedDynamics(FreeField(model), 0.01, SemiImplicitEuler()).integrator == "euler"
 
 
+def test_the_compiled_step_is_made_once_and_again_when_what_it_holds_changes(rng):
+    """A forward pass asks every run of knots for its compiled step: the dynamics keep it, make it again when its dt,
+    its field's tables or an impact's coefficients change, and do not pickle it (work arrays of this process)."""
+    import pickle
+
+    from lietraj.optimal_control.dynamics.impulse_robot_dynamics import ImpulseRobotDynamics
+
+    model = lietraj.load_robot("solo12")
+    dyn = RobotDynamics(model, 0.01)
+    step = dyn.compiled_step()
+    assert dyn.compiled_step() is step and step.dt == 0.01
+    dyn.dt = 0.02
+    assert dyn.compiled_step().dt == 0.02
+    before = dyn.compiled_step()
+    dyn.field.tables = dyn.field.tables._replace()
+    assert dyn.compiled_step() is not before and dyn.compiled_step().field is dyn.field.tables
+    assert "_compiled" not in pickle.loads(pickle.dumps(dyn)).__dict__
+    x0, X_ref, U_ref, k, K, _ = policy(dyn, rng)
+    assert np.array_equal(dyn.rollout_policy(x0, X_ref, U_ref, k, K, 1.0).X.v,
+                          RobotDynamics(model, 0.02).rollout_policy(x0, X_ref, U_ref, k, K, 1.0).X.v)
+
+    feet = [Contact(f, "3d") for f in ("FL_FOOT", "FR_FOOT")]
+    impact = ImpulseRobotDynamics(model, feet)
+    step = impact.compiled_step()
+    assert impact.compiled_step() is step and step.field.contacts[3] == 0.0
+    impact.restitution = 0.5
+    assert impact.compiled_step().field.contacts[3] == 0.5
+    impact.contacts = tuple(feet[1:])
+    assert impact.compiled_step().field.contacts[0].shape[0] == 1
+    X = model.state_space.random_trajectory(2, rng, 0.3)
+    F_x = impact.trajectory_derivatives(X, np.zeros((2, model.n))).F_x  # its derivatives follow the contacts too
+    np.testing.assert_array_equal(F_x, ImpulseRobotDynamics(model, feet[1:], 0.5).trajectory_derivatives(
+        X, np.zeros((2, model.n))).F_x)
+    assert "_compiled" not in pickle.loads(pickle.dumps(impact)).__dict__
+
+
 def test_a_subclass_of_a_builtin_field_is_evaluated_in_python(rng):
     class Pushed(FreeField):
         def acceleration(self, X, U):

@@ -81,7 +81,7 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         self.workspace = Workspace(model)
         self.dt = 0.0
         self.contacts = contacts
-        self._frame_ids = ids
+        self._frame_ids = (contacts, ids)
         self.restitution = float(restitution)
         self.damping = float(damping)
         self.state_space = model.state_space
@@ -120,6 +120,14 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         state.pop("_compiled", None)  # work arrays of this process
         return state
 
+    def _contact_frame_ids(self) -> list[int]:
+        """The frame indices of ``contacts``, found when they were set (again if they were replaced since)."""
+        contacts, ids = self._frame_ids
+        if contacts is not self.contacts:
+            ids = [frame_id(self.model, c.frame) for c in self.contacts]
+            self._frame_ids = (self.contacts, ids)
+        return ids
+
     def rollout_policy(self, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
                        u_ub=None) -> PolicyRollout:
         """``DiscreteDynamics.rollout_policy`` in one compiled call (``compiled_step``)."""
@@ -141,7 +149,7 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         X = checked_state(self.model, X, what)
         require_finite(self.model, what, X)
         d = impulse_derivatives(self.model, X, self.contacts, self.restitution, self.damping, self.workspace, what,
-                                self._frame_ids)
+                                self._contact_frame_ids())
         F_x[:, :nv, :] = 0.0
         F_x[:, :nv, :nv] = np.eye(nv)
         F_x[:, nv:, :nv] = d.dvplus_dq
