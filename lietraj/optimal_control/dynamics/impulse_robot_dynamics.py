@@ -37,9 +37,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from lietraj.dynamics._checks import checked_state, require_finite, result_arrays
-from lietraj.dynamics.contacts.contact_dynamics import Contact, pack_contacts
+from lietraj.dynamics.contacts.contact_dynamics import Contact, pack_contacts, solve_impact
 from lietraj.dynamics.contacts.contact_dynamics_second_order import impulse_hessian_contraction
-from lietraj.dynamics.contacts.impulse_dynamics import impulse_derivatives, impulse_dynamics
+from lietraj.dynamics.contacts.impulse_dynamics import impulse_derivatives
 from lietraj.dynamics.kinematics.kinematics import frame_id
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
@@ -99,10 +99,18 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         """Knot-wise ``(H, s, v⁺)``; raises ValueError where ``impulse_dynamics`` does (redundant contacts without
         damping, a non-finite solution)."""
         self._check_controls(X, U)
-        v_plus = impulse_dynamics(self.model, X, self.contacts, self.restitution, self.damping, self.workspace).v_plus
         Y = X.copy()
-        Y.v = v_plus
+        Y.v = self._impact(X, "ImpulseRobotDynamics.step")[0]
         return Y
+
+    def _impact(self, X: Trajectory, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(v⁺, stacked impulses)`` at every knot: ``impulse_dynamics`` with the contacts and coefficients checked
+        when the dynamics was made (a solver's gaps step every touchdown run), the knots checked here."""
+        X = checked_state(self.model, X, what)
+        require_finite(self.model, what, X)
+        v_plus, impulses, _ = solve_impact(self.model, X, self.contacts, self.restitution, self.damping,
+                                           self.workspace, what)
+        return v_plus, impulses
 
     def compiled_step(self) -> CompiledStep:
         """The impact in the rollout kernel's form (the contact tables with the restitution): a touchdown knot of a
@@ -138,7 +146,7 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         reference (``ImpulseDynamicsResult.lagrangian``), for costs and plots."""
         if type(X) is not Trajectory:
             raise TypeError(f"ImpulseRobotDynamics.impulses: expected a Trajectory, got {type(X).__name__}")
-        return impulse_dynamics(self.model, X, self.contacts, self.restitution, self.damping, self.workspace).lagrangian
+        return self._impact(X, "ImpulseRobotDynamics.impulses")[1]
 
     def trajectory_derivatives(self, X: Trajectory, U, out: DiscreteDerivatives | None = None) -> DiscreteDerivatives:
         self._check_controls(X, U)
