@@ -74,23 +74,49 @@ def stages_for(solver: str) -> tuple[str, ...]:
 
 class CompileNotice(numba.core.event.Listener):
     """Prints one line on ``stream`` when numba starts compiling for the first time in this process, so that a
-    first run does not sit in silence. ``install()`` registers it for numba's compile events."""
+    first run does not sit in silence, and then, while the compiling goes on, a line as a kernel's compile starts
+    or ends at most every ``every`` seconds (how many kernels, how long, which one: a cold start compiles for tens
+    of seconds, some kernels for several). ``install()`` registers it for numba's compile events, which numba's
+    compiler lock serialises."""
 
-    def __init__(self, stream: TextIO | None = None):
+    def __init__(self, stream: TextIO | None = None, every: float = 10.0):
         self.stream = stream
+        self.every = every
         self.shown = False
+        self._depth = 0  # a kernel's compile compiles the helpers it calls: events nest
+        self._kernels = 0
+        self._started = self._reported = 0.0
 
     def show(self, what: str = "") -> None:
         if not self.shown:
             self.shown = True
+            self._started = self._reported = time.perf_counter()
             print(f"compiling kernels, first run only{what} (`lietraj warmup` compiles them ahead of time)",
                   file=self.stream or sys.stderr, flush=True)
 
     def on_start(self, event) -> None:
         self.show()
+        if self._depth == 0:
+            self._report(event, "now")
+        self._depth += 1
 
     def on_end(self, event) -> None:
-        pass
+        self._depth = max(self._depth - 1, 0)
+        if self._depth == 0:
+            self._kernels += 1
+            self._report(event, "the last")
+
+    def _report(self, event, which: str) -> None:
+        """A progress line, if ``every`` seconds passed since the last line, naming the kernel of ``event``."""
+        now = time.perf_counter()
+        if now - self._reported < self.every:
+            return
+        self._reported = now
+        dispatcher = (event.data or {}).get("dispatcher")
+        name = getattr(getattr(dispatcher, "py_func", None), "__name__", "")
+        kernels = f"{self._kernels} kernel" + ("s" if self._kernels != 1 else "")
+        print(f"  ... {kernels} compiled in {now - self._started:.0f} s" + (f" ({which}: {name})" if name else ""),
+              file=self.stream or sys.stderr, flush=True)
 
     def install(self) -> CompileNotice:
         numba.core.event.register("numba:compile", self)

@@ -34,6 +34,30 @@ def test_the_notice_is_one_line_at_the_first_compile_and_none_without():
         numba.core.event.unregister("numba:compile", notice)
 
 
+def test_a_long_compile_reports_its_progress():
+    """While kernels compile for longer than ``every`` seconds, a line as a kernel's compile starts or ends says how
+    many have compiled, for how long and which one; the helpers a kernel compiles are not counted apart."""
+    out = io.StringIO()
+    notice = CompileNotice(out, every=0.0).install()
+    try:
+        @numba.njit
+        def inner(x):
+            return x + 1.0
+
+        @numba.njit
+        def outer(x):
+            return 2.0 * inner(x)
+
+        assert outer(1.0) == 4.0
+        lines = out.getvalue().splitlines()
+        assert lines[0].startswith("compiling kernels, first run only")
+        assert len(lines) == 3 and lines[1].startswith("  ... 0 kernels compiled in ")
+        assert lines[1].endswith("(now: outer)")
+        assert lines[2].startswith("  ... 1 kernel compiled in ") and lines[2].endswith("(the last: outer)")
+    finally:
+        numba.core.event.unregister("numba:compile", notice)
+
+
 def test_ddp_adds_the_second_order_stage():
     assert stages_for("fddp") == tuple(s for s in STAGES if s != "second_order")
     assert stages_for("ddp") == STAGES
