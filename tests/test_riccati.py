@@ -164,6 +164,10 @@ def test_a_failing_knot_says_why(rng):
     d.running.l_u[4, 1] = np.nan
     bp = backward_pass(d, 0.0)
     assert bp.failed_at == 4 and "non-finite Q-function" in bp.reason
+    d, _, _ = local_model(rng)
+    d.running.l_xx[5, 0, 0] = np.inf  # enters V_xx only: Q_u, Q_uu, Q_xu and V_x stay finite at that knot
+    bp = backward_pass(d, 0.0)
+    assert bp.failed_at == 5 and "non-finite value function" in bp.reason
 
 
 def closed_loop_cost(d: ProblemDerivatives, K: np.ndarray, dk: np.ndarray) -> float:

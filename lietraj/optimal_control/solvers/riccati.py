@@ -612,9 +612,10 @@ def riccati_step(model, value, t, settings, q, gains, work):
         _cholesky_solve(L, m, vec[0])
         for i in range(nu):
             k[t, i] = -vec[0, i]
-    for i in range(nu):
-        for j in range(ndx):
-            K[i, j] = 0.0
+    if m < nu:  # the clamped controls' rows are zero; the free ones' are all written below
+        for i in range(nu):
+            for j in range(ndx):
+                K[i, j] = 0.0
     for i in range(m):
         for j in range(ndx):
             K[idx[i], j] = -Q_xu[j, idx[i]]
@@ -639,11 +640,13 @@ def riccati_step(model, value, t, settings, q, gains, work):
     for i in range(ndx):
         V_x[t, i] += c[t, i]
     np.dot(Q_xu, K, W_xx)
+    finite = True  # V_xx tested as it is written (``_finite``'s test), not read again afterwards
     for i in range(ndx):
         for j in range(i + 1):
             v = 0.5 * (W_xx[i, j] + W_xx[j, i] + Q_xx[i, j] + Q_xx[j, i])
             V_xx[i, j] = v
             V_xx[j, i] = v
+            finite &= v - v == 0.0
         if settings.regularize_vxx:
             V_xx[i, i] += reg
     for i in range(ndx):
@@ -652,7 +655,7 @@ def riccati_step(model, value, t, settings, q, gains, work):
         g = gaps[t, j]
         for i in range(ndx):
             lam[t, i] += V_xx[j, i] * g
-    if not (_finite(lam[t:t + 1]) and _finite(V_xx)):
+    if not (finite and _finite(lam[t:t + 1])):
         return NON_FINITE_V
     return STEP_OK
 
