@@ -8,10 +8,16 @@ knot has passed (``Tick.dt``); ``Push`` events start at their time. It stops at 
 ``stop(state)`` returns a reason (a robot that fell), or when the plant fails (an exception from ``step`` or
 ``state``, a non-finite state: a diverging simulation): the log keeps every tick so far and ``error`` says what
 happened. The loop itself never raises from inside: bad arguments raise ValueError before it starts.
+
+Python's collector: the objects alive when the loop starts (the robot, the problem, numba's compiled code: some 200,000
+in an ANYmal trot) are frozen out of its reach for the loop (``gc.freeze``) and given back at its end, unless the
+caller froze objects itself. A full collection that scanned them took 88 ms inside one tick of that trot, whose
+deadline is 10 ms. A loop of one's own around ``ModelPredictiveController.tick`` does well to do the same.
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -100,6 +106,9 @@ def closed_loop(controller: ModelPredictiveController, plant: Plant, duration: f
     pending = sorted(pushes, key=lambda p: p.time)
     log = ClosedLoopLog()
     begin, clock = plant.time, time.perf_counter()
+    frozen = gc.get_freeze_count() == 0  # else the caller manages the collector (module docstring)
+    if frozen:
+        gc.freeze()
     try:
         while plant.time - begin < duration - 1e-9:
             x = plant.state()
@@ -121,6 +130,9 @@ def closed_loop(controller: ModelPredictiveController, plant: Plant, duration: f
             _apply(tick, plant, inner_period, pending, begin)
     except Exception as e:  # the plant failed (a diverging simulation): the log so far is the result
         log.error = f"{type(e).__name__}: {e}"
+    finally:
+        if frozen:
+            gc.unfreeze()
     log.wall_time = time.perf_counter() - clock
     return log
 
