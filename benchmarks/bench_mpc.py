@@ -32,7 +32,8 @@ How. For each case:
    by tick (``--block N``: N ticks each), the one going first changing every turn, so that whatever else the machine
    does falls on all alike; each tick is timed with
    ``time.perf_counter`` around everything it does (lietraj: ``tick(x)``; Crocoddyl: append, references, ``x0``,
-   solve, reading ``u0``, ``K0`` and the warm start). Longer turns keep each controller's data in the caches from one
+   solve, reading ``u0``, ``K0`` and the warm start), the objects of the setup frozen out of Python's collector
+   (``gc.freeze``, as ``closed_loop`` does). Longer turns keep each controller's data in the caches from one
    of its ticks to the next, as when it runs alone; on this machine the run-to-run spread of the medians (some 20 %)
    hid any difference between turns of 1, 50 and all the ticks;
 4. Crocoddyl's controller runs in closed loop against the same MuJoCo plant (``lietraj.sim.MujocoPlant``, the same
@@ -93,6 +94,7 @@ ARGS = arguments() if __name__ == "__main__" else None
 os.environ["OMP_NUM_THREADS"] = str(ARGS.threads if ARGS is not None else 1)
 
 import dataclasses  # noqa: E402
+import gc  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
@@ -270,10 +272,14 @@ def replay(case: Case, states: list, threads: int, block: int) -> tuple[dict[str
         times[SAME_WORK].append(time.perf_counter() - t)
 
     turns = [tick_ours, tick_theirs, tick_appended] + ([tick_same] if same is not None else [])
-    for b, first in enumerate(range(1, len(states), block)):
-        for j in range(len(turns)):
-            for k in range(first, min(first + block, len(states))):
-                turns[(b + j) % len(turns)](k)
+    gc.freeze()  # as closed_loop does: no full collection of the setup's objects inside a tick, of either library
+    try:
+        for b, first in enumerate(range(1, len(states), block)):
+            for j in range(len(turns)):
+                for k in range(first, min(first + block, len(states))):
+                    turns[(b + j) % len(turns)](k)
+    finally:
+        gc.unfreeze()
     knots = {ours.knot, theirs.knot, appended.knot} | ({same.knot} if same is not None else set())
     if len(knots) != 1:
         raise RuntimeError(f"the controllers ended at different knots: {sorted(knots)}")
