@@ -33,6 +33,7 @@ last tick's multipliers moved one knot and its penalty.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
@@ -185,6 +186,7 @@ class ModelPredictiveController:
             raise ValueError("ModelPredictiveController: update must be callable")
         self.schedule, self.options, self.update = schedule, options, update
         self._first_step = 1.0  # the step of the last tick's first line search (module docstring, step 3)
+        self._default_options = SolverOptions()
         T = options.horizon
         self.knot = 0  # the schedule's knot at which the current window starts
         self.problem = Problem(x0, [schedule.model(k) for k in range(T)], schedule.terminal,
@@ -202,12 +204,16 @@ class ModelPredictiveController:
 
     def _solver_options(self, iterations: int, first: bool = False) -> SolverOptions:
         """The solver's options for a tick: ``iterations`` at most; for its ``first`` iteration the line search
-        started at twice the last tick's first step (``_first_step``)."""
-        base = replace(self.options.solver_options or SolverOptions(), max_iter=iterations)
-        if not first or not self.options.adaptive_step:
-            return base
-        start = min(1.0, 2.0 * self._first_step)
-        return replace(base, alphas=tuple(a for a in base.alphas if a <= start + 1e-12) or base.alphas[-1:])
+        started at twice the last tick's first step (``_first_step``). A copy of the user's options with those
+        fields set: they passed their checks, and the values set are valid by construction (``replace`` would check
+        every field again, twice a tick)."""
+        base = self.options.solver_options or self._default_options
+        options = copy.copy(base)
+        options.max_iter = iterations
+        if first and self.options.adaptive_step:
+            start = min(1.0, 2.0 * self._first_step)
+            options.alphas = tuple(a for a in base.alphas if a <= start + 1e-12) or base.alphas[-1:]
+        return options
 
     def _make_solver(self, iterations: int) -> Solver:
         opts, second_order = self._solver_options(iterations), self.options.solver == "ddp"
@@ -248,12 +254,11 @@ class ModelPredictiveController:
 
     def _solve(self, x: State, iterations: int, deadline: float | None) -> Tick:
         clock = time.perf_counter()
-        self.problem.state_space.check(x)
+        self.problem.set_initial_state(x)  # checked: a state of another space, or not finite, raises here
         segments = self.schedule.window(self.knot, self.options.horizon)
         self.schedule.apply_references(segments, self.knot)
         if self.update is not None:
             self.update(self)
-        self.problem.set_initial_state(x)
         warm = self._warm
         warm.xs[0] = x
         solver = self._make_solver(iterations) if self.constrained else self._solver
