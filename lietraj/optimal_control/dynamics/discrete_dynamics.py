@@ -78,6 +78,11 @@ class DiscreteDynamics(ABC):
     nu: int
     dt: float
 
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_compiled", None)  # a kept ``compiled_step``: work arrays of this process
+        return state
+
     @abstractmethod
     def step_trajectory(self, X: Trajectory, U) -> Trajectory:
         """Knot-wise ``f(X[k], U[k])`` for ``U`` of shape (N, nu) (not a rollout: knots are independent)."""
@@ -260,11 +265,6 @@ class IntegratedDynamics(DiscreteDynamics):
                                                   self.field.workspace, self.field.nc,
                                                   getattr(self.field, "remember_solution", None))
         return kept
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state.pop("_compiled", None)  # work arrays of this process
-        return state
 
 
 def compiled_form(model: RobotModel, tables: FieldTables, rk4: bool, dt: float, workspace: Workspace, nc: int,

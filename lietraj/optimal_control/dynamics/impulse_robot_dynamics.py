@@ -38,9 +38,9 @@ import numpy as np
 
 from lietraj.dynamics._checks import checked_state, require_finite, result_arrays
 from lietraj.dynamics.contacts.contact_dynamics import Contact, pack_contacts, solve_impact
+from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_frame_ids
 from lietraj.dynamics.contacts.contact_dynamics_second_order import impulse_hessian_contraction
 from lietraj.dynamics.contacts.impulse_dynamics import impulse_derivatives
-from lietraj.dynamics.kinematics.kinematics import frame_id
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.lie.state import State, Trajectory
@@ -68,20 +68,11 @@ class ImpulseRobotDynamics(DiscreteDynamics):
                 bounds = "in [0, 1]" if upper == 1.0 else ">= 0"
                 raise ValueError(f"ImpulseRobotDynamics: {what} must be finite and {bounds}, got {value!r}")
         contacts = tuple(contacts)
-        ids = []
-        for c in contacts:
-            if not isinstance(c, Contact):
-                raise TypeError(f"ImpulseRobotDynamics({model.name}): contacts must be Contact objects, got "
-                                f"{type(c).__name__}")
-            try:
-                ids.append(frame_id(model, c.frame))
-            except (KeyError, IndexError, TypeError) as e:
-                raise ValueError(f"ImpulseRobotDynamics({model.name}): unknown contact frame {c.frame!r} ({e})") from None
+        contact_frame_ids(model, contacts, "ImpulseRobotDynamics")  # Contact objects on frames of the model
         self.model = model
         self.workspace = Workspace(model)
         self.dt = 0.0
         self.contacts = contacts
-        self._frame_ids = (contacts, ids)
         self.restitution = float(restitution)
         self.damping = float(damping)
         self.state_space = model.state_space
@@ -103,11 +94,16 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         Y.v = self._impact(X, "ImpulseRobotDynamics.step")[0]
         return Y
 
-    def _impact(self, X: Trajectory, what: str) -> tuple[np.ndarray, np.ndarray]:
-        """``(v⁺, stacked impulses)`` at every knot: ``impulse_dynamics`` with the contacts and coefficients checked
-        when the dynamics was made (a solver's gaps step every touchdown run), the knots checked here."""
+    def _checked_knots(self, X: Trajectory, what: str) -> Trajectory:
+        """The knots checked as ``impulse_dynamics`` checks its state; the contacts and coefficients were checked
+        when the dynamics was made (a solver's gaps and derivatives reach every touchdown run)."""
         X = checked_state(self.model, X, what)
         require_finite(self.model, what, X)
+        return X
+
+    def _impact(self, X: Trajectory, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(v⁺, stacked impulses)`` at every knot: ``impulse_dynamics`` of checked knots (``_checked_knots``)."""
+        X = self._checked_knots(X, what)
         v_plus, impulses, _ = solve_impact(self.model, X, self.contacts, self.restitution, self.damping,
                                            self.workspace, what)
         return v_plus, impulses
@@ -122,19 +118,6 @@ class ImpulseRobotDynamics(DiscreteDynamics):
             kept = self._compiled = (self.contacts, self.damping, self.restitution,
                                      compiled_form(self.model, tables, False, 0.0, self.workspace, self.nc))
         return kept[3]
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state.pop("_compiled", None)  # work arrays of this process
-        return state
-
-    def _contact_frame_ids(self) -> list[int]:
-        """The frame indices of ``contacts``, found when they were set (again if they were replaced since)."""
-        contacts, ids = self._frame_ids
-        if contacts is not self.contacts:
-            ids = [frame_id(self.model, c.frame) for c in self.contacts]
-            self._frame_ids = (self.contacts, ids)
-        return ids
 
     def rollout_policy(self, x0: State, X_ref: Trajectory, U_ref, k, K, alpha: float, gaps=None, u_lb=None,
                        u_ub=None) -> PolicyRollout:
@@ -152,12 +135,10 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         self._check_controls(X, U)
         N, nv = len(X), self.model.nv
         F_x, F_u = result_arrays(out, DiscreteDerivatives, ((N, 2 * nv, 2 * nv), (N, 2 * nv, self.nu)), "derivatives")
-        # the contacts and coefficients were checked when the dynamics was made: the knots only, here
         what = "ImpulseRobotDynamics.derivatives"
-        X = checked_state(self.model, X, what)
-        require_finite(self.model, what, X)
+        X = self._checked_knots(X, what)
         d = impulse_derivatives(self.model, X, self.contacts, self.restitution, self.damping, self.workspace, what,
-                                self._contact_frame_ids())
+                                contact_frame_ids(self.model, self.contacts, what))
         F_x[:, :nv, :] = 0.0
         F_x[:, :nv, :nv] = np.eye(nv)
         F_x[:, nv:, :nv] = d.dvplus_dq
