@@ -175,6 +175,14 @@ def _spec(problem: str, robot: str | None, solver: str | None) -> Spec:
     return Spec(problem, robot, solver or PROBLEMS[problem].solver)
 
 
+# Dask's periodic callbacks, slowed for a cluster whose processes share this machine's cores with the solves: the
+# event loops' 20 ms tick (it only times their responsiveness), the system monitor's 0.5 s sampling (the dashboard's
+# plots) and the memory monitor's 0.1 s poll. The scheduler and the nannies live in this process: idle, it used
+# 45 ms of CPU a second (15 with these), its workers 25 each (5); a batch of 24 squats took 40-60 ms of it (30-40).
+_QUIET_TIMERS = {"distributed.admin.tick.interval": "1s", "distributed.admin.system-monitor.interval": "5s",
+                 "distributed.worker.memory.monitor-interval": "1s"}
+
+
 def local_cluster(workers: int | None = None):
     """A ``distributed.LocalCluster`` of ``workers`` single-threaded worker processes (default: one per core),
     its logs at ERROR level; its scheduler serves on a free port (never the default 8787, which another cluster on
@@ -191,7 +199,7 @@ def local_cluster(workers: int | None = None):
         raise ValueError(f"solve_many: workers must be at least 1, got {workers}")
     # the nannies hand these to their workers (None: the variable is not set in the worker's environment)
     with dask.config.set({"distributed.worker.profile.enabled": False,
-                          "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+                          "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None, **_QUIET_TIMERS}):
         return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                             silence_logs=logging.ERROR, preload=["lietraj.batch.worker_setup"])
 
