@@ -55,9 +55,10 @@ def test_symmetries_and_the_base_rotation_bracket(rng):
     assert np.abs(expected).max() > 1e-3 * scale  # the block really is not symmetric
 
 
-@pytest.mark.parametrize("name", ["talos", "tree, fixed"])
+@pytest.mark.parametrize("name", list(MODELS))
 def test_contraction_equals_the_contracted_tensors(name, rng):
-    """The pass that accumulates mu . T gives what contracting the tensors gives, without forming them."""
+    """The pass that sums mu . T over the output index as it goes gives what contracting the tensors gives, without
+    forming them."""
     model = MODELS[name]()
     x, a, mu = model.state_space.random(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
     so = rnea_second_order_derivatives(model, x, a)
@@ -66,6 +67,24 @@ def test_contraction_equals_the_contracted_tensors(name, rng):
     assert relative_error(h.vv, np.tensordot(mu, so.d2tau_dv2, axes=1)) < 1e-12
     assert relative_error(h.qv, np.tensordot(mu, so.d2tau_dqdv, axes=1)) < 1e-12
     assert relative_error(h.M_q, np.tensordot(mu, so.dM_dq, axes=1)) < 1e-12
+
+
+@pytest.mark.parametrize("name", ["solo12", "tree, floating", "tree, fixed"])
+def test_contraction_matches_finite_differences_of_the_contracted_first_order_derivatives(name, rng):
+    """mu . T[:, j, k] is the derivative along k of mu . (column j of the first-order derivative): the contraction
+    checked without the tensors."""
+    model = MODELS[name]()
+    x, a, mu = model.state_space.random(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
+    nv = model.nv
+    h = rnea_second_order_contraction(model, x, a, mu)
+    J_q = numerical_jacobian(lambda y: mu @ rnea_derivatives(model, y, a).dtau_dq, x)
+    J_v = numerical_jacobian(lambda y: mu @ rnea_derivatives(model, y, a).dtau_dv, x)
+    J_M = numerical_jacobian(lambda y: mu @ rnea_derivatives(model, y, a).M, x)
+    assert relative_error(h.qq, J_q[:, :nv]) < 1e-6
+    assert relative_error(h.qv, J_q[:, nv:]) < 1e-6
+    assert relative_error(h.qv, J_v[:, :nv].T) < 1e-6
+    assert relative_error(h.vv, J_v[:, nv:]) < 1e-6
+    assert relative_error(h.M_q, J_M[:, :nv]) < 1e-6
 
 
 def test_trajectory_and_reused_results_equal_single_calls(rng):

@@ -6,7 +6,9 @@ Returns the tensors ``T[out, in1, in2]`` (README, Conventions: differentiate wit
     d2tau_dqdv[i, j, k] = d2 tau_i / dq_j dv_k       dM_dq[i, j, k]     = dM_ij / dq_k
 
 or, for DDP, only their contractions with a covector ``mu`` over the first index (``rnea_second_order_contraction``),
-which the same pass accumulates without forming the ``nv^3`` tensors.
+computed by the same recursions summed over the output index as they go (``idsva_so_contraction_core``): O(N d)
+pairs of dofs instead of the tensors' O(N d^2) triples, no ``nv^3`` tensor formed (``bench_second_order.py``, a
+state a call: solo12 46 -> 26 us, Talos 163 -> 68 us against the triples' sums it replaced).
 
 Derivatives in ``q`` are Lie derivatives along the joint motion subspaces (for the free base, body-twist
 perturbations ``H exp(z)``), taken one direction after the other, so ``d2tau_dq2`` is not symmetric in its last
@@ -39,8 +41,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from numba import types
-from numba.extending import overload
 
 from lietraj._jit import helper, kernel
 from lietraj.dynamics._checks import BAD_A, BAD_N, NO_FEXT, NOT_FINITE, OK, base_pose, base_poses, check_dynamics_inputs, \
@@ -87,6 +87,11 @@ def _add6(a, b):
 @helper
 def _sub6(a, b):
     return (a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3], a[4] - b[4], a[5] - b[5])
+
+
+@helper
+def _scale6(c, a):
+    return (c * a[0], c * a[1], c * a[2], c * a[3], c * a[4], c * a[5])
 
 
 @helper
@@ -169,87 +174,54 @@ def _coriolis(x, I, Y, out):
     _add_fbar(_mv6(I, x), out)
 
 
-def _put(T, C, mu, o, a, b, val):
-    """Line 44-66 stores: T[o, a, b] = val, or, contracting (``mu`` not None), C[a, b] += mu[o] val."""
-    if mu is None:
-        T[o, a, b] = val
-    else:
-        C[a, b] += mu[o] * val
-
-
-@overload(_put, inline="always")
-def _put_compiled(T, C, mu, o, a, b, val):
-    """The compiled _put, specialised on whether ``mu`` is None (a runtime branch per store costs 2x)."""
-    if isinstance(mu, types.NoneType):
-        def store(T, C, mu, o, a, b, val):
-            T[o, a, b] = val
-        return store
-
-    def accumulate(T, C, mu, o, a, b, val):
-        C[a, b] += mu[o] * val
-    return accumulate
-
-
 @helper
-def _emit(D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P, mu, ip, jt, kr, j_ne_i, k_ne_j,
+def _emit(D2q, D2v, Dqv, dM, ip, jt, kr, j_ne_i, k_ne_j,
           s1, s12, s9, s3, s4, s5, s6, s7, p1, p12, p9, p8, pp12, pp9, sd12, sd9):
     """Lines 42-66 of Algorithm 1 for the triple (ip, jt, kr), from the inner products of the u vectors with the
     columns of k (s = S, p = Psd, pp = Psdd, sd = Sd): u1 = A3^T s_t, u12 = A1 s_t, u9 = A0 s_t and u3..u8."""
     q2 = p8 + pp9
-    _put(D2q, Cq, mu, ip, jt, kr, q2)                                       # 44
-    _put(Dqv, Cqv, mu, ip, kr, jt, p9 - p12)
+    D2q[ip, jt, kr] = q2                              # 44
+    Dqv[ip, kr, jt] = p9 - p12
     if j_ne_i:
-        e = p1 + pp12                                                       # 46
-        _put(D2q, Cq, mu, jt, kr, ip, e)
-        _put(D2q, Cq, mu, jt, ip, kr, e)
-        _put(Dqv, Cqv, mu, jt, ip, kr, s1 + sd12 + p12)                     # 47
-        _put(Dqv, Cqv, mu, jt, kr, ip, p12 - p9)                            # 48
-        e = s12 - s9                                                        # 49
-        _put(D2v, Cv, mu, jt, kr, ip, e)
-        _put(D2v, Cv, mu, jt, ip, kr, e)
-        _put(dM, P, mu, kr, jt, ip, s12)                                    # 50
+        e = p1 + pp12                                 # 46
+        D2q[jt, kr, ip] = e
+        D2q[jt, ip, kr] = e
+        Dqv[jt, ip, kr] = s1 + sd12 + p12             # 47
+        Dqv[jt, kr, ip] = p12 - p9                    # 48
+        e = s12 - s9                                  # 49
+        D2v[jt, kr, ip] = e
+        D2v[jt, ip, kr] = e
+        dM[kr, jt, ip] = s12                          # 50
         if k_ne_j:  # for k = j the iteration (kr, jt) stores the transposed entry
-            _put(dM, P, mu, jt, kr, ip, s12)
+            dM[jt, kr, ip] = s12
     if k_ne_j:
-        _put(D2q, Cq, mu, ip, kr, jt, q2)                                   # 53
-        _put(D2q, Cq, mu, kr, ip, jt, s3)
-        e = s9 - s12                                                        # 54
-        _put(D2v, Cv, mu, ip, jt, kr, e)
-        _put(D2v, Cv, mu, ip, kr, jt, e)
-        _put(Dqv, Cqv, mu, ip, jt, kr, s5 + sd9 + p9)                       # 55
-        _put(Dqv, Cqv, mu, kr, jt, ip, s6)                                  # 56
-        _put(dM, P, mu, kr, ip, jt, s9)                                     # 57
-        _put(dM, P, mu, ip, kr, jt, s9)
+        D2q[ip, kr, jt] = q2                          # 53
+        D2q[kr, ip, jt] = s3
+        e = s9 - s12                                  # 54
+        D2v[ip, jt, kr] = e
+        D2v[ip, kr, jt] = e
+        Dqv[ip, jt, kr] = s5 + sd9 + p9               # 55
+        Dqv[kr, jt, ip] = s6                          # 56
+        dM[kr, ip, jt] = s9                           # 57
+        dM[ip, kr, jt] = s9
         if j_ne_i:
-            _put(D2q, Cq, mu, kr, jt, ip, s3)                               # 59
-            _put(Dqv, Cqv, mu, kr, ip, jt, s7)                              # 60
-            e = s12 + s9                                                    # 61
-            _put(D2v, Cv, mu, kr, ip, jt, e)
-            _put(D2v, Cv, mu, kr, jt, ip, e)
+            D2q[kr, jt, ip] = s3                      # 59
+            Dqv[kr, ip, jt] = s7                      # 60
+            e = s12 + s9                              # 61
+            D2v[kr, ip, jt] = e
+            D2v[kr, jt, ip] = e
         else:
-            _put(D2v, Cv, mu, kr, jt, ip, s4)                               # 63
+            D2v[kr, jt, ip] = s4                      # 63
     else:
-        _put(D2v, Cv, mu, ip, jt, kr, -s12)                                 # 66
+        D2v[ip, jt, kr] = -s12                        # 66
 
 
-@kernel
-def idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, mu, D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P):
-    """Algorithm 1 of seed 003 for one state, assuming checked inputs. With an empty ``mu`` it fills the four
-    tensors; otherwise it accumulates their contractions with ``mu`` over the first index into the (nv, nv)
-    matrices ``Cq, Cv, Cqv, P``. ``zero``: whether the tensors must be cleared first (not if they hold a previous
-    result of this model)."""
+@helper
+def _forward(mi, mf, g, H, s, v, a, Wp, V, Acc, IC, BC, FC, Dof, Y):
+    """Lines 2-12 of Algorithm 1: per body its twist, acceleration, inertia ``I^C``, Coriolis matrix ``B^C`` and
+    force ``f^C`` (not yet composite), per dof its four motion vectors. Returns whether the base floats, and the
+    base-frame ``a_g`` and base twist ``nu``."""
     nb = mi.shape[0]
-    if mu is None:
-        if zero:  # the pass writes the same entries for every state; the others (different branches) stay zero
-            D2q[:, :, :] = 0.0
-            D2v[:, :, :] = 0.0
-            Dqv[:, :, :] = 0.0
-            dM[:, :, :] = 0.0
-    else:
-        Cq[:, :] = 0.0
-        Cv[:, :] = 0.0
-        Cqv[:, :] = 0.0
-        P[:, :] = 0.0
     floating = mi[0, 1] == JOINT_FREE
     if floating:
         R = (H[0, 0], H[0, 1], H[0, 2], H[1, 0], H[1, 1], H[1, 2], H[2, 0], H[2, 1], H[2, 2])
@@ -257,7 +229,7 @@ def idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, m
     else:
         ag = (-g[0], -g[1], -g[2])
     nu = (v[0], v[1], v[2], v[3], v[4], v[5]) if floating else (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    for i in range(nb):                                                     # lines 2-12
+    for i in range(nb):
         parent, jt, iv = mi[i, 0], mi[i, 1], mi[i, 2]
         h, Io, Sv, Sw = body_in_base_frame(mi, mf, i, s, Wp, 0)
         m = mf[i, MF_MASS]
@@ -296,41 +268,83 @@ def idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, m
         Ii[3, 4] = Ii[4, 3] = Io[3]
         Ii[3, 5] = Ii[5, 3] = Io[4]
         Ii[4, 5] = Ii[5, 4] = Io[5]
-        _coriolis(_cat(vi, wi), Ii, T[_Y], BC[i])
+        _coriolis(_cat(vi, wi), Ii, Y, BC[i])
         mom, L = rigid_inertia_times(m, h, Io, vi, wi)
         fa, na = rigid_inertia_times(m, h, Io, ai, bi)
         fb, nbias = cross_force(vi, wi, mom, L)
         _store6(FC, i, add(fa, fb), add(na, nbias))
+    return floating, ag, nu
 
+
+@helper
+def _dof_matrices(ICi, BCi, fC, sp, psp, pspp, sdp, base, X, A1, A3, Y):
+    """Lines 15-24 for the dof with vectors ``sp, psp, pspp, sdp`` of a body with composite ``ICi, BCi, fC``
+    (``base``: a column of the floating base, whose Psd is 0): X, A1 and A3 written, a0, a4, a5, a7 returned."""
+    _crf_columns(sp, ICi, False, X)
+    for r in range(6):
+        for c in range(6):
+            A1[r, c] = X[r, c] + X[c, r]              # 18
+    if base:
+        A3[:, :] = 0.0
+    else:
+        _coriolis(psp, ICi, Y, A3)                    # 16
+    _crf_columns(sp, BCi, False, Y)
+    for r in range(6):
+        for c in range(6):
+            A3[r, c] += Y[r, c]
+    _crf_columns(sp, BCi, True, Y)
+    for r in range(6):
+        for c in range(6):
+            A3[r, c] += Y[c, r]                       # 20
+    a0 = _mv6(ICi, sp)                                # 17
+    a4 = _mtv6(BCi, sp)                               # 21
+    a5 = _add6(_add6(_mv6(BCi, psp), _mv6(ICi, pspp)), _crf6(sp, fC))  # 22
+    a7 = _add6(_mv6(BCi, sp), _mv6(ICi, _add6(psp, sdp)))  # 24
+    return a0, a4, a5, a7
+
+
+@helper
+def _dof_vectors(Dof, d):
+    return _load6(Dof[d], _S), _load6(Dof[d], _PSD), _load6(Dof[d], _PSDD), _load6(Dof[d], _SD)
+
+
+@helper
+def _to_parent(mi, IC, BC, FC, i):
+    """Lines 75-77: body i's composite inertia, Coriolis matrix and force added to its parent's."""
+    parent = mi[i, 0]
+    if parent >= 0:
+        for r in range(6):
+            FC[parent, r] += FC[i, r]
+            for c in range(6):
+                IC[parent, r, c] += IC[i, r, c]
+                BC[parent, r, c] += BC[i, r, c]
+
+
+@helper
+def _dofs(mi, i):
+    i0 = mi[i, 2]
+    return i0, i0 + (6 if mi[i, 1] == JOINT_FREE else 1)
+
+
+@kernel
+def idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, D2q, D2v, Dqv, dM):
+    """Algorithm 1 of seed 003 for one state, assuming checked inputs: the four tensors. ``zero``: whether they
+    must be cleared first (not if they hold a previous result of this model)."""
+    nb = mi.shape[0]
+    if zero:  # the pass writes the same entries for every state; the others (different branches) stay zero
+        D2q[:, :, :] = 0.0
+        D2v[:, :, :] = 0.0
+        Dqv[:, :, :] = 0.0
+        dM[:, :, :] = 0.0
     X, A1, A3, Y = T[_X], T[_A1], T[_A3], T[_Y]
+    floating, ag, nu = _forward(mi, mf, g, H, s, v, a, Wp, V, Acc, IC, BC, FC, Dof, Y)
     for i in range(nb - 1, -1, -1):
-        parent, i0 = mi[i, 0], mi[i, 2]
-        i1 = i0 + (6 if mi[i, 1] == JOINT_FREE else 1)
+        i0, i1 = _dofs(mi, i)
         ICi, BCi = IC[i], BC[i]
         fC = _load6(FC, i)
         for ip in range(i0, i1):
-            sp, psp, pspp, sdp = (_load6(Dof[ip], _S), _load6(Dof[ip], _PSD), _load6(Dof[ip], _PSDD),
-                                  _load6(Dof[ip], _SD))
-            _crf_columns(sp, ICi, False, X)
-            for r in range(6):
-                for c in range(6):
-                    A1[r, c] = X[r, c] + X[c, r]                                # 18
-            if floating and i == 0:
-                A3[:, :] = 0.0  # Psd = 0 for the base columns
-            else:
-                _coriolis(psp, ICi, Y, A3)                                      # 16
-            _crf_columns(sp, BCi, False, Y)
-            for r in range(6):
-                for c in range(6):
-                    A3[r, c] += Y[r, c]
-            _crf_columns(sp, BCi, True, Y)
-            for r in range(6):
-                for c in range(6):
-                    A3[r, c] += Y[c, r]                                         # 20
-            a0 = _mv6(ICi, sp)                                                  # 17
-            a4 = _mtv6(BCi, sp)                                                 # 21
-            a5 = _add6(_add6(_mv6(BCi, psp), _mv6(ICi, pspp)), _crf6(sp, fC))   # 22
-            a7 = _add6(_mv6(BCi, sp), _mv6(ICi, _add6(psp, sdp)))               # 24
+            sp, psp, pspp, sdp = _dof_vectors(Dof, ip)
+            a0, a4, a5, a7 = _dof_matrices(ICi, BCi, fC, sp, psp, pspp, sdp, floating and i == 0, X, A1, A3, Y)
             j = i
             while j >= 0:
                 j0, j_free, j_has_parent = mi[j, 2], mi[j, 1] == JOINT_FREE, mi[j, 0] >= 0
@@ -370,29 +384,162 @@ def idsva_so_core(mi, mf, g, H, s, v, a, zero, Wp, V, Acc, IC, BC, FC, Dof, T, m
                             for r in range(6):
                                 pp12 = g12[r - 3] if r >= 3 else 0.0
                                 pp9 = g9[r - 3] if r >= 3 else 0.0
-                                _emit(D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P, mu, ip, jt, k0 + r, j_ne_i, k_ne_j,
+                                _emit(D2q, D2v, Dqv, dM, ip, jt, k0 + r, j_ne_i, k_ne_j,
                                       u1[r], u12[r], u9[r], u3[r], u4[r], u5[r], u6[r], u7[r], 0.0, 0.0, 0.0, 0.0,
                                       pp12, pp9, -c12[r], -c9[r])
                         else:
                             sr, psr, psrr = _load6(Dof[k0], _S), _load6(Dof[k0], _PSD), _load6(Dof[k0], _PSDD)
                             p12, p9 = _dot6(u12, psr), _dot6(u9, psr)
-                            _emit(D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P, mu, ip, jt, k0, j_ne_i, k_ne_j,
+                            _emit(D2q, D2v, Dqv, dM, ip, jt, k0, j_ne_i, k_ne_j,
                                   _dot6(u1, sr), _dot6(u12, sr), _dot6(u9, sr), _dot6(u3, sr), _dot6(u4, sr),
                                   _dot6(u5, sr), _dot6(u6, sr), _dot6(u7, sr), _dot6(u1, psr), p12, p9,
                                   _dot6(u8, psr), _dot6(u12, psrr), _dot6(u9, psrr), p12, p9)  # Sd = Psd
                         k = mi[k, 0]
                 j = mi[j, 0]
-        if parent >= 0:                                                     # 75-77
-            for r in range(6):
-                FC[parent, r] += fC[r]
-                for c in range(6):
-                    IC[parent, r, c] += ICi[r, c]
-                    BC[parent, r, c] += BCi[r, c]
+        _to_parent(mi, IC, BC, FC, i)
+
+
+@helper
+def _path_sum(PS, i):
+    """The sum of mu_d S_d over the dofs from the root down to body i (zero above the root: i = -1)."""
+    if i < 0:
+        return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    return _load6(PS, i)
+
+
+@helper
+def _axpy6(W, row, c, u):
+    """W[row] += c u."""
+    for r in range(6):
+        W[row, r] += c * u[r]
+
+
+@kernel
+def idsva_so_contraction_core(mi, mf, g, H, s, v, a, mu, Wp, V, Acc, IC, BC, FC, Dof, T, PS, W, Cq, Cv, Cqv, P):
+    """The contractions of Algorithm 1's tensors with ``mu`` over their first index (``Cq = mu . d2tau_dq2``,
+    ``Cv``, ``Cqv``, ``P = mu . dM_dq``) for one state, assuming checked inputs, summed over the output index as
+    the pass goes instead of over every triple of dofs.
+
+    Each store of lines 42-66 has one of the triple's dofs ``ip`` (of body i), ``jt`` (of j, an ancestor of i or i)
+    and ``kr`` (of k, an ancestor of j or j) as its output index, and its value is linear in the vectors of that
+    dof (``u1, u12, u9`` in those of jt, the inner products in those of kr, the ``A`` matrices are ip's). So:
+
+    - output kr: the sum over k of ``mu_kr`` times k's vectors is a path sum from the root, ``PS[j]`` (k up to j)
+      or ``PS[parent(j)]`` (strictly above j), one inner product per pair (ip, jt);
+    - output jt (j strictly above i, k up to j): ``sum mu_jt s_jt`` over j from k to parent(i) is
+      ``PS[parent(i)] - PS[parent(k)]`` (``- PS[k]`` for j strictly below k), the u vectors linear in it, one
+      product by A1, A3 per pair (ip, body k);
+    - output ip: ``W[jt] = sum over ip of mu_ip (u8, u9, u12)`` (those of pair (ip, jt)), distributed to the kr of
+      j and its ancestors once all pairs are summed.
+
+    O(N d) instead of O(N d^2) pairs (ip, jt, kr): ``PS`` (nb, 6) and ``W`` (nv, 3, 6) are work arrays."""
+    nb = mi.shape[0]
+    Cq[:, :] = 0.0
+    Cv[:, :] = 0.0
+    Cqv[:, :] = 0.0
+    P[:, :] = 0.0
+    W[:, :, :] = 0.0
+    X, A1, A3, Y = T[_X], T[_A1], T[_A3], T[_Y]
+    floating, _, _ = _forward(mi, mf, g, H, s, v, a, Wp, V, Acc, IC, BC, FC, Dof, Y)
+    for i in range(nb):
+        i0, i1 = _dofs(mi, i)
+        total = _path_sum(PS, mi[i, 0])
+        for d in range(i0, i1):
+            total = _add6(total, _scale6(mu[d], _load6(Dof[d], _S)))
+        _store6(PS, i, (total[0], total[1], total[2]), (total[3], total[4], total[5]))
+    for i in range(nb - 1, -1, -1):
+        i0, i1 = _dofs(mi, i)
+        ICi, BCi = IC[i], BC[i]
+        fC = _load6(FC, i)
+        above_i = _path_sum(PS, mi[i, 0])
+        for ip in range(i0, i1):
+            sp, psp, pspp, sdp = _dof_vectors(Dof, ip)
+            a0, a4, a5, a7 = _dof_matrices(ICi, BCi, fC, sp, psp, pspp, sdp, floating and i == 0, X, A1, A3, Y)
+            mu_p = mu[ip]
+            j = i
+            while j >= 0:
+                j0, j1 = _dofs(mi, j)
+                j_ne_i, j_has_parent = j != i, mi[j, 0] >= 0
+                upto_j = _load6(PS, j)
+                above_j = _path_sum(PS, mi[j, 0])
+                if j_has_parent:  # for the pairs' stores with output kr and k strictly above j
+                    A3Q, A1Q, XQ = _mtv6(A3, above_j), _mv6(A1, above_j), _mtv6(X, above_j)
+                for jt in range(j0, j1):
+                    st, pst, pstt, sdt = _dof_vectors(Dof, jt)
+                    u12 = _mv6(A1, st)
+                    u9 = _crf6(st, a0)
+                    A1p = _mv6(A1, pst)
+                    u8 = _add6(_sub6(_crf6(st, a4), A1p), _crf6(pst, a0))
+                    _axpy6(W[jt], 0, mu_p, u8)
+                    _axpy6(W[jt], 1, mu_p, u9)
+                    _axpy6(W[jt], 2, mu_p, u12)
+                    if j_ne_i:
+                        P[jt, ip] += _dot6(u12, upto_j)                         # 50
+                    if j_has_parent:
+                        s3 = _dot6(pst, A3Q) + _dot6(pstt, A1Q) + _dot6(_crf6(st, a5), above_j)
+                        Cq[ip, jt] += s3                                        # 53
+                        Cqv[jt, ip] += (_dot6(pst, A1Q) + _dot6(_crf6(pst, a0), above_j)
+                                        + _dot6(_crf6(st, a7), above_j))        # 56
+                        s9 = _dot6(u9, above_j)
+                        P[ip, jt] += s9                                         # 57
+                        if j_ne_i:
+                            Cq[jt, ip] += s3                                    # 59
+                            Cqv[ip, jt] += _dot6(st, A3Q) + _dot6(_add6(pst, sdt), A1Q)  # 60
+                            e = _dot6(u12, above_j) + s9                        # 61
+                            Cv[ip, jt] += e
+                            Cv[jt, ip] += e
+                        else:
+                            Cv[jt, ip] += _dot6(st, XQ) + s9                    # 63
+                j = mi[j, 0]
+            k = mi[i, 0]
+            while k >= 0:  # the stores with output jt, j strictly above i: 46-49 and 50's second
+                k0, k1 = _dofs(mi, k)
+                through = _sub6(above_i, _path_sum(PS, mi[k, 0]))
+                below = _sub6(above_i, _load6(PS, k))
+                U1, U12, U9 = _mtv6(A3, through), _mv6(A1, through), _crf6(through, a0)
+                V12 = _mv6(A1, below)
+                for kr in range(k0, k1):
+                    sr, psr, psrr, sdr = _dof_vectors(Dof, kr)
+                    e = _dot6(U1, psr) + _dot6(U12, psrr)                       # 46
+                    Cq[kr, ip] += e
+                    Cq[ip, kr] += e
+                    Cqv[ip, kr] += _dot6(U1, sr) + _dot6(U12, sdr) + _dot6(U12, psr)  # 47
+                    Cqv[kr, ip] += _dot6(_sub6(U12, U9), psr)                   # 48
+                    e = _dot6(_sub6(U12, U9), sr)                               # 49
+                    Cv[kr, ip] += e
+                    Cv[ip, kr] += e
+                    P[kr, ip] += _dot6(V12, sr)                                 # 50
+                k = mi[k, 0]
+        _to_parent(mi, IC, BC, FC, i)
+    for j in range(nb):  # the stores with output ip: 44, 45, 53-55, 57's second, 66
+        j0, j1 = _dofs(mi, j)
+        for jt in range(j0, j1):
+            w8, w9, w12 = _load6(W[jt], 0), _load6(W[jt], 1), _load6(W[jt], 2)
+            w9_12 = _sub6(w9, w12)
+            k = j
+            while k >= 0:
+                k0, k1 = _dofs(mi, k)
+                for kr in range(k0, k1):
+                    sr, psr, psrr, sdr = _dof_vectors(Dof, kr)
+                    q2 = _dot6(w8, psr) + _dot6(w9, psrr)
+                    Cq[jt, kr] += q2                                            # 44
+                    Cqv[kr, jt] += _dot6(w9_12, psr)                            # 45
+                    if k == j:
+                        Cv[jt, kr] -= _dot6(w12, sr)                            # 66
+                    else:
+                        Cq[kr, jt] += q2                                        # 53
+                        e = _dot6(w9_12, sr)                                    # 54
+                        Cv[jt, kr] += e
+                        Cv[kr, jt] += e
+                        Cqv[jt, kr] += _dot6(w8, sr) + _dot6(w9, sdr) + _dot6(w9, psr)  # 55 (u5 = u8)
+                        P[kr, jt] += _dot6(w9, sr)                              # 57
+                k = mi[k, 0]
 
 
 class IdsvaSecondOrderWork(NamedTuple):
     """IDSVA SO's work arrays: per body the placement (R, p), twist, acceleration, composite inertia, composite
-    Coriolis matrix and composite force; per dof the four motion vectors; four 6x6 scratch matrices."""
+    Coriolis matrix, composite force and (contracting) path sum; per dof the four motion vectors and (contracting)
+    the three sums over ``ip``; four 6x6 scratch matrices."""
 
     placements: np.ndarray
     velocities: np.ndarray
@@ -402,12 +549,15 @@ class IdsvaSecondOrderWork(NamedTuple):
     FC: np.ndarray
     dofs: np.ndarray
     T: np.ndarray
+    paths: np.ndarray
+    sums: np.ndarray
 
 
 def idsva_so_work(model: RobotModel) -> IdsvaSecondOrderWork:
     nb, nv = model.nb, model.nv
     return IdsvaSecondOrderWork(np.zeros((nb, 12)), np.zeros((nb, 6)), np.zeros((nb, 6)), np.zeros((nb, 6, 6)),
-                                np.zeros((nb, 6, 6)), np.zeros((nb, 6)), np.zeros((nv, 4, 6)), np.zeros((4, 6, 6)))
+                                np.zeros((nb, 6, 6)), np.zeros((nb, 6)), np.zeros((nv, 4, 6)), np.zeros((4, 6, 6)),
+                                np.zeros((nb, 6)), np.zeros((nv, 3, 6)))
 
 
 @kernel
@@ -418,8 +568,12 @@ def idsva_so_kernel(model, H, s, v, a, mu, zero, work, D2q, D2v, Dqv, dM, Cq, Cv
     if status == OK and mu is not None:
         status = check_vector(mu, nv, BAD_MU)
     if status == OK:
-        idsva_so_core(m.joints, m.bodies, m.gravity, H, s, v, a, zero, w.placements, w.velocities, w.accelerations,
-                      w.IC, w.BC, w.FC, w.dofs, w.T, mu, D2q, D2v, Dqv, dM, Cq, Cv, Cqv, P)
+        if mu is None:
+            idsva_so_core(m.joints, m.bodies, m.gravity, H, s, v, a, zero, w.placements, w.velocities,
+                          w.accelerations, w.IC, w.BC, w.FC, w.dofs, w.T, D2q, D2v, Dqv, dM)
+        else:
+            idsva_so_contraction_core(m.joints, m.bodies, m.gravity, H, s, v, a, mu, w.placements, w.velocities,
+                                      w.accelerations, w.IC, w.BC, w.FC, w.dofs, w.T, w.paths, w.sums, Cq, Cv, Cqv, P)
     return status
 
 
@@ -522,8 +676,9 @@ def rnea_second_order_derivatives(model: RobotModel, x: State | Trajectory, a,
 def rnea_second_order_contraction(model: RobotModel, x: State | Trajectory, a, mu,
                                   out: InverseDynamicsHessian | None = None,
                                   workspace: Workspace | None = None) -> InverseDynamicsHessian:
-    """``mu`` contracted with the IDSVA SO tensors over their first index, accumulated during the pass (no
-    ``nv^3`` tensor is formed): the Hessian of ``mu . tau`` that DDP's second-order term needs.
+    """``mu`` contracted with the IDSVA SO tensors over their first index, summed over that index during the pass
+    (``idsva_so_contraction_core``; no ``nv^3`` tensor is formed): the Hessian of ``mu . tau`` that DDP's
+    second-order term needs.
 
     ``x`` a Trajectory takes ``a`` and ``mu`` as (N, nv) arrays; ``out`` and ``workspace`` as in
     ``rnea_second_order_derivatives``.
