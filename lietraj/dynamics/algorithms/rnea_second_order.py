@@ -459,17 +459,21 @@ def idsva_so_contraction_core(mi, mf, g, H, s, v, a, mu, Wp, V, Acc, IC, BC, FC,
             j = i
             while j >= 0:
                 j0, j1 = _dofs(mi, j)
-                j_ne_i, j_has_parent = j != i, mi[j, 0] >= 0
+                j_ne_i, j_has_parent, j_free = j != i, mi[j, 0] >= 0, mi[j, 1] == JOINT_FREE
                 upto_j = _load6(PS, j)
                 above_j = _path_sum(PS, mi[j, 0])
                 if j_has_parent:  # for the pairs' stores with output kr and k strictly above j
                     A3Q, A1Q, XQ = _mtv6(A3, above_j), _mv6(A1, above_j), _mtv6(X, above_j)
                 for jt in range(j0, j1):
                     st, pst, pstt, sdt = _dof_vectors(Dof, jt)
-                    u12 = _mv6(A1, st)
                     u9 = _crf6(st, a0)
-                    A1p = _mv6(A1, pst)
-                    u8 = _add6(_sub6(_crf6(st, a4), A1p), _crf6(pst, a0))
+                    if j_free:  # the base's columns: S = e_r, so A1 S is a column of A1; Psd = 0
+                        r = jt - j0
+                        u12 = (A1[0, r], A1[1, r], A1[2, r], A1[3, r], A1[4, r], A1[5, r])
+                        u8 = _crf6(st, a4)
+                    else:
+                        u12 = _mv6(A1, st)
+                        u8 = _add6(_sub6(_crf6(st, a4), _mv6(A1, pst)), _crf6(pst, a0))
                     _axpy6(W[jt], 0, mu_p, u8)
                     _axpy6(W[jt], 1, mu_p, u9)
                     _axpy6(W[jt], 2, mu_p, u12)
