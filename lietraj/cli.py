@@ -116,6 +116,9 @@ def _parser() -> argparse.ArgumentParser:
     mpc.add_argument("--duration", metavar="SECONDS", help="simulated time (default: the scenario's)")
     mpc.add_argument("--solver", choices=MPC_SOLVERS, help="the solver of every tick (default fddp)")
     mpc.add_argument("--iterations", metavar="N", help="solver iterations per tick at most (default 1)")
+    mpc.add_argument("--prepare", action="store_true",
+                     help="a real-time iteration: linearize each window while the plant runs, before its state is "
+                          "measured; a tick then sweeps and steps only")
     mpc.add_argument("--set", type=_parameter, action="append", default=[], metavar="KEY=VALUE",
                      help="another parameter of the scenario, e.g. velocity=0.3, depth=0.08 or push=50")
     mpc.add_argument("--plot", metavar="FILE", help="write tick times, tracking and contact forces (.png or .pdf)")
@@ -400,10 +403,12 @@ def _mpc(args: argparse.Namespace) -> int:
     parameters = {s.key: s.value for s in settings}
     scenario = _built(lambda: make_scenario(args.scenario, args.robot, **parameters), settings)
     options = scenario.controller.options
+    options.preparation = options.preparation or args.prepare
     deadline = "none" if options.deadline is None else f"{1e3 * options.deadline:g} ms"
     print(scenario.description)
     print(f"  {options.horizon} knots a window, {options.iterations} {options.solver} iteration(s) a tick, deadline "
-          f"{deadline}; MuJoCo at {1e3 * scenario.inner_period:g} ms with the feedback policy")
+          f"{deadline}; MuJoCo at {1e3 * scenario.inner_period:g} ms with the feedback policy"
+          + ("; each window prepared before its state is measured" if options.preparation else ""))
     spec = Spec(f"mpc {args.scenario}", scenario.robot.name, options.solver)
     if not is_warm(spec):
         print("  a first run: its kernels compile before the loop starts, so that no tick waits for them", flush=True)

@@ -335,6 +335,12 @@ def test_mpc_reports_a_failed_tick_as_it_happens(capsys, monkeypatch):
     assert "failed ticks 1" in out
 
 
+def test_mpc_prepares_each_window_before_its_state_is_measured_when_asked(capsys):
+    code, out, _ = run(capsys, "mpc", "arm", "--duration", "0.3", "--quiet", "--prepare")
+    assert code == 0 and "each window prepared before its state is measured" in out
+    assert "preparation (before each state is measured): median" in out and "failed ticks 0" in out
+
+
 def test_mpc_writes_its_plot_and_page(capsys, tmp_path):
     plot, page = tmp_path / "arm.png", tmp_path / "arm.html"
     code, out, _ = run(capsys, "mpc", "arm", "--duration", "0.3", "--quiet", "--plot", str(plot), "--html", str(page))

@@ -376,3 +376,71 @@ def test_without_relinearizing_a_tick_linearizes_once_and_keeps_the_gains_of_its
     assert not np.allclose(old.K, new.K, rtol=1e-4)
     with pytest.raises(ValueError, match="relinearize"):
         MPCOptions(T, relinearize=1)
+
+
+def moving_reach(ur5, x0, **options):
+    """A controller of the tool frame following a circle (``update`` moves the targets), with ``options``."""
+    p0 = frame_placement(ur5, x0, "tool0")[:3, 3]
+    model, terminal, tool, terminal_tool = reach(ur5, x0, np.tile(p0, (T, 1)))
+
+    def moving(t):
+        return p0 + 0.1 * np.array([np.sin(2 * t), 1.0 - np.cos(2 * t), 0.0])
+
+    def update(c):
+        tool.target = np.array([moving(c.time + DT * k) for k in range(T)])
+        terminal_tool.target = moving(c.time + DT * T)
+
+    return ModelPredictiveController(Schedule.constant(model, terminal), x0, MPCOptions(T, **options),
+                                     update=update), moving
+
+
+def test_a_prepared_tick_is_the_tick_from_the_predicted_state_with_the_measured_gap(ur5):
+    """A real-time iteration: where the measured state is the one the plan predicted, the prepared tick is the
+    plain tick, bit for bit; where it is not, it is the solver's iteration from the prepared guess (the plan shifted,
+    its first knot the prediction) with the measured state as the initial one: only the gap into knot 0 changed."""
+    x0 = start_state(ur5)
+    plain, _ = moving_reach(ur5, x0, adaptive_step=False, relinearize=False)
+    prepared, _ = moving_reach(ur5, x0, adaptive_step=False, relinearize=False)
+    with pytest.raises(ValueError, match="solve the first window first"):
+        prepared.prepare()
+    a, b = plain.start(x0), prepared.start(x0)
+    for _ in range(4):
+        x = a.plan.xs[1].copy()
+        prepared.prepare()
+        prepared.prepare()  # again before the tick: nothing more
+        a, b = plain.tick(x), prepared.tick(x)
+        assert b.knot == a.knot and b.prepare_time > 0 and a.prepare_time == 0
+        for name in ("us", "K"):
+            np.testing.assert_array_equal(getattr(b.plan, name), getattr(a.plan, name))
+        np.testing.assert_array_equal(b.plan.xs.v, a.plan.xs.v)
+    prepared.prepare()
+    guess = (prepared._warm.xs.copy(), prepared._warm.us.copy())
+    np.testing.assert_array_equal(guess[0].s[0], b.plan.xs.s[1])  # the first knot: the last plan's prediction
+    measured = b.plan.xs[1].copy()
+    measured.v += 0.05
+    tick = prepared.tick(measured)
+    assert not tick.failed
+    solver = Solver(prepared.problem, SolverOptions(max_iter=1))  # the window and the initial state of the tick
+    state = solver.start(*guess)
+    solver.iterate(state)
+    np.testing.assert_array_equal(tick.plan.us, state.us)
+    np.testing.assert_array_equal(tick.plan.xs.v, state.xs.v)
+    with pytest.raises(ValueError, match="preparation"):
+        MPCOptions(T, preparation="yes")
+
+
+def test_a_closed_loop_that_prepares_its_ticks_tracks_as_one_that_does_not(ur5):
+    x0 = start_state(ur5)
+    ends, errors = {}, {}
+    for preparation in (False, True):
+        mpc, moving = moving_reach(ur5, x0, iterations=2, preparation=preparation)
+        log = closed_loop(mpc, ModelPlant(ur5, x0), 0.5)
+        assert not log.error and log.statistics()["failed_ticks"] == 0
+        stats = log.statistics()
+        assert (stats["prepare_median_ms"] > 0) if preparation else np.isnan(stats["prepare_median_ms"])
+        assert all((t.prepare_time > 0) == preparation for t in log.ticks[1:])
+        errors[preparation] = max(np.linalg.norm(frame_placement(ur5, x, "tool0")[:3, 3] - moving(t))
+                                  for t, x in list(zip(log.times, log.states))[10:])
+        ends[preparation] = log.states[-1].s
+    assert errors[True] < 0.02 and errors[False] < 0.02, errors
+    assert np.abs(ends[True] - ends[False]).max() < 1e-3

@@ -4,7 +4,8 @@ The plant is anything with the ``Plant`` protocol (``lietraj.sim.MujocoPlant`` i
 controller never knows which): ``state()``, ``step(u, duration)`` holding the torques ``u`` for ``duration``
 seconds, ``push(body, force, torque, duration)`` and ``time``. Every tick the loop measures the state, ticks the
 controller, and applies its feedback policy ``u = ū + K (x ⊖ x̄(τ))`` every ``inner_period`` seconds until the tick's
-knot has passed (``Tick.dt``); ``Push`` events start at their time. It stops at ``duration`` of simulated time, when
+knot has passed (``Tick.dt``), then, with ``MPCOptions.preparation``, prepares the next tick (``prepare``: a
+real-time iteration); ``Push`` events start at their time. It stops at ``duration`` of simulated time, when
 ``stop(state)`` returns a reason (a robot that fell), or when the plant fails (an exception from ``step`` or
 ``state``, a non-finite state: a diverging simulation): the log keeps every tick so far and ``error`` says what
 happened. The loop itself never raises from inside: bad arguments raise ValueError before it starts.
@@ -75,14 +76,17 @@ class ClosedLoopLog:
         return (self.times[-1] + self.ticks[-1].dt - self.times[0]) if self.ticks else 0.0
 
     def statistics(self, deadline: float | None = None) -> dict[str, float]:
-        """Tick times (median and 99th percentile, ms; the start solve excluded), ticks that failed or overran
-        their deadline, the real-time factor (simulated over wall time: above 1 is faster than real time)."""
+        """Tick times (median and 99th percentile, ms; the start solve excluded) and, for a real-time iteration,
+        the median preparation (``Tick.prepare_time``; NaN without one), ticks that failed or overran their
+        deadline, the real-time factor (simulated over wall time: above 1 is faster than real time)."""
         solve = np.array([t.solve_time for t in self.ticks[1:]]) * 1e3
+        prepare = np.array([t.prepare_time for t in self.ticks[1:] if t.prepare_time > 0]) * 1e3
         return {
             "ticks": len(self.ticks),
             "tick_median_ms": float(np.median(solve)) if solve.size else math.nan,
             "tick_p99_ms": float(np.percentile(solve, 99)) if solve.size else math.nan,
             "tick_max_ms": float(solve.max()) if solve.size else math.nan,
+            "prepare_median_ms": float(np.median(prepare)) if prepare.size else math.nan,
             "overruns": sum(t.overran for t in self.ticks[1:]),
             "failed_ticks": sum(t.failed for t in self.ticks),
             "real_time_factor": self.simulated_time / self.wall_time if self.wall_time > 0 else math.nan,
@@ -128,6 +132,8 @@ def closed_loop(controller: ModelPredictiveController, plant: Plant, duration: f
             if on_tick is not None:
                 on_tick(tick, x)
             _apply(tick, plant, inner_period, pending, begin)
+            if controller.options.preparation:  # the next tick's window, made ready before its state is measured
+                controller.prepare()
     except Exception as e:  # the plant failed (a diverging simulation): the log so far is the result
         log.error = f"{type(e).__name__}: {e}"
     finally:

@@ -17,6 +17,15 @@ Each ``tick(x)`` takes the measured state and
    at the new solution; with ``MPCOptions.relinearize`` False (or when the deadline leaves no time for them) those
    of the last iteration's sweep, about the guess before its step.
 
+A real-time iteration (Diehl's RTI; acados' preparation and feedback phases) splits a tick in two: ``prepare()``,
+called after a tick while the plant runs, does steps 1 and 2 and the solver's linearization at the shifted plan,
+whose first knot is then the last plan's prediction of the next state (not yet the measured one: the derivatives
+at the guess do not depend on it, and ``update`` runs before the measurement); the next ``tick(x)`` takes the
+measured ``x`` as the initial state, whose only effect on the linearized model is the gap ``x ⊖ x̄_0`` into the
+first knot, and sweeps, steps and returns: its ``solve_time`` is the delay from measurement to control, the
+preparation's seconds are its ``prepare_time``. ``MPCOptions.preparation`` makes ``closed_loop`` call it; a tick
+that finds no preparation does it all itself.
+
 A tick whose solve fails (a diverging rollout, a failed factorization, a non-finite plan) keeps the previous plan,
 one knot further on: its feedback policy goes on, and the tick's ``status`` says so ("failed: ... (previous plan,
 knot j)"); the next tick starts again from that plan. The controller never raises from a solve; a measured state
@@ -49,7 +58,7 @@ from lietraj.optimal_control.solvers.augmented_lagrangian import (
     ConstraintOptions,
     Multipliers,
 )
-from lietraj.optimal_control.solvers.solvers import Solver, SolverOptions, SolverResult
+from lietraj.optimal_control.solvers.solvers import Solver, SolverOptions, SolverResult, SolverState
 
 from .schedule import Schedule
 
@@ -68,7 +77,8 @@ class MPCOptions:
     sweep once more for its gains (module docstring, step 4; skipped when the deadline would pass, as an iteration
     is); False: the gains of the last iteration's sweep, about the guess before its step, as Crocoddyl's solvers
     return them, for a linearization and a sweep less a tick (solo12's trot 6.2-6.8 ms against 7.5-8.4; a pushed
-    g1 balancing falls with them, Talos does not)."""
+    g1 balancing falls with them, Talos does not). ``preparation``: ``closed_loop`` calls ``prepare`` after each
+    tick (module docstring: a real-time iteration)."""
 
     horizon: int
     solver: str = "fddp"
@@ -77,6 +87,7 @@ class MPCOptions:
     start_iterations: int = 100
     adaptive_step: bool = True
     relinearize: bool = True
+    preparation: bool = False
     solver_options: SolverOptions | None = None
     constraint_options: ConstraintOptions | None = None
 
@@ -87,6 +98,7 @@ class MPCOptions:
                   "iterations": positive_int(self.iterations), "start_iterations": positive_int(self.start_iterations),
                   "adaptive_step": isinstance(self.adaptive_step, bool),
                   "relinearize": isinstance(self.relinearize, bool),
+                  "preparation": isinstance(self.preparation, bool),
                   "deadline": self.deadline is None or (math.isfinite(self.deadline) and self.deadline > 0),
                   "solver_options": self.solver_options is None or isinstance(self.solver_options, SolverOptions),
                   "constraint_options": self.constraint_options is None or isinstance(self.constraint_options,
@@ -130,8 +142,8 @@ class Tick:
     (0, or j > 0 when the tick's solve failed and the previous plan goes on), the solve's ``status`` ("converged",
     "max_iterations": the tick's iterations spent, "deadline", "failed: ... (previous plan, knot j)"), the
     ``iterations`` taken, the wall ``solve_time`` (seconds, the whole tick), whether it ``overran`` the deadline, the
-    plan's ``cost``. ``u`` is the control to apply now; ``control(x, tau)`` the feedback policy ``tau`` seconds
-    later."""
+    plan's ``cost`` and the seconds ``prepare_time`` of its window's preparation (0 without one: module docstring).
+    ``u`` is the control to apply now; ``control(x, tau)`` the feedback policy ``tau`` seconds later."""
 
     knot: int
     plan: Plan
@@ -141,6 +153,7 @@ class Tick:
     solve_time: float
     overran: bool
     cost: float
+    prepare_time: float = 0.0
 
     @property
     def failed(self) -> bool:
@@ -157,6 +170,15 @@ class Tick:
 
     def control(self, x: State, tau: float = 0.0) -> np.ndarray:
         return self.plan.control(x, self.plan_knot, tau)
+
+
+@dataclass(eq=False)
+class _Prepared:
+    """A window made ready before its state is measured (``prepare``): the solver's state linearized at the shifted
+    plan (None for a constrained problem, whose solve starts at the tick) and the seconds it took."""
+
+    state: SolverState | None
+    seconds: float
 
 
 @dataclass(eq=False)
@@ -197,6 +219,7 @@ class ModelPredictiveController:
         self._warm = _Warm(xs, us)
         self._solver = None if self.constrained else self._make_solver(options.iterations)
         self.last: Tick | None = None
+        self._prepared: _Prepared | None = None
         self.ticks = 0
         self._solved_knot = 0  # the knot of the window the warm start's multipliers belong to
 
@@ -237,13 +260,47 @@ class ModelPredictiveController:
 
     def tick(self, x: State) -> Tick:
         """Recede by one knot (past a knot without duration too) and solve from the measured ``x`` (module
-        docstring)."""
+        docstring); from the window ``prepare`` made ready, if it was called since the last tick."""
         if self.last is None:
             return self.start(x)
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            self._advance()
+        return self._solve(x, self.options.iterations, self.options.deadline, prepared)
+
+    def prepare(self) -> None:
+        """The preparation phase of a real-time iteration (module docstring): recede to the next tick's window, set
+        its references (``update`` included) and linearize at the shifted plan, before the next state is measured;
+        the next ``tick`` starts from there. Called again before that tick, it does nothing. A linearization that
+        fails is that tick's status (the previous plan goes on), never raised here."""
+        if self.last is None:
+            raise ValueError("ModelPredictiveController.prepare: solve the first window first (start or tick)")
+        if self._prepared is not None:
+            return
+        clock = time.perf_counter()
+        self._advance()
+        self._set_window()
+        state = None
+        if not self.constrained:
+            solver = self._solver
+            solver.options = self._solver_options(self.options.iterations, first=True)
+            state = solver.start(self._warm.xs, self._warm.us)
+            if not state.status:
+                solver.prepare(state)
+        self._prepared = _Prepared(state, time.perf_counter() - clock)
+
+    def _advance(self) -> None:
+        """Recede by one knot, and past the knots without duration that follow."""
         self._recede()
         while self.problem.running[0].dynamics.dt <= 0.0:
             self._recede()
-        return self._solve(x, self.options.iterations, self.options.deadline)
+
+    def _set_window(self) -> None:
+        """The window's per-knot references, then the user's ``update``."""
+        segments = self.schedule.window(self.knot, self.options.horizon)
+        self.schedule.apply_references(segments, self.knot)
+        if self.update is not None:
+            self.update(self)
 
     def _recede(self) -> None:
         T, warm = self.options.horizon, self._warm
@@ -252,21 +309,23 @@ class ModelPredictiveController:
         warm.xs[:T] = warm.xs[1:]  # numpy copies overlapping ranges as if through a buffer
         warm.us[:-1] = warm.us[1:]
 
-    def _solve(self, x: State, iterations: int, deadline: float | None) -> Tick:
+    def _solve(self, x: State, iterations: int, deadline: float | None, prepared: _Prepared | None = None) -> Tick:
         clock = time.perf_counter()
-        self.problem.set_initial_state(x)  # checked: a state of another space, or not finite, raises here
-        segments = self.schedule.window(self.knot, self.options.horizon)
-        self.schedule.apply_references(segments, self.knot)
-        if self.update is not None:
-            self.update(self)
-        warm = self._warm
-        warm.xs[0] = x
+        warm, state = self._warm, None if prepared is None else prepared.state
+        if state is None:
+            self.problem.set_initial_state(x)  # checked: a state of another space, or not finite, raises here
+            if prepared is None:
+                self._set_window()
+            warm.xs[0] = x
+        else:  # linearized at the last plan's prediction of x: only the gap into the first knot is new
+            self._solver.set_initial_state(state, x)  # checked as above
         solver = self._make_solver(iterations) if self.constrained else self._solver
         if self.constrained and warm.constrained is not None:
             solver.warm_start(_shifted(warm.constrained, self.knot - self._solved_knot))
-        solver.options = self._solver_options(iterations, first=self.last is not None)
+        if state is None:
+            solver.options = self._solver_options(iterations, first=self.last is not None)
         result, overran = _run(solver, warm.xs, warm.us, clock, deadline, self._solver_options(iterations),
-                                self.options.relinearize)
+                                self.options.relinearize, state)
         if result.history:
             self._first_step = result.history[0].step or min(solver.options.alphas)
         plan_ok = not result.status.startswith("failed") and np.isfinite(result.us).all() and result.xs.is_finite() \
@@ -275,7 +334,8 @@ class ModelPredictiveController:
         if plan_ok or self.last is None:
             plan = Plan(result.xs, result.us, result.K, self.problem.time_steps(), self.problem.u_lb.copy(),
                         self.problem.u_ub.copy(), self.problem.state_space)
-            tick = Tick(self.knot, plan, 0, result.status, result.iterations, elapsed, overran, float(result.cost))
+            tick = Tick(self.knot, plan, 0, result.status, result.iterations, elapsed, overran, float(result.cost),
+                        0.0 if prepared is None else prepared.seconds)
             if plan_ok:  # copies: the next tick shifts its warm start in place, and this plan is its fallback
                 self._warm = _Warm(result.xs.copy(), result.us.copy(),
                                    result if isinstance(result, ConstrainedResult) else None)
@@ -284,20 +344,21 @@ class ModelPredictiveController:
             previous = self.last
             j = min(previous.plan_knot + self.knot - previous.knot, len(previous.plan.us) - 1)
             tick = Tick(self.knot, previous.plan, j, f"{result.status} (previous plan, knot {j})", result.iterations,
-                        elapsed, overran, previous.cost)
+                        elapsed, overran, previous.cost, 0.0 if prepared is None else prepared.seconds)
         self.last = tick
         self.ticks += 1
         return tick
 
 
 def _run(solver: Solver, xs: Trajectory, us: np.ndarray, clock: float, deadline: float | None,
-         then: SolverOptions, relinearize: bool = True) -> tuple[SolverResult, bool]:
-    """Iterate from the guess until the solver's own status, or until the next iteration would pass the deadline
-    (measured from ``clock``): the result (status "deadline" then) and whether the tick overran. The solver's
-    options serve the first iteration, ``then`` the others. The solver counts its iterations once it has
-    linearized and swept at its new guess, whose gains the result then has; without ``relinearize`` the count
-    is checked here, before that (status "max_iterations" too)."""
-    state = solver.start(xs, us)
+         then: SolverOptions, relinearize: bool = True, state: SolverState | None = None) -> tuple[SolverResult, bool]:
+    """Iterate from the guess (or from the solver's ``state`` a preparation linearized) until the solver's own
+    status, or until the next iteration would pass the deadline (measured from ``clock``): the result (status
+    "deadline" then) and whether the tick overran. The solver's options serve the first iteration, ``then`` the
+    others. The solver counts its iterations once it has linearized and swept at its new guess, whose gains the
+    result then has; without ``relinearize`` the count is checked here, before that (status "max_iterations"
+    too)."""
+    state = solver.start(xs, us) if state is None else state
     longest = 0.0
     while not state.status:
         now = time.perf_counter()

@@ -584,8 +584,14 @@ class Problem:
     def gaps(self, X: Trajectory, U) -> np.ndarray:
         """``(T + 1, ndx)``: ``x0 ⊖ X[0]`` and ``f_k(X[k], U[k]) ⊖ X[k+1]`` (zero on a rollout)."""
         out = np.empty((self.T + 1, self.ndx))
-        tangent_difference(X[:1], Trajectory.repeat(self.x0, 1), out[:1])
+        self.initial_gap(X, out[:1])
         tangent_difference(X[1:], self.step(X, U), out[1:])
+        return out
+
+    def initial_gap(self, X: Trajectory, out: np.ndarray | None = None) -> np.ndarray:
+        """``x0 ⊖ X[0]`` as a (1, ndx) row, the first of ``gaps``: the only one the initial state enters."""
+        out = np.empty((1, self.ndx)) if out is None else out
+        tangent_difference(X[:1], Trajectory.repeat(self.x0, 1), out)
         return out
 
     def empty_derivatives(self) -> ProblemDerivatives:

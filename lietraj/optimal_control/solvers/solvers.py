@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lietraj.dynamics.lie.state import Trajectory
+from lietraj.dynamics.lie.state import State, Trajectory
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
 from lietraj.optimal_control.lanes import worth_a_second_thread
 from lietraj.optimal_control.problem import Problem, ProblemDerivatives
@@ -353,6 +353,30 @@ class Solver:
         return SolverState(problem.constant_trajectory() if xs is None else xs, us, cost, feasible,
                            max(self.options.reg_init, self.options.reg_min), problem.empty_derivatives(),
                            started, status=status, cost_pending=not feasible)
+
+    def prepare(self, state: SolverState) -> None:
+        """Step 1 alone, at the guess of a new ``state``, a failure its status: the first iteration starts from this
+        linearization (a real-time iteration prepares it before the initial state is measured, then calls
+        ``set_initial_state``: ``mpc``)."""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            try:
+                self.linearize(state)
+            except SolveFailed as failure:
+                state.status = _failed(str(failure))
+
+    def set_initial_state(self, state: SolverState, x: State) -> None:
+        """Make ``x`` the problem's initial state for a ``state`` that may be linearized already: its derivatives at
+        the guess do not depend on it, only the gap ``x ⊖ X[0]`` into the first knot, which is computed again (a
+        real-time iteration linearizes before the state is measured: ``mpc``). ``x`` is checked (ValueError)."""
+        self.problem.set_initial_state(x)
+        if not state.linearized:
+            return
+        gap = self.problem.initial_gap(state.xs)
+        if state.gaps is None:
+            if _gap_norm(gap) <= self.options.gap_tol:
+                return
+            state.gaps, state.feasible = np.zeros((self.problem.T + 1, self.problem.ndx)), False
+        state.gaps[:1] = gap
 
     # ---- one iteration -----------------------------------------------------------------------------------------
 
