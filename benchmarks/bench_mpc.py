@@ -28,7 +28,9 @@ How. For each case:
    models' references (a model's references do not change while it stays in the window: the cheapest correct
    update) and, when the scenario's controller linearizes and sweeps again at its new plan for its gains
    (``MPCOptions.relinearize``: the balance), to a second lietraj controller without that, which does the work of
-   Crocoddyl's tick (one linearization, one sweep, the line search; the gains of that sweep); they take turns, tick
+   Crocoddyl's tick (one linearization, one sweep, the line search; the gains of that sweep), and to a lietraj
+   controller doing a real-time iteration (``prepare()`` timed apart, then ``tick(x)``: the delay from the measured
+   state to the control; ``MPCOptions.preparation``); they take turns, tick
    by tick (``--block N``: N ticks each), the one going first changing every turn, so that whatever else the machine
    does falls on all alike; each tick is timed with
    ``time.perf_counter`` around everything it does (lietraj: ``tick(x)``; Crocoddyl: append, references, ``x0``,
@@ -115,6 +117,7 @@ from machine import Quietness, describe, settle  # noqa: E402
 
 RATIO_GOAL = 0.5
 SAME_WORK = "lietraj, the iteration's gains (relinearize=False)"
+PREPARED, PREPARATION = "lietraj, prepared (RTI): the tick", "lietraj, prepared (RTI): its preparation"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,14 +241,17 @@ def replay(case: Case, states: list, threads: int, block: int) -> tuple[dict[str
     if ours.options.relinearize:
         same = lietraj_scenario(case, threads).controller
         same.options.relinearize = False
+    # a real-time iteration: the tick from the measured state, its window prepared before (MPCOptions.preparation)
+    prepared = lietraj_scenario(case, threads).controller
     vectors = [theirs.mirror.x(x) for x in states]  # Crocoddyl's plant would give [q; v]: not timed
     ours.start(states[0])
+    prepared.start(states[0])
     theirs.begin(vectors[0])
     appended.begin(vectors[0])
     if same is not None:
         same.start(states[0])
-    times = {"lietraj": [], SAME_WORK: [], "crocoddyl": [], "crocoddyl, appended models' references": [],
-             "crocoddyl update": []}
+    times = {"lietraj": [], SAME_WORK: [], PREPARED: [], PREPARATION: [], "crocoddyl": [],
+             "crocoddyl, appended models' references": [], "crocoddyl update": []}
     plans = {"lietraj": {}, "crocoddyl": {}}  # tick -> (cost, u0)
 
     def tick_ours(k: int) -> None:
@@ -271,7 +277,15 @@ def replay(case: Case, states: list, threads: int, block: int) -> tuple[dict[str
         same.tick(states[k])
         times[SAME_WORK].append(time.perf_counter() - t)
 
-    turns = [tick_ours, tick_theirs, tick_appended] + ([tick_same] if same is not None else [])
+    def tick_prepared(k: int) -> None:
+        t = time.perf_counter()
+        prepared.prepare()
+        t1 = time.perf_counter()
+        prepared.tick(states[k])
+        times[PREPARATION].append(t1 - t)
+        times[PREPARED].append(time.perf_counter() - t1)
+
+    turns = [tick_ours, tick_theirs, tick_appended, tick_prepared] + ([tick_same] if same is not None else [])
     gc.freeze()  # as closed_loop does: no full collection of the setup's objects inside a tick, of either library
     try:
         for b, first in enumerate(range(1, len(states), block)):
@@ -280,7 +294,7 @@ def replay(case: Case, states: list, threads: int, block: int) -> tuple[dict[str
                     turns[(b + j) % len(turns)](k)
     finally:
         gc.unfreeze()
-    knots = {ours.knot, theirs.knot, appended.knot} | ({same.knot} if same is not None else set())
+    knots = {ours.knot, theirs.knot, appended.knot, prepared.knot} | ({same.knot} if same is not None else set())
     if len(knots) != 1:
         raise RuntimeError(f"the controllers ended at different knots: {sorted(knots)}")
     a, b = plans["lietraj"], plans["crocoddyl"]
@@ -341,7 +355,7 @@ def run_case(name: str, ticks: int | None, threads: int, block: int, quietness: 
     print(f"  replay of the {len(states) - 1} recorded states after the start solve, in turns of {block} tick(s); "
           f"{agreement}:")
     print(f"    {'':52s} {'median ms':>9s} {'p99 ms':>8s}")
-    for label in ("lietraj", SAME_WORK, "crocoddyl", "crocoddyl, appended models' references"):
+    for label in ("lietraj", SAME_WORK, PREPARED, PREPARATION, "crocoddyl", "crocoddyl, appended models' references"):
         if not times[label]:
             continue
         median, p99 = stats(times[label])
@@ -362,6 +376,10 @@ def run_case(name: str, ticks: int | None, threads: int, block: int, quietness: 
               f"ratio {same / theirs:.2f}: goal <= {RATIO_GOAL} {met(same / theirs <= RATIO_GOAL)} [{verdict}]")
     print(f"  lietraj's median tick {ours:.2f} ms: goal <= {case.goal_ms:g} ms for {case.robot} "
           f"{met(ours <= case.goal_ms)}")
+    delay, preparation = stats(times[PREPARED])[0], stats(times[PREPARATION])[0]
+    print(f"  a real-time iteration: {delay:.2f} ms from the measured state to the control ({met(delay <= case.goal_ms)} "
+          f"<= {case.goal_ms:g} ms), after a preparation of {preparation:.2f} ms; the work per tick {delay + preparation:.2f}"
+          f" ms, ratio {(delay + preparation) / theirs:.2f} [{verdict}]")
     for line in crocoddyl_closed_loop(case, threads, ticks):
         print(f"  crocoddyl's MPC in closed loop on MuJoCo: {line}")
     line = (f"{name:8s} lietraj {ours:6.2f} ms ({met(ours <= case.goal_ms)} <= {case.goal_ms:g}), crocoddyl "
@@ -369,6 +387,7 @@ def run_case(name: str, ticks: int | None, threads: int, block: int, quietness: 
     if times[SAME_WORK]:
         same = stats(times[SAME_WORK])[0]
         line += f"; Crocoddyl's work per tick {same:.2f} ms, ratio {same / theirs:.2f}"
+    line += f"; prepared (RTI) {delay:.2f} ms after {preparation:.2f}"
     return f"{line} [{verdict}]"
 
 

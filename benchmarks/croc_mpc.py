@@ -37,7 +37,7 @@ through the scenario's own ``update`` hook, read back from the lietraj terminal 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import crocoddyl
@@ -287,7 +287,8 @@ def _check_rows(ours: np.ndarray, theirs: np.ndarray, lower: np.ndarray, upper: 
 @dataclass(eq=False)
 class CrocTick:
     """One tick of ``CrocoddylMPC`` in the shape ``lietraj.mpc.closed_loop`` reads (``u``, ``dt``, ``control``,
-    ``solve_time``, ``overran``, ``failed``): the plan's first knot ``xs0``, the next ``xs1``, ``u0``, ``K0``."""
+    ``solve_time``, ``overran``, ``failed``, ``prepare_time``): the plan's first knot ``xs0``, the next ``xs1``,
+    ``u0``, ``K0``."""
 
     mpc: CrocoddylMPC
     knot: int
@@ -300,6 +301,7 @@ class CrocTick:
     iterations: int
     cost: float
     failed: bool = False
+    prepare_time: float = 0.0  # no preparation phase
     overran: bool = False
 
     @property
@@ -330,6 +332,7 @@ class CrocoddylMPC:
         if references not in REFERENCES:
             raise ValueError(f"references must be one of {REFERENCES}, got {references!r}")
         schedule, options = controller.schedule, controller.options
+        self.options = replace(options, preparation=False)  # closed_loop reads it: no preparation phase
         self.schedule, self.T = schedule, options.horizon
         self.iterations, self.start_iterations = options.iterations, options.start_iterations
         self.update_hook, self.references = controller.update, references
