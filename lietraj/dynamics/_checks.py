@@ -417,9 +417,15 @@ def result_arrays(out, cls, shapes: tuple[tuple[int, ...], ...], what: str) -> t
     names = _field_names(cls)[:len(shapes)]
     arrays = tuple(getattr(out, name) for name in names)
     for name, x, shape in zip(names, arrays, shapes):
-        if not (isinstance(x, _ND) and x.shape == shape and x.dtype == F64 and x.flags.c_contiguous and x.flags.writeable):
+        if not (isinstance(x, _ND) and x.shape == shape and x.dtype == F64 and _writeable_c(x.flags)):
             raise ValueError(f"{what}: out.{name} must be a writeable C-contiguous float64 array of shape {shape}")
     return arrays
+
+
+def _writeable_c(flags) -> bool:
+    """Whether an array's ``flags`` (a new object at every access of ``.flags``: read once) say writeable and
+    C-contiguous."""
+    return flags.c_contiguous and flags.writeable
 
 
 @functools.cache

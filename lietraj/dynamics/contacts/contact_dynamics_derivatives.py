@@ -452,8 +452,8 @@ def raise_derivatives_status(status: int, model: RobotModel, knot: int | None, w
 def contact_derivatives(model: RobotModel, x: State | Trajectory, tau: np.ndarray | None, contacts: tuple,
                         damping: float, out: ContactDynamicsDerivatives | None, dynamics: ContactDynamicsResult | None,
                         workspace: Workspace, what: str) -> ContactDynamicsDerivatives:
-    """``contact_dynamics_derivatives`` of checked inputs (``tau`` None when ``dynamics`` is given), its errors
-    reported as those of ``what``."""
+    """``contact_dynamics_derivatives`` of checked inputs (``tau`` None when ``dynamics`` is given; ``out`` None or
+    arrays of the result's shapes), its errors reported as those of ``what``."""
     if dynamics is None:
         dynamics = solve_contacts(model, x, tau, contacts, damping, workspace, what)
     plan = workspace.for_objects("contact derivatives", contacts, lambda: build_plan(model, contacts, what))
@@ -463,8 +463,10 @@ def contact_derivatives(model: RobotModel, x: State | Trajectory, tau: np.ndarra
     if A.shape != lead + (nv,) or LAM.shape != lead + (nc,):
         raise ValueError(f"{what}({model.name}): dynamics must hold a {lead + (nv,)} and lagrangian {lead + (nc,)}, "
                          f"got {A.shape} and {LAM.shape}")
-    arrays = result_arrays(out, ContactDynamicsDerivatives, tuple(lead + s for s in (
-        (nv,), (nc,), (nv, nv), (nv, nv), (nv, nv), (nc, nv), (nc, nv), (nc, nv))), what)
+    if out is None:
+        arrays = tuple(np.empty(shape) for shape in _shapes(lead, nv, nc))
+    else:
+        arrays = (out.a, out.forces, out.da_dq, out.da_dv, out.da_dtau, out.df_dq, out.df_dv, out.df_dtau)
     arrays[0][...] = A
     arrays[1][...] = LAM
     if single:
@@ -479,6 +481,11 @@ def contact_derivatives(model: RobotModel, x: State | Trajectory, tau: np.ndarra
         raise_derivatives_status(status, model, None if single else k, what, x,
                                  **{"dynamics.a": A, "dynamics.lagrangian": LAM})
     return ContactDynamicsDerivatives(*arrays) if out is None else out
+
+
+def _shapes(lead: tuple, nv: int, nc: int) -> tuple[tuple[int, ...], ...]:
+    """The shapes of a ``ContactDynamicsDerivatives`` with the leading axes ``lead``."""
+    return tuple(lead + s for s in ((nv,), (nc,), (nv, nv), (nv, nv), (nv, nv), (nc, nv), (nc, nv), (nc, nv)))
 
 
 def contact_dynamics_derivatives(model: RobotModel, x: State | Trajectory, tau, contacts: Sequence[Contact],
@@ -500,6 +507,9 @@ def contact_dynamics_derivatives(model: RobotModel, x: State | Trajectory, tau, 
     workspace = workspace_for(model, workspace, what)
     contacts = contact_tuple(model, contacts, what)
     damping = checked_real(damping, model, what, "damping")
+    if out is not None:
+        nc = sum(c.dim for c in contacts)
+        result_arrays(out, ContactDynamicsDerivatives, _shapes(() if type(x) is State else (len(x),), model.nv, nc), what)
     if dynamics is None:
         tau = checked_vector(tau, model.nv, None if type(x) is State else len(x), model, what, "tau")
     elif not isinstance(dynamics, ContactDynamicsResult):
