@@ -29,7 +29,7 @@ import numpy as np
 from lietraj._jit import helper, kernel
 from lietraj.dynamics.lie.se3 import exp_into, pose_exp
 from lietraj.dynamics.lie.state import Trajectory
-from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_step_hessian, step_twists
+from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_step_hessian
 from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives
 
 
@@ -51,13 +51,15 @@ class EulerStructure(NamedTuple):
 
 
 @kernel
-def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, JR, FX, FU):
-    """Closed-form F_x, F_u of the semi-implicit Euler step at every knot (module docstring); XI = dt nu+ has
-    zero columns for a fixed base. E (4, 4) is a work array for one knot's exp(XI); PHI and JR (N, 6, 6) receive
-    every knot's Ad_{exp(-XI)} and Jr(XI). Returns whether every entry written is finite (``x - x`` is 0 only for
-    finite x: tested as the entries are written, where a test of the arrays afterwards reads them all again)."""
+def _euler_jacobians_batch(floating, V, A, dt, DA_DQ, DA_DV, DA_DU, xi, E, PHI, JR, FX, FU):
+    """Closed-form F_x, F_u of the semi-implicit Euler step at every knot (module docstring), from the velocities V
+    and accelerations A (N, nv), whose base rows give a floating base's step twist ``xi = dt nu+ = dt (nu + dt
+    a)`` (``step_twists``, the same operations). ``xi`` (6,) and E (4, 4) are work arrays for one knot's twist and
+    its exp; PHI and JR (N, 6, 6) receive every knot's Ad_{exp(-xi)} and Jr(xi). Returns whether every entry
+    written is finite (``x - x`` is 0 only for finite x: tested as the entries are written, where a test of the
+    arrays afterwards reads them all again)."""
     N, nv, nu = FX.shape[0], DA_DQ.shape[1], FU.shape[2]
-    nh = 6 if XI.shape[1] == 6 else 0
+    nh = 6 if floating else 0
     ok = True
     for k in range(N):
         Fx, Fu = FX[k], FU[k]
@@ -85,7 +87,9 @@ def _euler_jacobians_batch(XI, dt, DA_DQ, DA_DV, DA_DU, E, PHI, JR, FX, FU):
         if nh == 0:
             continue
         Phi, Jr = PHI[k], JR[k]
-        exp_into(XI[k], E, Phi, Jr, True)
+        for i in range(6):
+            xi[i] = dt * (V[k, i] + dt * A[k, i])
+        exp_into(xi, E, Phi, Jr, True)
         for r in range(6):  # H+ = H exp(dt nu+): Ad_{exp(-dt nu+)} z_H + Jr(dt nu+) dt dnu+
             for c in range(2 * nv):
                 acc = 0.0
@@ -111,7 +115,8 @@ def euler_jacobians(dt: float, X: Trajectory, d: FieldDerivatives, F_x: np.ndarr
     N, nh = len(X), 0 if X.H is None else 6
     keep = structure is not None and structure.Phi.shape[1:] == (nh, nh)
     Phi, Jr = (structure.Phi, structure.Jr) if keep else (np.empty((N, nh, nh)), np.empty((N, nh, nh)))
-    finite = _euler_jacobians_batch(step_twists(dt, X, d), dt, *DA, np.empty((4, 4)), Phi, Jr, F_x, F_u)
+    finite = _euler_jacobians_batch(X.H is not None, np.ascontiguousarray(X.v), np.ascontiguousarray(d.a), dt, *DA,
+                                    np.empty(6), np.empty((4, 4)), Phi, Jr, F_x, F_u)
     if structure is not None:
         structure.dt[:] = dt if keep else np.nan
     return finite
