@@ -87,6 +87,22 @@ class ModelPlant:
         self.pushes.append((self.time, body, tuple(force)))
 
 
+def moving_reach(ur5, x0, **options):
+    """A controller of the tool frame following a circle (``update`` moves the targets), with ``options``."""
+    p0 = frame_placement(ur5, x0, "tool0")[:3, 3]
+    model, terminal, tool, terminal_tool = reach(ur5, x0, np.tile(p0, (T, 1)))
+
+    def moving(t):
+        return p0 + 0.1 * np.array([np.sin(2 * t), 1.0 - np.cos(2 * t), 0.0])
+
+    def update(c):
+        tool.target = np.array([moving(c.time + DT * k) for k in range(T)])
+        terminal_tool.target = moving(c.time + DT * T)
+
+    return ModelPredictiveController(Schedule.constant(model, terminal), x0, MPCOptions(T, **options),
+                                     update=update), moving
+
+
 def test_a_shifted_problem_is_the_problem_built_with_the_shifted_models(ur5):
     x0 = start_state(ur5)
     a = reach(ur5, x0, [0.4, 0.1, 0.5])[0]
@@ -276,18 +292,7 @@ def test_hard_constraints_hold_at_every_tick_and_the_multipliers_move_with_the_w
 
 def test_a_closed_loop_on_a_perfect_plant_tracks_a_moving_target_and_applies_its_pushes(ur5):
     x0 = start_state(ur5)
-    p0 = frame_placement(ur5, x0, "tool0")[:3, 3]
-    model, terminal, tool, terminal_tool = reach(ur5, x0, np.tile(p0, (T, 1)))
-
-    def moving(t):
-        return p0 + 0.1 * np.array([np.sin(2 * t), 1.0 - np.cos(2 * t), 0.0])
-
-    def update(c):
-        tool.target = np.array([moving(c.time + DT * k) for k in range(T)])
-        terminal_tool.target = moving(c.time + DT * T)
-
-    mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0, MPCOptions(T, iterations=2),
-                                    update=update)
+    mpc, moving = moving_reach(ur5, x0, iterations=2)
     plant = ModelPlant(ur5, x0)
     frozen = []  # the objects alive at the start are out of the collector's reach during the loop, and only then
     log = closed_loop(mpc, plant, 0.5, pushes=[Push(0.2, "wrist_3_link", [5.0, 0.0, 0.0])],
@@ -376,22 +381,6 @@ def test_without_relinearizing_a_tick_linearizes_once_and_keeps_the_gains_of_its
     assert not np.allclose(old.K, new.K, rtol=1e-4)
     with pytest.raises(ValueError, match="relinearize"):
         MPCOptions(T, relinearize=1)
-
-
-def moving_reach(ur5, x0, **options):
-    """A controller of the tool frame following a circle (``update`` moves the targets), with ``options``."""
-    p0 = frame_placement(ur5, x0, "tool0")[:3, 3]
-    model, terminal, tool, terminal_tool = reach(ur5, x0, np.tile(p0, (T, 1)))
-
-    def moving(t):
-        return p0 + 0.1 * np.array([np.sin(2 * t), 1.0 - np.cos(2 * t), 0.0])
-
-    def update(c):
-        tool.target = np.array([moving(c.time + DT * k) for k in range(T)])
-        terminal_tool.target = moving(c.time + DT * T)
-
-    return ModelPredictiveController(Schedule.constant(model, terminal), x0, MPCOptions(T, **options),
-                                     update=update), moving
 
 
 def test_a_prepared_tick_is_the_tick_from_the_predicted_state_with_the_measured_gap(ur5):
