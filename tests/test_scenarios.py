@@ -37,16 +37,26 @@ def test_solo12_trots_at_its_commanded_velocity():
     assert abs(report.tracking["lateral drift at the end (cm)"]) < 3.0
 
 
-@pytest.mark.parametrize("script, expected", [
-    ("mpc_arm.py", "tool from the target after the first 0.5 s"),
-    ("mpc_squat.py", "talos squats 5 cm every 2 s"),
-    ("mpc_trot.py", "forward velocity (m/s)"),
+def test_solo12_trots_with_a_real_time_iteration():
+    scenario = quadruped_trot("solo12", duration=1.5)
+    scenario.controller.options.preparation = True
+    report = run_scenario(scenario)
+    assert report.ok, report.lines()
+    assert report.statistics["prepare_median_ms"] > 0 and report.statistics["failed_ticks"] == 0
+    assert report.tracking["forward velocity (m/s)"] == pytest.approx(0.2, abs=0.05)
+
+
+@pytest.mark.parametrize("script, options, expected", [
+    ("mpc_arm.py", [], "tool from the target after the first 0.5 s"),
+    ("mpc_arm.py", ["--prepare"], "after a preparation of"),
+    ("mpc_squat.py", [], "talos squats 5 cm every 2 s"),
+    ("mpc_trot.py", [], "forward velocity (m/s)"),
 ])
-def test_the_examples_run(tmp_path, script, expected):
+def test_the_examples_run(tmp_path, script, options, expected):
     """Each closed-loop example, 1 s of it, in a fresh process with the source tree on the path."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    run = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--duration", "1"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--duration", "1", *options], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
     assert expected in run.stdout and "fell: yes" not in run.stdout and "stopped" not in run.stdout
 
