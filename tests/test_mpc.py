@@ -276,13 +276,17 @@ def test_hard_constraints_hold_at_every_tick_and_the_multipliers_move_with_the_w
     model, terminal, _, _ = reach(ur5, x0, [0.3, 0.4, 0.6], limits=True)
     tight = ConstraintOptions(penalty_init=penalty_init, stationarity_tol=1e-8, feasibility_tol=1e-9,
                               complementarity_tol=1e-9)
-    mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0,
-                                    MPCOptions(T, iterations=100, constraint_options=tight))
+    mpc, prepared = (ModelPredictiveController(Schedule.constant(model, terminal), x0,
+                                               MPCOptions(T, iterations=100, constraint_options=tight))
+                     for _ in range(2))
     plant = ModelPlant(ur5, x0)
-    for _ in range(3):
+    for k in range(3):
+        if k:
+            prepared.prepare()  # a constrained window is only receded and referenced ahead: the same solve
         tick = mpc.tick(plant.state())
         assert tick.status == "converged", tick.status
         assert np.abs(tick.plan.us).max() <= 20.0 + 1e-5
+        np.testing.assert_array_equal(prepared.tick(plant.state()).plan.us, tick.plan.us)
         plant.step(tick.u, DT)
     fresh = solve_constrained(Problem(plant.state(), model, terminal, horizon=T), constraint_options=tight)
     tick = mpc.tick(plant.state())
@@ -328,13 +332,15 @@ def test_every_solver_drives_the_loop_to_the_same_place(ur5):
     model, terminal, _, _ = reach(ur5, x0, goal)
     ends = {}
     for solver in ("fddp", "ilqr", "ddp"):
-        mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0,
-                                        MPCOptions(T, solver=solver, iterations=2))
-        log = closed_loop(mpc, ModelPlant(ur5, x0), 0.4)
-        assert not log.error and log.statistics()["failed_ticks"] == 0, solver
-        ends[solver] = frame_placement(ur5, log.states[-1], "tool0")[:3, 3]
-    assert np.linalg.norm(ends["fddp"] - goal) < 1e-2  # the costs' trade-off leaves 5 mm
-    assert np.abs(ends["ilqr"] - ends["fddp"]).max() < 1e-4 and np.abs(ends["ddp"] - ends["fddp"]).max() < 1e-4
+        for preparation in (False, True):  # each tick's window linearized before its state is measured, or not
+            mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0,
+                                            MPCOptions(T, solver=solver, iterations=2, preparation=preparation))
+            log = closed_loop(mpc, ModelPlant(ur5, x0), 0.4)
+            assert not log.error and log.statistics()["failed_ticks"] == 0, (solver, preparation)
+            ends[solver, preparation] = frame_placement(ur5, log.states[-1], "tool0")[:3, 3]
+    assert np.linalg.norm(ends["fddp", False] - goal) < 1e-2  # the costs' trade-off leaves 5 mm
+    for key, end in ends.items():
+        assert np.abs(end - ends["fddp", False]).max() < 1e-4, key
 
 
 def test_a_ticks_line_search_starts_from_the_last_ticks_step_unless_asked_not_to(ur5):
