@@ -432,7 +432,8 @@ def idsva_so_contraction_core(mi, mf, g, H, s, v, a, mu, Wp, V, Acc, IC, BC, FC,
     - output ip: ``W[jt] = sum over ip of mu_ip (u8, u9, u12)`` (those of pair (ip, jt)), distributed to the kr of
       j and its ancestors once all pairs are summed.
 
-    O(N d) instead of O(N d^2) pairs (ip, jt, kr): ``PS`` (nb, 6) and ``W`` (nv, 3, 6) are work arrays."""
+    O(N d) pairs of dofs instead of O(N d^2) triples (ip, jt, kr): ``PS`` (nb, 6) and ``W`` (nv, 3, 6) are work
+    arrays."""
     nb = mi.shape[0]
     Cq[:, :] = 0.0
     Cv[:, :] = 0.0
