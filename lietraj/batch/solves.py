@@ -3,7 +3,7 @@ a table per solve.
 
 ``solve_many`` runs on a ``distributed.Client`` it is given, on the scheduler at an address it is given, or on a
 ``LocalCluster`` of its own (one single-threaded worker process per core). Each task solves a few points
-(``chunk_size``: Dask's cost per task is a few milliseconds) one after the other, building each problem in the
+(``chunk_size``: Dask's cost per task is a millisecond or more) one after the other, building each problem in the
 worker (only the builder's name or function and the points' parameters travel), and sends back their rows, and the
 solutions when they are asked for; the client keeps no state a worker could lose. A task whose worker dies is run
 again elsewhere by the scheduler, so every point yields exactly one row; one whose workers keep dying
@@ -165,9 +165,10 @@ def solve_chunk(problem: str | Callable, robot: str | None, chunk: Sequence[Mapp
 
 
 def chunk_size(points: int, workers: int) -> int:
-    """Points per task: Dask's own cost is ~3.5 ms a task (a solo12 squat solves in ~40 ms), so a task takes
-    several points, as long as each worker still gets four tasks or more (the batch's tail stays short, a killed
-    worker's loss small, the progress fine) and none more than eight points."""
+    """Points per task: Dask's own cost is ~1.2 ms a task on ``local_cluster`` (3.4 ms with its default queueing;
+    a solo12 squat solves in ~17 ms), so a task takes several points, as long as each worker still gets four tasks
+    or more (the batch's tail stays short, a killed worker's loss small, the progress fine) and none more than eight
+    points. Six tasks a worker (two squats a task instead of three) gave no faster batch."""
     return max(1, min(8, points // (4 * max(workers, 1))))
 
 
@@ -181,6 +182,10 @@ def _spec(problem: str, robot: str | None, solver: str | None) -> Spec:
 # 45 ms of CPU a second (15 with these), its workers 25 each (5); a batch of 24 squats took 40-60 ms of it (30-40).
 _QUIET_TIMERS = {"distributed.admin.tick.interval": "1s", "distributed.admin.system-monitor.interval": "5s",
                  "distributed.worker.memory.monitor-interval": "1s"}
+# The scheduler hands every task to a worker at once (work stealing evens them out) instead of queueing them and
+# sending one as each finishes (``worker-saturation`` 1.0, the default): a round trip to the scheduler between two
+# tasks of a worker. Dask's cost per task (200 no-op tasks on 2 workers) 3.4 -> 1.1 ms.
+_NO_QUEUE = {"distributed.scheduler.worker-saturation": "inf"}
 
 
 def local_cluster(workers: int | None = None):
@@ -199,7 +204,8 @@ def local_cluster(workers: int | None = None):
         raise ValueError(f"solve_many: workers must be at least 1, got {workers}")
     # the nannies hand these to their workers (None: the variable is not set in the worker's environment)
     with dask.config.set({"distributed.worker.profile.enabled": False,
-                          "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None, **_QUIET_TIMERS}):
+                          "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None, **_QUIET_TIMERS,
+                          **_NO_QUEUE}):
         return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                             silence_logs=logging.ERROR, preload=["lietraj.batch.worker_setup"])
 
