@@ -332,7 +332,9 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
     try:
         for future, outcome in finished:
             chunk = chunks[futures.pop(future)]
-            if future.status == "finished":
+            # the outcome tells, not the future's status: a result already gathered stays good when its worker dies
+            # afterwards (the scheduler then sets the future back to pending to compute it again)
+            if isinstance(outcome, list):
                 results = outcome
             else:  # its workers kept dying (KilledWorker), or the task could not run at all
                 error = outcome[1] if isinstance(outcome, tuple) else outcome
