@@ -546,7 +546,7 @@ def test_the_issue_example_rnea_with_a_row_or_none():
 @pytest.mark.filterwarnings("ignore:overflow encountered")
 def test_the_finiteness_test_of_inputs_is_exact(vector, finite):
     """The fast test on a vector's squared norm overflows on huge finite entries: those must still pass."""
-    from lietraj.dynamics._checks import _finite
+    from lietraj.dynamics._checks import all_finite
 
-    assert _finite(np.array(vector, dtype=float)) is finite
-    assert _finite(np.array([vector, vector], dtype=float).reshape(2, -1)) is finite
+    assert all_finite(np.array(vector, dtype=float)) is finite
+    assert all_finite(np.array([vector, vector], dtype=float).reshape(2, -1)) is finite

@@ -366,7 +366,7 @@ def _named(x, inputs: dict) -> list[tuple[str, np.ndarray, bool]]:
     return arrays + [(name, array, batch) for name, array in inputs.items()]
 
 
-def _finite(a: np.ndarray) -> bool:
+def all_finite(a: np.ndarray) -> bool:
     """Whether ``a`` holds no NaN and no infinity. For float entries their squared norm (a vector) or their sum is
     tested first, finite exactly when the entries are unless it overflows (entries near 1e154 or 1e308: numpy warns
     of the overflow, and the exact test clears them): half the time of ``np.isfinite(a).all()`` on the few entries
@@ -381,7 +381,7 @@ def require_finite(model: RobotModel, what: str, x=None, **inputs) -> None:
     For the functions that call other public functions: their kernels would name themselves, and their own
     arguments, in the message. Inputs of a trajectory have one row per knot, as ``x``'s arrays."""
     arrays = _named(x, inputs)
-    if all(a is None or _finite(a) for _, a, _ in arrays):
+    if all(a is None or all_finite(a) for _, a, _ in arrays):
         return
     knot, text = _first_non_finite(arrays, None)
     raise ValueError(f"{_prefix(model, what, knot)}: the state or an input contains NaN or inf: {text}")

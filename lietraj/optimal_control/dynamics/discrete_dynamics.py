@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lietraj.dynamics._checks import result_arrays
+from lietraj.dynamics._checks import all_finite, result_arrays
 from lietraj.dynamics.lie.state import State, StateSpace, Trajectory
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
@@ -197,10 +197,10 @@ class IntegratedDynamics(DiscreteDynamics):
         return type(self).__name__ + ("" if model is None else f"({model.name})")
 
     def _finite(self, arrays, what: str) -> None:
-        # a sum is finite when every entry is, unless it overflows (then the exact test decides): a third of the
-        # time of np.isfinite(...).all() on DDP's term, ~1 MB a solo12 iteration
+        # ``all_finite`` sums first: a third of the time of np.isfinite(...).all() on DDP's term, ~1 MB a solo12
+        # iteration; a sum that overflows is not reported here (the exact test decides)
         with np.errstate(over="ignore", invalid="ignore"):
-            if all(math.isfinite(np.add.reduce(a, axis=None)) or np.isfinite(a).all() for a in arrays):
+            if all(all_finite(a) for a in arrays):
                 return
         raise ValueError(f"{self._who()}.{what}: non-finite result (the step diverged)")
 

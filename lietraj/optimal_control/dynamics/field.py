@@ -18,8 +18,6 @@ is rolled out knot by knot in Python.
 
 from __future__ import annotations
 
-import math
-
 from abc import ABC, abstractmethod
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from lietraj.dynamics._checks import all_finite
 from lietraj.dynamics.algorithms.aba import aba_work
 from lietraj.dynamics.contacts.contact_dynamics import contact_dynamics_work
 from lietraj.dynamics.lie.state import StateSpace, Trajectory
@@ -131,8 +130,7 @@ def joint_torques(model: RobotModel, X: Trajectory, U, who: str, out: np.ndarray
     N = len(X)
     if U.shape != (N, model.n):
         raise ValueError(f"{who}({model.name}): u must have shape ({model.n},) per knot, got {U.shape} for {N} knot(s)")
-    # a sum is finite when every entry is, unless it overflows (then the exact test decides): a third of the time
-    if not (math.isfinite(np.add.reduce(U, axis=None)) or np.isfinite(U).all()):
+    if not all_finite(U):
         raise ValueError(f"{who}({model.name}): u contains NaN or inf")
     if not model.floating_base:
         return U
