@@ -30,14 +30,16 @@ How. For each case:
    (``MPCOptions.relinearize``: the balance), to a second lietraj controller without that, which does the work of
    Crocoddyl's tick (one linearization, one sweep, the line search; the gains of that sweep), and to a lietraj
    controller doing a real-time iteration (``prepare()`` timed apart, then ``tick(x)``: the delay from the measured
-   state to the control; ``MPCOptions.preparation``); they take turns, tick
-   by tick (``--block N``: N ticks each), the one going first changing every turn, so that whatever else the machine
-   does falls on all alike; each tick is timed with
-   ``time.perf_counter`` around everything it does (lietraj: ``tick(x)``; Crocoddyl: append, references, ``x0``,
+   state to the control; ``MPCOptions.preparation``); they take turns of 50 ticks (``--block N``: N ticks each), the
+   one going first changing every turn, so that whatever else the machine does falls on all alike; each tick is timed
+   with ``time.perf_counter`` around everything it does (lietraj: ``tick(x)``; Crocoddyl: append, references, ``x0``,
    solve, reading ``u0``, ``K0`` and the warm start), the objects of the setup frozen out of Python's collector
-   (``gc.freeze``, as ``closed_loop`` does). Longer turns keep each controller's data in the caches from one
-   of its ticks to the next, as when it runs alone; on this machine the run-to-run spread of the medians (some 20 %)
-   hid any difference between turns of 1, 50 and all the ticks;
+   (``gc.freeze``, as ``closed_loop`` does). A turn keeps a controller's data in the caches from one of its ticks
+   to the next, as in a control loop, where nothing else computes between two ticks but the plant; turns of one tick
+   put the four other controllers' data there instead, which slowed both libraries' ticks alike (2026-11-27, quiet:
+   the trot's 4.6-5.0 ms and 9.9-10.5 ms in turns of 50 ticks, 4.5 and 9.7 in one turn of all of them, 5.3 and 11.6-
+   11.8 in turns of one), and a turn of 50 ticks (0.2 to 0.7 s of wall time) is short against the minutes over which
+   the machine's speed drifts;
 4. Crocoddyl's controller runs in closed loop against the same MuJoCo plant (``lietraj.sim.MujocoPlant``, the same
    pushes and fall test, ``lietraj.mpc.closed_loop``: its feedback ``u = ū - K (x ⊖ x̄(τ))`` re-evaluated every
    millisecond, in Pinocchio's coordinates and tangent) and its tracking is printed: does it trot, did it fall.
@@ -55,7 +57,7 @@ SolverOptions(threads=2)``)::
     python benchmarks/bench_mpc.py                      # both cases, every recorded tick, one thread
     python benchmarks/bench_mpc.py --cases trot --ticks 200 --threads 2
     python benchmarks/bench_mpc.py --quick              # 100 ticks of each case
-    python benchmarks/bench_mpc.py --block 50           # the controllers take turns every 50 ticks
+    python benchmarks/bench_mpc.py --block 1            # the controllers take turns tick by tick
 
 Caveats. Replayed states are lietraj's closed loop's, so Crocoddyl solves from states its own plans did not lead to
 (its warm start is its own plan): the same work per tick, not the same trajectory. The states reach Crocoddyl already
@@ -83,8 +85,8 @@ def arguments(argv=None) -> argparse.Namespace:
     parser.add_argument("--ticks", type=int, default=None,
                         help="ticks of each run after the start solve (default: all of the scenario's duration)")
     parser.add_argument("--quick", action="store_true", help="100 ticks of each case")
-    parser.add_argument("--block", type=int, default=1,
-                        help="the controllers take turns every BLOCK ticks of the replay (default 1: tick by tick)")
+    parser.add_argument("--block", type=int, default=50,
+                        help="the controllers take turns every BLOCK ticks of the replay (default 50)")
     parser.add_argument("--threads", type=int, default=1, choices=(1, 2), help="threads of both libraries (default 1)")
     parser.add_argument("--settle", type=float, default=60.0,
                         help="seconds to wait at most for a quiet machine before starting (default 60)")
