@@ -12,6 +12,7 @@ import pytest
 import lietraj
 from lietraj.dynamics.kinematics.kinematics import frame_placement
 from lietraj.dynamics.lie.state import Trajectory
+from lietraj.optimal_control.solvers.riccati import backward_pass
 from lietraj.optimal_control.solvers.solvers import Solver
 from lietraj.mpc import MPCOptions, ModelPredictiveController, Phase, Push, Schedule, closed_loop
 from lietraj.optimal_control import (
@@ -387,6 +388,40 @@ def test_without_relinearizing_a_tick_linearizes_once_and_keeps_the_gains_of_its
     assert not np.allclose(old.K, new.K, rtol=1e-4)
     with pytest.raises(ValueError, match="relinearize"):
         MPCOptions(T, relinearize=1)
+
+
+def test_gains_swept_over_the_first_knots_are_a_whole_sweep_of_the_new_plan_s_first_knots_and_the_guess_s_rest(ur5):
+    """gains_knots = m: the same step; the gains after knot m are the iteration's sweep's (about the guess), the
+    first m those of a whole sweep of the model whose first m knots are the new plan's and whose others (terminal
+    included) are the guess's: the sweep went on from the value function the iteration's sweep left at knot m."""
+    x0, m = start_state(ur5), 4
+    model, terminal, _, _ = reach(ur5, x0, [0.5, 0.3, 0.3])
+    ticks = {}
+    for gains_knots, relinearize in ((m, True), (None, False)):
+        mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0,
+                                        MPCOptions(T, start_iterations=3, relinearize=relinearize,
+                                                   gains_knots=gains_knots))
+        mpc.start()
+        guess = (mpc._warm.xs.copy(), mpc._warm.us.copy())
+        ticks[gains_knots] = mpc.tick(x0)
+    new, old = ticks[m].plan, ticks[None].plan
+    np.testing.assert_array_equal(new.us, old.us)
+    np.testing.assert_array_equal(new.K[m:], old.K[m:])
+    assert not np.allclose(new.K[:m], old.K[:m], rtol=1e-4)
+    xs, us = guess  # the tick's guess, as in the test above
+    xs[:T], us[:-1] = xs[1:].copy(), us[1:].copy()
+    xs[0] = x0
+    spliced, at_guess = mpc.problem.derivatives(new.xs, new.us), mpc.problem.derivatives(xs, us)
+    pairs = [(spliced.dynamics.F_x, at_guess.dynamics.F_x), (spliced.dynamics.F_u, at_guess.dynamics.F_u),
+             *zip(spliced.dynamics.structure, at_guess.dynamics.structure),
+             *((getattr(spliced.running, n), getattr(at_guess.running, n)) for n in vars(spliced.running))]
+    for target, source in pairs:
+        target[m:] = source[m:]
+    spliced.terminal = at_guess.terminal
+    whole = backward_pass(spliced, SolverOptions().reg_min)
+    np.testing.assert_allclose(new.K[:m], whole.K[:m], rtol=1e-7, atol=1e-10)
+    with pytest.raises(ValueError, match="gains_knots"):
+        MPCOptions(T, gains_knots=0)
 
 
 def test_a_prepared_tick_is_the_tick_from_the_predicted_state_with_the_measured_gap(ur5):

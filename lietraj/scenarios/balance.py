@@ -71,8 +71,10 @@ def humanoid_balance(robot: str = "talos", duration: float = 6.0, depth: float =
     def update(controller: ModelPredictiveController) -> None:
         final.target = com_path(schedule.times([controller.knot + horizon]))[0]
 
+    # the gains at the new plan (a pushed g1 falls with the iteration's own), swept over the first knots only: the
+    # 120 ms the plant's feedback may run ahead; the knots after them keep the iteration's sweep
     controller = ModelPredictiveController(schedule, x0, MPCOptions(horizon, solver=solver, iterations=iterations,
-                                                                    deadline=dt), update=update,
+                                                                    deadline=dt, gains_knots=4), update=update,
                                            us0=np.tile(u_ref, (horizon, 1)))
 
     def measure(x):

@@ -234,7 +234,8 @@ class SolverState:
     took), the local model at the guess (``derivatives``, DDP's ``hessian``; ``linearized``: it is the current
     guess's), the last backward pass ``direction``, the last ``stop`` measure, the ``iteration`` count (steps
     taken), the ``history``, the ``status`` ("" while the solve goes on) and the ``perf_counter`` time the solve
-    ``started``."""
+    ``started``. ``keep_after``: None, or a knot from which on the next sweep takes the rows of ``direction``
+    instead of sweeping (``Solver.compute_direction``)."""
 
     xs: Trajectory
     us: np.ndarray
@@ -253,6 +254,7 @@ class SolverState:
     status: str = ""
     cost_pending: bool = False
     second_order_reg: float = 0.0
+    keep_after: int | None = None
 
 
 @dataclass(eq=False)
@@ -417,13 +419,20 @@ class Solver:
         """Steps 1–2: the local model at a new guess, then the backward pass, ``ρ`` raised until it succeeds (past
         ``reg_max``: SolveFailed). The directions for the line search: the sweep (DDP's with its second-order term,
         when it succeeds), then the Gauss–Newton sweep when DDP's needed a raised ``ρ``. ``state.direction`` is the
-        first."""
+        first.
+
+        With ``state.keep_after = m`` the sweeps cover the knots before ``m`` only, from the value function the last
+        direction left at knot ``m``, whose rows from there on they take: the gains of the first knots at a new
+        guess for a fraction of a sweep (a receding-horizon controller's, ``MPCOptions.gains_knots``). Those rows
+        were swept about the last guess: an approximation the caller chooses, exact where the guess did not move."""
         if not state.linearized:
             self.linearize(state)
+        kept = {} if state.keep_after is None or state.direction is None or not state.direction.ok else \
+            dict(previous=state.direction, first_unchanged=state.keep_after)
         while True:
-            gauss_newton = self.backward_pass(state, state.reg)
+            gauss_newton = self.backward_pass(state, state.reg, **kept)
             if gauss_newton.ok and self.second_order:
-                full = self.second_order_pass(state, gauss_newton)
+                full = self.second_order_pass(state, gauss_newton, kept)
                 if full is not None:
                     state.direction = full
                     return [full, gauss_newton] if full.reg > state.reg else [full]
@@ -448,12 +457,14 @@ class Solver:
                              k_guess=None if state.direction is None else state.direction.k, box_tol=opts.box_tol,
                              box_max_iter=opts.box_max_iter, previous=previous, first_unchanged=first_unchanged)
 
-    def second_order_pass(self, state: SolverState, gauss_newton: BackwardPass) -> BackwardPass | None:
+    def second_order_pass(self, state: SolverState, gauss_newton: BackwardPass,
+                          kept: dict | None = None) -> BackwardPass | None:
         """DDP's sweep: the second-order term (once per guess, contracted with the Gauss–Newton sweep's covectors),
         then sweeps with it, ``ρ`` raised for this iteration only until one succeeds; None if none does up to
         ``reg_max``. The first ``ρ`` is the iteration's, or a hundredth of the one DDP's last sweep took if larger:
         the curvature the term adds changes little from a guess to the next (on the solo12 reorientation 7.6 sweeps
-        an iteration -> 3.8, the iterations 45 -> 44). Dynamics without the term raise ValueError (use iLQR)."""
+        an iteration -> 3.8, the iterations 45 -> 44). Dynamics without the term raise ValueError (use iLQR).
+        ``kept``: the last direction's rows the sweeps take (``compute_direction``'s ``keep_after``)."""
         if state.hessian is None:
             try:
                 state.hessian = self.problem.dynamics_contraction(state.xs, state.us, gauss_newton.lam[1:],
@@ -466,7 +477,7 @@ class Solver:
         opts = self.options
         reg = max(state.reg, min(state.second_order_reg / opts.reg_factor ** 2, opts.reg_max))
         while True:
-            full = self.backward_pass(state, reg, state.hessian)
+            full = self.backward_pass(state, reg, state.hessian, **(kept or {}))
             if full.ok:
                 state.second_order_reg = reg
                 return full
