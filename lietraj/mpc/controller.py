@@ -14,8 +14,9 @@ Each ``tick(x)`` takes the measured state and
 4. returns a ``Tick`` whose ``Plan`` is the new solution with its Riccati gains, so that a faster inner loop applies
    ``u = ū_k + K_k (x ⊖ x̄_k(τ))`` between ticks (``Tick.control``), ``x̄_k(τ)`` the plan's state interpolated
    along the group between its knots ``k`` and ``k + 1``: by default the gains of one more linearization and sweep
-   at the new solution; with ``MPCOptions.relinearize`` False (or when the deadline leaves no time for them) those
-   of the last iteration's sweep, about the guess before its step.
+   at the new solution (that sweep over the first ``MPCOptions.gains_knots`` knots when set, the later knots keeping
+   the last iteration's gains); with ``MPCOptions.relinearize`` False (or when the deadline leaves no time for them)
+   those of the last iteration's sweep, about the guess before its step.
 
 A real-time iteration (Diehl's RTI; acados' preparation and feedback phases) splits a tick in two: ``prepare()``,
 called after a tick while the plant runs, does steps 1 and 2 and the solver's linearization at the shifted plan,
