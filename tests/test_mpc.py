@@ -333,15 +333,19 @@ def test_every_solver_drives_the_loop_to_the_same_place(ur5):
     model, terminal, _, _ = reach(ur5, x0, goal)
     ends = {}
     for solver in ("fddp", "ilqr", "ddp"):
-        for preparation in (False, True):  # each tick's window linearized before its state is measured, or not
+        # each tick's window linearized before its state is measured, or not; the gains swept over 4 knots
+        for preparation, gains_knots in ((False, None), (True, None), (False, 4)):
             mpc = ModelPredictiveController(Schedule.constant(model, terminal), x0,
-                                            MPCOptions(T, solver=solver, iterations=2, preparation=preparation))
+                                            MPCOptions(T, solver=solver, iterations=2, preparation=preparation,
+                                                       gains_knots=gains_knots))
             log = closed_loop(mpc, ModelPlant(ur5, x0), 0.4)
-            assert not log.error and log.statistics()["failed_ticks"] == 0, (solver, preparation)
-            ends[solver, preparation] = frame_placement(ur5, log.states[-1], "tool0")[:3, 3]
-    assert np.linalg.norm(ends["fddp", False] - goal) < 1e-2  # the costs' trade-off leaves 5 mm
+            key = solver, preparation, gains_knots
+            assert not log.error and log.statistics()["failed_ticks"] == 0, key
+            ends[key] = frame_placement(ur5, log.states[-1], "tool0")[:3, 3]
+    first = ends["fddp", False, None]
+    assert np.linalg.norm(first - goal) < 1e-2  # the costs' trade-off leaves 5 mm
     for key, end in ends.items():
-        assert np.abs(end - ends["fddp", False]).max() < 1e-4, key
+        assert np.abs(end - first).max() < 1e-4, key
 
 
 def test_a_ticks_line_search_starts_from_the_last_ticks_step_unless_asked_not_to(ur5):

@@ -79,10 +79,10 @@ class MPCOptions:
     is); False: the gains of the last iteration's sweep, about the guess before its step, as Crocoddyl's solvers
     return them, for a linearization and a sweep less a tick (solo12's trot 6.2-6.8 ms against 7.5-8.4; a pushed
     g1 balancing falls with them, Talos does not). ``gains_knots``: with ``relinearize``, that sweep covers the
-    first ``gains_knots`` knots only, from the value function the iteration's sweep left at the next knot, whose
-    gains the later knots keep (``SolverState.keep_after``): the gains the plant applies until the next tick are
-    the new plan's, for a fraction of a sweep; None: the whole window (Talos's balance sweeps 4 knots of 20: the tick
-    6.7 -> 5.7 ms, the CoM tracked and a pushed g1 kept up as with the whole sweep). ``preparation``:
+    first ``gains_knots`` knots only, from the value function the iteration's sweep left at knot ``gains_knots``,
+    whose gains the later knots keep (``SolverState.keep_after``): the gains the plant applies until the next tick
+    are the new plan's, for a fraction of a sweep; None: the whole window (Talos's balance sweeps 4 knots of 20: the
+    tick 6.3-6.9 -> 4.9-5.9 ms, the CoM tracked and a pushed g1 kept up as with the whole sweep). ``preparation``:
     ``closed_loop`` calls ``prepare`` after each tick (module docstring: a real-time iteration)."""
 
     horizon: int
