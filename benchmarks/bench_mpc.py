@@ -27,12 +27,13 @@ How. For each case:
    ``controller.tick(x)``), to a fresh Crocoddyl one, and to a second Crocoddyl one that sets only the appended
    models' references (a model's references do not change while it stays in the window: the cheapest correct
    update) and, when the scenario's controller linearizes and sweeps again at its new plan for its gains
-   (``MPCOptions.relinearize``: the balance), to a second lietraj controller without that, which does the work of
-   Crocoddyl's tick (one linearization, one sweep, the line search; the gains of that sweep), and to a lietraj
-   controller doing a real-time iteration (``prepare()`` timed apart, then ``tick(x)``: the delay from the measured
-   state to the control; ``MPCOptions.preparation``); they take turns of 50 ticks (``--block N``: N ticks each), the
-   one going first changing every turn, so that whatever else the machine does falls on all alike; each tick is timed
-   with ``time.perf_counter`` around everything it does (lietraj: ``tick(x)``; Crocoddyl: append, references, ``x0``,
+   (``MPCOptions.relinearize``: the balance, whose second sweep covers its first 4 knots, ``gains_knots``), to a
+   second lietraj controller without that, which does the work of Crocoddyl's tick (one linearization, one sweep,
+   the line search; the gains of that sweep), and to a lietraj controller doing a real-time iteration (``prepare()``
+   timed apart, then ``tick(x)``: the delay from the measured state to the control; ``MPCOptions.preparation``);
+   they take turns of 50 ticks (``--block N``: N ticks each), the one going first changing every turn, so that
+   whatever else the machine does falls on all alike; each tick is timed with ``time.perf_counter`` around
+   everything it does (lietraj: ``tick(x)``; Crocoddyl: append, references, ``x0``,
    solve, reading ``u0``, ``K0`` and the warm start), the objects of the setup frozen out of Python's collector
    (``gc.freeze``, as ``closed_loop`` does). A turn keeps a controller's data in the caches from one of its ticks
    to the next, as in a control loop, where nothing else computes between two ticks but the plant; turns of one tick
