@@ -25,6 +25,7 @@ from lietraj.batch import (GridError, grid_points, local_cluster, parse_axis, re
 from lietraj.cli import main
 from lietraj.optimal_control.solution_io import load_solution
 from lietraj.problems import make_problem, squat
+from lietraj.warmup import Spec, _stamp, is_warm, mark_warm
 
 SQUAT = dict(problem="squat", robot="solo12")
 
@@ -134,7 +135,7 @@ def test_each_row_is_the_solve_done_here(client):
 def test_a_workers_first_task_freezes_what_it_loaded_once(client):
     """After its first task a worker has its loaded objects frozen out of the collector's sight, and later tasks do
     not collect again (``gc.get_freeze_count`` is not asked either: it walks the frozen objects, 20 ms a call)."""
-    solve_many("squat", {"depth": [0.02, 0.03]}, "solo12", client=client)
+    ran = sorted(set(solve_many("squat", {"depth": [0.02, 0.03]}, "solo12", client=client).table["worker"]))
     code = ("import gc; import lietraj.batch.solves as s; full = []\n"
             "gc.callbacks.append(lambda phase, info: phase == 'start' and info['generation'] == 2 and full.append(1))\n"
             "s._freeze_loaded(); frozen = gc.get_freeze_count(); s._freeze_loaded()\n"
@@ -142,7 +143,27 @@ def test_a_workers_first_task_freezes_what_it_loaded_once(client):
     frozen, collections, unchanged = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                                     check=True).stdout.split()
     assert int(frozen) > 1000 and collections == "1" and unchanged == "True"
-    assert all(client.run(lambda: batch_module._loaded_frozen).values())
+    assert all(client.run(lambda: batch_module._loaded_frozen, workers=ran).values())  # the workers that solved
+
+
+def test_a_local_clusters_warm_check_reads_this_process_cache_as_its_workers_do(client):
+    """On a LocalCluster the warm-cache check reads this process's cache, without asking the workers, and agrees
+    with them; a client of a scheduler's address asks the workers."""
+    from distributed import Client
+
+    spec = Spec("squat", "hyq", "ilqr")
+    try:
+        for warm in (False, True):
+            if warm:
+                mark_warm(spec)
+            else:
+                _stamp(spec).unlink(missing_ok=True)
+            asked = all(client.run(is_warm, spec).values())
+            assert batch_module._all_warm(client, spec) is warm and asked is warm
+            with Client(client.scheduler.address) as remote:
+                assert getattr(remote, "cluster", None) is None and batch_module._all_warm(remote, spec) is warm
+    finally:
+        _stamp(spec).unlink(missing_ok=True)
 
 
 def test_a_failing_solve_is_a_row_and_the_batch_goes_on(client):
