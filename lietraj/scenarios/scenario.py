@@ -9,7 +9,6 @@ statistics, the real-time factor, the task's tracking errors and whether the rob
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 

@@ -457,14 +457,13 @@ class Solver:
                              k_guess=None if state.direction is None else state.direction.k, box_tol=opts.box_tol,
                              box_max_iter=opts.box_max_iter, previous=previous, first_unchanged=first_unchanged)
 
-    def second_order_pass(self, state: SolverState, gauss_newton: BackwardPass,
-                          kept: dict | None = None) -> BackwardPass | None:
+    def second_order_pass(self, state: SolverState, gauss_newton: BackwardPass, kept: dict) -> BackwardPass | None:
         """DDP's sweep: the second-order term (once per guess, contracted with the Gauss–Newton sweep's covectors),
         then sweeps with it, ``ρ`` raised for this iteration only until one succeeds; None if none does up to
         ``reg_max``. The first ``ρ`` is the iteration's, or a hundredth of the one DDP's last sweep took if larger:
         the curvature the term adds changes little from a guess to the next (on the solo12 reorientation 7.6 sweeps
         an iteration -> 3.8, the iterations 45 -> 44). Dynamics without the term raise ValueError (use iLQR).
-        ``kept``: the last direction's rows the sweeps take (``compute_direction``'s ``keep_after``)."""
+        ``kept``: the last direction's rows the sweeps take (``compute_direction``'s ``keep_after``; empty: none)."""
         if state.hessian is None:
             try:
                 state.hessian = self.problem.dynamics_contraction(state.xs, state.us, gauss_newton.lam[1:],
@@ -477,7 +476,7 @@ class Solver:
         opts = self.options
         reg = max(state.reg, min(state.second_order_reg / opts.reg_factor ** 2, opts.reg_max))
         while True:
-            full = self.backward_pass(state, reg, state.hessian, **(kept or {}))
+            full = self.backward_pass(state, reg, state.hessian, **kept)
             if full.ok:
                 state.second_order_reg = reg
                 return full
