@@ -20,8 +20,8 @@ Two overheads, both measured on one clock per process (the task stream's times a
 each worker's clock offset, which jitters by milliseconds):
 
 - Dask's own cost per task: 200 tasks that do nothing, mapped on the same workers, their wall time times the
-  workers over their number; a task of ``solve_many`` solves several points (``solves.chunk_size``), so its cost
-  per solve is that over the points a task;
+  workers over their number; a task of ``solve_many`` solves several points (as many as ``solves.TASK_SECONDS``
+  allows: the batch's tasks are counted), so its cost per solve is that over the points a task;
 - the batch's time not spent solving: the workers' wall time (their number times the batch's) less the solves'
   own wall times (measured in the workers), per solve: Dask's cost, the batch's start (the warm-cache check,
   submitting) and its tail (one worker idle while the other ends its last task).
@@ -45,7 +45,7 @@ from distributed import Client
 from machine import Quietness, describe
 
 from lietraj.batch import local_cluster, solve_many, solve_one
-from lietraj.batch.solves import _freeze_loaded, chunk_size, solve_chunk
+from lietraj.batch.solves import _freeze_loaded, solve_chunk
 from lietraj.warmup import Spec, warm_up
 
 PROBLEM, ROBOT = "squat", "solo12"
@@ -113,20 +113,21 @@ def main() -> None:
     with Client(cluster) as client:
         up = time.perf_counter() - started
         # through solve_chunk, as a batch's tasks: a worker's first task freezes what it loaded (solves._freeze_loaded)
-        first = [rows[0][0]["wall_time"] for rows in client.run(solve_chunk, PROBLEM, ROBOT, batch[:1], None, None,
-                                                                  False).values()]
+        first = [task.rows[0][1]["wall_time"] for task in client.run(solve_chunk, PROBLEM, ROBOT, [(0, batch[0])],
+                                                                       None, None, False).values()]
         print(f"cluster of {args.workers} workers up in {up:.2f} s; a fresh worker's first solve on a warm machine: "
               f"{', '.join(f'{t:.2f}' for t in first)} s (kernels and robot loaded from disk)")
         solve_many(PROBLEM, batch[:2], ROBOT, client=client)  # a client's first batch pays ~80 ms once
         quiet = Quietness(threads=args.workers)
-        rounds = []
+        rounds, tasks = [], []
         with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             list(pool.map(solve_all, [batch[:1]] * args.workers))  # loads the kernels in each
             for _ in range(args.rounds):
                 t_serial, per_solve = serial(batch)
                 t_plain, per_plain = plain_processes(pool, batch, args.workers)
                 start = time.perf_counter()
-                table = solve_many(PROBLEM, batch, ROBOT, client=client).table
+                result = solve_many(PROBLEM, batch, ROBOT, client=client)
+                table, tasks = result.table, tasks + [result.tasks]
                 t_dask = time.perf_counter() - start
                 assert (table["status"] == "converged").all(), table[["depth", "status", "message"]]
                 solving = float(table["wall_time"].sum())
@@ -144,9 +145,9 @@ def main() -> None:
     ratios = ", ".join(f"{r[0] / r[4]:.2f}" for r in rounds)
     print(f"speed-up of Dask {float(np.median([r[0] / r[4] for r in rounds])):.2f}x (rounds: {ratios}; goal >= 1.8x "
           f"on 2 cores); Dask against the plain processes: {t_plain / t_dask:.2f}")
-    size = chunk_size(len(batch), args.workers)
-    print(f"Dask's cost per task (no-op tasks): {1e3 * per_task:.2f} ms; {size} point(s) a task "
-          f"(solves.chunk_size), so {1e3 * per_task / size:.2f} ms = {100 * per_task / size / mean:.1f} % of a solve "
+    size = len(batch) / float(np.median(tasks))
+    print(f"Dask's cost per task (no-op tasks): {1e3 * per_task:.2f} ms; {size:.3g} point(s) a task "
+          f"(solves.TASK_SECONDS), so {1e3 * per_task / size:.2f} ms = {100 * per_task / size / mean:.1f} % of a solve "
           f"(goal <= 5 %); the batch's time not spent solving: {1e3 * idle:.1f} ms per solve = "
           f"{100 * idle / mean:.1f} % (start and tail included)")
     verdict = "quiet" if quiet.quiet else ("BUSY: another process took CPU during the run, which slows the workers' "

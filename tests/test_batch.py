@@ -186,20 +186,51 @@ def test_a_failing_solve_is_a_row_and_the_batch_goes_on(client):
     assert unconverged["message"][0].startswith("max_iter = 1 reached with stop = ")
 
 
-def test_a_worker_killed_mid_sweep_loses_nothing(client):
+def test_a_task_solves_until_its_budget_and_hands_back_the_rest():
+    """``solve_chunk`` in this process: within its budget every point, with its index; with none, the first point
+    only and the others handed back in order; the rows are those of ``solve_one``."""
+    chunk = [(4, {"depth": 0.02, "horizon": 8}), (7, {"depth": 0.03, "horizon": 8})]
+    whole = batch_module.solve_chunk("squat", "solo12", chunk, None, None, False, budget=60.0)
+    assert [i for i, _, _ in whole.rows] == [4, 7] and whole.rest == []
+    first = batch_module.solve_chunk("squat", "solo12", chunk, None, None, False, budget=0.0)
+    assert [i for i, _, _ in first.rows] == [4] and first.rest == chunk[1:]
+    assert first.rows[0][1]["cost"] == whole.rows[0][1]["cost"] == serial(chunk[0][1])[1].cost
+    assert batch_module.deal(chunk * 3, 4) == [[chunk[0], chunk[0]], [chunk[1], chunk[1]], [chunk[0]], [chunk[1]]]
+    assert batch_module.deal(chunk, 5) == [[chunk[0]], [chunk[1]]]
+
+
+def test_short_solves_take_a_task_a_worker_long_ones_a_task_each(client, monkeypatch):
+    """The points of a batch dealt to the two workers in turn: squats that fit in a task's budget are one task a
+    worker, and with no budget each point is a task of its own, the rest dealt again after each; the rows are the
+    same either way."""
+    points = [{"depth": d, "horizon": 8} for d in np.linspace(0.01, 0.04, 6)]
+    monkeypatch.setattr(batch_module, "TASK_SECONDS", 60.0)
+    one = solve_many("squat", points, "solo12", client=client)
+    monkeypatch.setattr(batch_module, "TASK_SECONDS", 0.0)
+    each = solve_many("squat", points, "solo12", client=client)
+    assert (one.tasks, each.tasks) == (2, 6)
+    assert one.table["worker"].nunique() == 2
+    pd.testing.assert_frame_equal(one.table.drop(columns=["solve_time", "wall_time", "worker"]),
+                                  each.table.drop(columns=["solve_time", "wall_time", "worker"]))
+
+
+def test_a_worker_killed_mid_sweep_loses_nothing(client, monkeypatch):
     """One worker is killed (SIGKILL) while it runs a task, after the first row: its tasks run again elsewhere and
-    every point has exactly one row, each the solve done here."""
+    every point has exactly one row, each the solve done here. Each task solves one point (no budget), the rest
+    dealt again: tasks are running when the first row arrives."""
+    monkeypatch.setattr(batch_module, "TASK_SECONDS", 0.0)
     points = [{"depth": d, "horizon": 12} for d in np.linspace(0.01, 0.04, 12)]
     killed: dict = {}
 
     def kill_a_busy_worker(index, row, solution):
         if killed:
             return
-        busy = [w for w, tasks in client.processing().items() if tasks]
+        processing = client.processing()
+        busy = [w for w, tasks in processing.items() if tasks]
         assert busy, "no task running when the worker was to be killed"
         pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
         os.kill(pid, signal.SIGKILL)
-        killed.update(worker=busy[0], tasks=len(client.processing()[busy[0]]))
+        killed.update(worker=busy[0], tasks=len(processing[busy[0]]))
 
     table = solve_many("squat", points, "solo12", client=client, on_result=kill_a_busy_worker).table
     assert killed["tasks"] >= 1

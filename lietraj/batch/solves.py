@@ -2,12 +2,16 @@
 a table per solve.
 
 ``solve_many`` runs on a ``distributed.Client`` it is given, on the scheduler at an address it is given, or on a
-``LocalCluster`` of its own (one single-threaded worker process per core). Each task solves a few points
-(``chunk_size``: Dask's cost per task is a millisecond or more) one after the other, building each problem in the
-worker (only the builder's name or function and the points' parameters travel), and sends back their rows, and the
-solutions when they are asked for; the client keeps no state a worker could lose. A task whose worker dies is run
-again elsewhere by the scheduler, so every point yields exactly one row; one whose workers keep dying
-(``distributed.scheduler.allowed-failures``) gives its points rows with the status "lost".
+``LocalCluster`` of its own (one single-threaded worker process per core). The points are dealt to the workers in
+turn, one task each (``deal``); a task solves its points one after the other, building each problem in the worker
+(only the builder's name or function and the points' parameters travel), until ``TASK_SECONDS`` have passed, and
+sends back the rows of those it solved (and their solutions when they are asked for) with the points it did not
+reach, which are dealt again as new tasks. Short solves thus take one task per worker, long ones about one task
+each: a task costs Dask some 3 ms of the client's and scheduler's CPU, on the cores the workers solve on, and the
+tasks of a batch are short enough for its progress to show and its tail to even out. The client keeps no state a
+worker could lose. A task whose worker dies is run again elsewhere by the scheduler, so every point yields exactly
+one row; one whose workers keep dying (``distributed.scheduler.allowed-failures``) gives its points rows with the
+status "lost".
 
 Row columns, after the point's parameters:
 
@@ -56,12 +60,14 @@ class BatchResult:
     """``table``: one row per point, in the points' order (the DataFrame's index is the point's); ``solutions``:
     each point's ``SolverResult`` (None for a row without a finite one) when asked for, else empty;
     ``compile_time``: the wall seconds the workers spent compiling before the batch (0 on a warm cache);
-    ``wall_time``: the batch's seconds from the first task submitted to the last row."""
+    ``wall_time``: the batch's seconds from the first task submitted to the last row; ``tasks``: the solving tasks
+    it took (the points dealt to the workers, then those a task did not reach dealt again)."""
 
     table: pd.DataFrame
     solutions: list[SolverResult | None] = field(default_factory=list)
     compile_time: float = 0.0
     wall_time: float = 0.0
+    tasks: int = 0
 
     @property
     def failed(self) -> pd.DataFrame:
@@ -158,14 +164,37 @@ def _primed(problem: str | Callable, robot: str | None, parameters: Mapping, sol
     return seconds
 
 
-def solve_chunk(problem: str | Callable, robot: str | None, chunk: Sequence[Mapping], solver: str | None,
-                options: Mapping | None, keep_solution: bool, compiled: float = 0.0) -> list[tuple[dict, SolverResult | None]]:
-    """``solve_one`` at each point of ``chunk``: one task (after the compiling, ``compiled`` its seconds, when Dask is
-    given that future). The first task of a worker process then moves what it loaded (modules, compiled kernels,
-    robots: some 240 000 objects after a solo12 squat) out of the cyclic collector's sight (``_freeze_loaded``)."""
-    rows = [solve_one(problem, robot, p, solver, options, keep_solution) for p in chunk]
+TASK_SECONDS = 0.3
+"""A task's budget: it solves no further point once this many seconds have passed since it started (it solves one
+at least). 24 solo12 squats of 17-20 ms on 2 workers are one task each; a batch of 8 tasks of 3 squats took 30 ms
+of the client's and scheduler's CPU against 11 for 2 of 12, and its squats solved 13 % slower in the workers (whose
+event loops handle each task's messages beside the solve): 1.46x against 1.72x over serial solves, in one
+interleaved run of ``benchmarks/bench_sweep.py``'s kind (2026-11-27)."""
+
+
+@dataclass(eq=False)
+class ChunkResult:
+    """What a task of ``solve_chunk`` hands back: ``rows``, ``(index, row, solution)`` for each point it solved,
+    and ``rest``, the ``(index, point)`` pairs it did not reach within its budget."""
+
+    rows: list[tuple[int, dict, SolverResult | None]]
+    rest: list[tuple[int, Mapping]]
+
+
+def solve_chunk(problem: str | Callable, robot: str | None, chunk: Sequence[tuple[int, Mapping]], solver: str | None,
+                options: Mapping | None, keep_solution: bool, budget: float = TASK_SECONDS,
+                compiled: float = 0.0) -> ChunkResult:
+    """``solve_one`` at the points of ``chunk`` (``(index, point)`` pairs) in order, until ``budget`` seconds have
+    passed (one point at least): one task (after the compiling, ``compiled`` its seconds, when Dask is given that
+    future). The first task of a worker process then moves what it loaded (modules, compiled kernels, robots: some
+    240 000 objects after a solo12 squat) out of the cyclic collector's sight (``_freeze_loaded``)."""
+    start, rows = time.perf_counter(), []
+    for i, point in chunk:
+        if rows and time.perf_counter() - start >= budget:
+            break
+        rows.append((i, *solve_one(problem, robot, point, solver, options, keep_solution)))
     _freeze_loaded()
-    return rows
+    return ChunkResult(rows, list(chunk[len(rows):]))
 
 
 _loaded_frozen = False  # whether this process has frozen what it loaded (``_freeze_loaded``)
@@ -183,12 +212,10 @@ def _freeze_loaded() -> None:
         gc.freeze()
 
 
-def chunk_size(points: int, workers: int) -> int:
-    """Points per task: Dask's own cost is ~1.2 ms a task on ``local_cluster`` (3.4 ms with its default queueing;
-    a solo12 squat solves in ~17 ms), so a task takes several points, as long as each worker still gets four tasks
-    or more (the batch's tail stays short, a killed worker's loss small, the progress fine) and none more than eight
-    points. Six tasks a worker (two squats a task instead of three) gave no faster batch."""
-    return max(1, min(8, points // (4 * max(workers, 1))))
+def deal(points: Sequence[tuple[int, Mapping]], workers: int) -> list[list[tuple[int, Mapping]]]:
+    """``points`` dealt in turn into ``workers`` tasks (fewer for fewer points): a grid's neighbouring points, often
+    alike in cost, go to different workers, which then end together."""
+    return [list(points[w::workers]) for w in range(min(max(workers, 1), len(points)))]
 
 
 def _spec(problem: str, robot: str | None, solver: str | None) -> Spec:
@@ -336,42 +363,55 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
 
     start = time.perf_counter()
     send = keep_solutions or on_result is not None
-    size = chunk_size(len(points), sum(client.nthreads().values()))
-    chunks = [list(range(i, min(i + size, len(points)))) for i in range(0, len(points), size)]
-    n = len(chunks)
-    # A solution crosses the network only when it is asked for: a row is a few hundred bytes, a solution ~100 kB.
-    arguments = ([problem] * n, [robot] * n, [[points[i] for i in c] for c in chunks], [solver] * n, [options] * n,
-                 [send] * n)
+    workers = sum(client.nthreads().values())
+    tasks: dict = {}  # future -> its chunk of (index, point) pairs
+    submitted = 0
+
+    def submit(chunks: list, *after) -> list:
+        """One task per chunk, in one message to the scheduler; ``after``: futures the tasks wait for."""
+        n = len(chunks)
+        # A solution crosses the network only when it is asked for: a row is a few hundred bytes, a solution ~100 kB.
+        mapped = client.map(solve_chunk, [problem] * n, [robot] * n, chunks, [solver] * n, [options] * n, [send] * n,
+                            [TASK_SECONDS] * n, *([future] * n for future in after), pure=False)
+        tasks.update(zip(mapped, chunks))
+        nonlocal submitted
+        submitted += n
+        return mapped
+
     primed = None
+    dealt = deal(list(enumerate(points)), workers)
     if not isinstance(problem, str) or not _all_warm(client, _spec(problem, robot, solver)):
         stages = stages_for(solver or (PROBLEMS[problem].solver if isinstance(problem, str) else "fddp"))
         primes = [client.submit(_prime, problem, robot, points[0], solver, part, pure=False)
                   for part in split_stages(stages)]
         # the solves wait for the compiling in the scheduler, which starts them as it ends, not in this process
         primed = client.submit(_primed, problem, robot, points[0], solver, options, *primes, pure=False)
-        mapped = client.map(solve_chunk, *arguments, [primed] * n, pure=False)
+        submit(dealt, primed)
     else:  # every worker's cache is stamped warm for this problem: nothing to wait for
-        mapped = client.map(solve_chunk, *arguments, pure=False)  # one message to the scheduler, not one per task
-    futures = {future: i for i, future in enumerate(mapped)}
+        submit(dealt)
     rows: list[dict] = [{}] * len(points)
     solutions: list[SolverResult | None] = [None] * len(points)
     # The results come with the futures, gathered by Dask's own thread: nothing in this loop waits on the cluster, so
     # that Ctrl-C lands here or in on_result, never inside a call to the scheduler (distributed 2026.8 then logs a
     # NameError's traceback from its clean-up).
-    finished = as_completed(futures, with_results=True, raise_errors=False)
+    finished = as_completed(list(tasks), with_results=True, raise_errors=False)
     try:
         for future, outcome in finished:
-            chunk = chunks[futures.pop(future)]
+            chunk = tasks.pop(future)
             # the outcome tells, not the future's status: a result already gathered stays good when its worker dies
             # afterwards (the scheduler then sets the future back to pending to compute it again)
-            if isinstance(outcome, list):
-                results = outcome
+            if isinstance(outcome, ChunkResult):
+                results, rest = outcome.rows, outcome.rest
             else:  # its workers kept dying (KilledWorker), or the task could not run at all
                 error = outcome[1] if isinstance(outcome, tuple) else outcome
-                results = [(_empty_row(status="lost" if isinstance(error, KilledWorker) else "error",
-                                       message=f"{type(error).__name__}: {error}"), None)] * len(chunk)
+                row = _empty_row(status="lost" if isinstance(error, KilledWorker) else "error",
+                                 message=f"{type(error).__name__}: {error}")
+                results, rest = [(i, row, None) for i, _ in chunk], []
             future.release()
-            for i, (row, solution) in zip(chunk, results):
+            if rest:  # dealt again before on_result runs, so that no worker waits for it
+                for task in submit(deal(rest, workers)):
+                    finished.add(task)
+            for i, row, solution in results:
                 rows[i] = {**points[i], **row}
                 if keep_solutions:
                     solutions[i] = solution
@@ -379,12 +419,12 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
                     on_result(i, rows[i], solution)
     finally:  # stopped (Ctrl-C, an on_result that raised): the cluster forgets what is left
         finished.clear()
-        for future in futures:
+        for future in tasks:
             future.release()
     parameters = list(dict.fromkeys(k for p in points for k in p))
     return BatchResult(table_of(rows, parameters), solutions if keep_solutions else [],
                        primed.result() if primed is not None and primed.status == "finished" else 0.0,
-                       time.perf_counter() - start)
+                       time.perf_counter() - start, submitted)
 
 
 def table_of(rows: Sequence[Mapping], parameters: Sequence[str]) -> pd.DataFrame:
