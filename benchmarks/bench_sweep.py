@@ -12,9 +12,10 @@ collector's sight after its first solve, as ``solves.solve_chunk`` does in a wor
 objects a solve leaves loaded takes ~110 ms, once in some 100 squats: one in a round made the round's ratio 1.1).
 
 The machine's speed drifts by tens of per cent over seconds when other sessions share it, so the runs alternate,
-round after round, and the medians are printed with each round's ratio. A third run, two plain processes (no Dask)
-each solving a fixed half of the batch, shows what the machine gives two processes solving side by side: Dask's
-figure is to be read against it.
+round after round, and the medians are printed with each round's ratio; 21 rounds by default, as rounds of one
+quiet run ranged from 1.4x to 2.8x (five rounds gave medians from 1.65x to 2.06x in three runs in a row). A third
+run, two plain processes (no Dask) each solving a fixed half of the batch, shows what the machine gives two
+processes solving side by side: Dask's figure is to be read against it.
 
 Two overheads, both measured on one clock per process (the task stream's times are shifted by Dask's estimate of
 each worker's clock offset, which jitters by milliseconds):
@@ -28,7 +29,7 @@ each worker's clock offset, which jitters by milliseconds):
 
 Run:
 
-    python benchmarks/bench_sweep.py            # 24 squats, 2 workers, 5 interleaved rounds
+    python benchmarks/bench_sweep.py            # 24 squats, 2 workers, 21 interleaved rounds (~30 s)
     python benchmarks/bench_sweep.py --quick    # 8 squats, 2 rounds
 """
 
@@ -96,7 +97,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="8 squats instead of 24, 2 rounds")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=5, help="serial and Dask runs, interleaved (median)")
+    parser.add_argument("--rounds", type=int, default=21, help="serial and Dask runs, interleaved (median)")
     args = parser.parse_args()
     batch = points(8 if args.quick else 24)
     args.rounds = 2 if args.quick else args.rounds
