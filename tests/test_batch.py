@@ -186,9 +186,10 @@ def test_a_failing_solve_is_a_row_and_the_batch_goes_on(client):
     assert unconverged["message"][0].startswith("max_iter = 1 reached with stop = ")
 
 
-def test_a_task_solves_until_its_budget_and_hands_back_the_rest():
+def test_a_task_solves_until_its_budget_and_hands_back_the_rest(monkeypatch):
     """``solve_chunk`` in this process: within its budget every point, with its index; with none, the first point
     only and the others handed back in order; the rows are those of ``solve_one``."""
+    monkeypatch.setattr(batch_module, "_loaded_frozen", True)  # this process's collector stays as other tests expect
     chunk = [(4, {"depth": 0.02, "horizon": 8}), (7, {"depth": 0.03, "horizon": 8})]
     whole = batch_module.solve_chunk("squat", "solo12", chunk, None, None, False, budget=60.0)
     assert [i for i, _, _ in whole.rows] == [4, 7] and whole.rest == []
