@@ -369,12 +369,12 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
 
     def submit(chunks: list, *after) -> list:
         """One task per chunk, in one message to the scheduler; ``after``: futures the tasks wait for."""
+        nonlocal submitted
         n = len(chunks)
         # A solution crosses the network only when it is asked for: a row is a few hundred bytes, a solution ~100 kB.
         mapped = client.map(solve_chunk, [problem] * n, [robot] * n, chunks, [solver] * n, [options] * n, [send] * n,
                             [TASK_SECONDS] * n, *([future] * n for future in after), pure=False)
         tasks.update(zip(mapped, chunks))
-        nonlocal submitted
         submitted += n
         return mapped
 
