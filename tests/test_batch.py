@@ -198,6 +198,10 @@ def test_a_task_solves_until_its_budget_and_hands_back_the_rest(monkeypatch):
     assert first.rows[0][1]["cost"] == whole.rows[0][1]["cost"] == serial(chunk[0][1])[1].cost
     assert batch_module.deal(chunk * 3, 4) == [[chunk[0], chunk[0]], [chunk[1], chunk[1]], [chunk[0]], [chunk[1]]]
     assert batch_module.deal(chunk, 5) == [[chunk[0]], [chunk[1]]]
+    rest = [(i, {"depth": 0.01 * i}) for i in range(10)]
+    assert [len(c) for c in batch_module.deal_rest(rest, 4)] == [3, 3, 2, 2]  # 3 solved in the budget
+    assert [len(c) for c in batch_module.deal_rest(rest, 1)] == [1] * 10
+    assert sorted(p for c in batch_module.deal_rest(rest, 6) for p in c) == rest
 
 
 def test_short_solves_take_a_task_a_worker_long_ones_a_task_each(client, monkeypatch):

@@ -4,11 +4,12 @@ a table per solve.
 ``solve_many`` runs on a ``distributed.Client`` it is given, on the scheduler at an address it is given, or on a
 ``LocalCluster`` of its own (one single-threaded worker process per core). The points are dealt to the workers in
 turn, one task each (``deal``); a task solves its points one after the other, building each problem in the worker
-(only the builder's name or function and the points' parameters travel), until ``TASK_SECONDS`` have passed, and
-sends back the rows of those it solved (and their solutions when they are asked for) with the points it did not
-reach, which are dealt again as new tasks. Short solves thus take one task per worker, long ones about one task
-each: a task costs Dask some 3 ms of the client's and scheduler's CPU, on the cores the workers solve on, and the
-tasks of a batch are short enough for its progress to show and its tail to even out. The client keeps no state a
+(only the builder's name or function and the points' parameters travel), for ``TASK_SECONDS`` after its first solve,
+and sends back the rows of those it solved (and their solutions when they are asked for) with the points it did not
+reach, which are dealt again as tasks of as many points as it solved in that time. Short solves thus take one task
+per worker, long ones about one task each: a task costs Dask some 3 ms of the client's and scheduler's CPU, on the
+cores the workers solve on, and the tasks of a batch are short enough for its progress to show and its tail to even
+out. The client keeps no state a
 worker could lose. A task whose worker dies is run again elsewhere by the scheduler, so every point yields exactly
 one row; one whose workers keep dying (``distributed.scheduler.allowed-failures``) gives its points rows with the
 status "lost".
@@ -165,11 +166,12 @@ def _primed(problem: str | Callable, robot: str | None, parameters: Mapping, sol
 
 
 TASK_SECONDS = 0.3
-"""A task's budget: it solves no further point once this many seconds have passed since it started (it solves one
-at least). 24 solo12 squats of 17-20 ms on 2 workers are one task each; a batch of 8 tasks of 3 squats took 30 ms
-of the client's and scheduler's CPU against 11 for 2 of 12, and its squats solved 13 % slower in the workers (whose
-event loops handle each task's messages beside the solve): 1.46x against 1.72x over serial solves, in one
-interleaved run of ``benchmarks/bench_sweep.py``'s kind (2026-11-27)."""
+"""A task's budget: it solves no further point once this many seconds have passed since its first solve ended (the
+first solve of a fresh worker loads the kernels and the robot, a second or more). 24 solo12 squats of 17-20 ms on 2
+workers are one task each; a batch of 8 tasks of 3 squats took 30 ms of the client's and scheduler's CPU against 11
+for 2 of 12, and its squats solved 13 % slower in the workers (whose event loops handle each task's messages beside
+the solve): 1.46x against 1.72x over serial solves, in one interleaved run of ``benchmarks/bench_sweep.py``'s kind
+(2026-11-27)."""
 
 
 @dataclass(eq=False)
@@ -184,15 +186,16 @@ class ChunkResult:
 def solve_chunk(problem: str | Callable, robot: str | None, chunk: Sequence[tuple[int, Mapping]], solver: str | None,
                 options: Mapping | None, keep_solution: bool, budget: float = TASK_SECONDS,
                 compiled: float = 0.0) -> ChunkResult:
-    """``solve_one`` at the points of ``chunk`` (``(index, point)`` pairs) in order, until ``budget`` seconds have
-    passed (one point at least): one task (after the compiling, ``compiled`` its seconds, when Dask is given that
-    future). The first task of a worker process then moves what it loaded (modules, compiled kernels, robots: some
-    240 000 objects after a solo12 squat) out of the cyclic collector's sight (``_freeze_loaded``)."""
-    start, rows = time.perf_counter(), []
+    """``solve_one`` at the points of ``chunk`` (``(index, point)`` pairs) in order, the first and then those that
+    start within ``budget`` seconds after it: one task (after the compiling, ``compiled`` its seconds, when Dask is
+    given that future). The first task of a worker process then moves what it loaded (modules, compiled kernels,
+    robots: some 240 000 objects after a solo12 squat) out of the cyclic collector's sight (``_freeze_loaded``)."""
+    rows, first_done = [], 0.0
     for i, point in chunk:
-        if rows and time.perf_counter() - start >= budget:
+        if rows and time.perf_counter() - first_done >= budget:
             break
         rows.append((i, *solve_one(problem, robot, point, solver, options, keep_solution)))
+        first_done = first_done or time.perf_counter()
     _freeze_loaded()
     return ChunkResult(rows, list(chunk[len(rows):]))
 
@@ -212,10 +215,19 @@ def _freeze_loaded() -> None:
         gc.freeze()
 
 
-def deal(points: Sequence[tuple[int, Mapping]], workers: int) -> list[list[tuple[int, Mapping]]]:
-    """``points`` dealt in turn into ``workers`` tasks (fewer for fewer points): a grid's neighbouring points, often
-    alike in cost, go to different workers, which then end together."""
-    return [list(points[w::workers]) for w in range(min(max(workers, 1), len(points)))]
+def deal(points: Sequence[tuple[int, Mapping]], tasks: int) -> list[list[tuple[int, Mapping]]]:
+    """``points`` dealt in turn into ``tasks`` chunks (fewer for fewer points; one at least): a grid's neighbouring
+    points, often alike in cost, go to different tasks, which then end together."""
+    return [list(points[t::tasks]) for t in range(min(max(tasks, 1), len(points)))]
+
+
+def deal_rest(rest: Sequence[tuple[int, Mapping]], solved: int) -> list[list[tuple[int, Mapping]]]:
+    """The points a task that solved ``solved`` did not reach, dealt again (``deal``) into tasks of as many points
+    as it solved after its first, in its budget (one at least): tasks of short solves do not multiply (a sweep's
+    first task on a fresh worker solves its first point in a second or more, then some fifteen squats), and those
+    of long ones keep one point each."""
+    per_task = max(1, solved - 1)
+    return deal(rest, -(-len(rest) // per_task))
 
 
 def _spec(problem: str, robot: str | None, solver: str | None) -> Spec:
@@ -409,7 +421,7 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
                 results, rest = [(i, row, None) for i, _ in chunk], []
             future.release()
             if rest:  # dealt again before on_result runs, so that no worker waits for it
-                for task in submit(deal(rest, workers)):
+                for task in submit(deal_rest(rest, len(results))):
                     finished.add(task)
             for i, row, solution in results:
                 rows[i] = {**points[i], **row}
