@@ -12,10 +12,10 @@ collector's sight after its first solve, as ``solves.solve_chunk`` does in a wor
 objects a solve leaves loaded takes ~110 ms, once in some 100 squats: one in a round made the round's ratio 1.1).
 
 The machine's speed drifts by tens of per cent over seconds when other sessions share it, so the runs alternate,
-round after round, and the medians are printed with each round's ratio; 21 rounds by default, as rounds of one
-quiet run ranged from 1.4x to 2.8x (five rounds gave medians from 1.65x to 2.06x in three runs in a row). A third
-run, two plain processes (no Dask) each solving a fixed half of the batch, shows what the machine gives two
-processes solving side by side: Dask's figure is to be read against it.
+round after round (each run first, second and third in turn), and the medians are printed with each round's ratio;
+21 rounds by default, as rounds of one quiet run ranged from 1.4x to 2.8x (five rounds gave medians from 1.65x to
+2.06x in three runs in a row). A third run, two plain processes (no Dask) each solving a fixed half of the batch,
+shows what the machine gives two processes solving side by side: Dask's figure is to be read against it.
 
 Two overheads, both measured on one clock per process (the task stream's times are shifted by Dask's estimate of
 each worker's clock offset, which jitters by milliseconds):
@@ -123,17 +123,23 @@ def main() -> None:
         rounds, tasks = [], []
         with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             list(pool.map(solve_all, [batch[:1]] * args.workers))  # loads the kernels in each
-            for _ in range(args.rounds):
-                t_serial, per_solve = serial(batch)
-                t_plain, per_plain = plain_processes(pool, batch, args.workers)
+
+            def on_dask() -> tuple[float, float, float]:
                 start = time.perf_counter()
                 result = solve_many(PROBLEM, batch, ROBOT, client=client)
-                table, tasks = result.table, tasks + [result.tasks]
-                t_dask = time.perf_counter() - start
-                assert (table["status"] == "converged").all(), table[["depth", "status", "message"]]
-                solving = float(table["wall_time"].sum())
-                rounds.append((t_serial, per_solve, t_plain, per_plain, t_dask, solving / len(batch),
-                               (args.workers * t_dask - solving) / len(batch)))
+                wall = time.perf_counter() - start
+                assert (result.table["status"] == "converged").all(), result.table[["depth", "status", "message"]]
+                tasks.append(result.tasks)
+                solving = float(result.table["wall_time"].sum())
+                return wall, solving / len(batch), (args.workers * wall - solving) / len(batch)
+
+            runs = (lambda: serial(batch), lambda: plain_processes(pool, batch, args.workers), on_dask)
+            for r in range(args.rounds):
+                # each run goes first, second and third in turn: whatever the one before leaves (warm caches, a
+                # core's clock) falls on all three alike
+                order = [(r + k) % len(runs) for k in range(len(runs))]
+                done = dict(zip(order, (runs[k]() for k in order)))
+                rounds.append((*done[0], *done[1], *done[2]))
         per_task = dask_cost(client, args.workers)
     cluster.close()
     t_serial, per_solve, t_plain, per_plain, t_dask, mean, idle = (float(np.median(c)) for c in zip(*rounds))
