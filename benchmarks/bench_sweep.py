@@ -97,7 +97,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="8 squats instead of 24, 2 rounds")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=21, help="serial and Dask runs, interleaved (median)")
+    parser.add_argument("--rounds", type=int, default=21, help="rounds of the three runs, interleaved (median)")
     args = parser.parse_args()
     batch = points(8 if args.quick else 24)
     args.rounds = 2 if args.quick else args.rounds

@@ -9,10 +9,9 @@ and sends back the rows of those it solved (and their solutions when they are as
 reach, which are dealt again as tasks of as many points as it solved in that time. Short solves thus take one task
 per worker, long ones about one task each: a task costs Dask some 3 ms of the client's and scheduler's CPU, on the
 cores the workers solve on, and the tasks of a batch are short enough for its progress to show and its tail to even
-out. The client keeps no state a
-worker could lose. A task whose worker dies is run again elsewhere by the scheduler, so every point yields exactly
-one row; one whose workers keep dying (``distributed.scheduler.allowed-failures``) gives its points rows with the
-status "lost".
+out. The client keeps no state a worker could lose. A task whose worker dies is run again elsewhere by the
+scheduler, so every point yields exactly one row; one whose workers keep dying
+(``distributed.scheduler.allowed-failures``) gives its points rows with the status "lost".
 
 Row columns, after the point's parameters:
 
