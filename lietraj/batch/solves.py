@@ -374,17 +374,25 @@ def _run(client, problem, robot, points, solver, options, keep_solutions, on_res
 
     start = time.perf_counter()
     send = keep_solutions or on_result is not None
-    workers = sum(client.nthreads().values())
+    threads = [address for address, n in client.nthreads().items() for _ in range(n)]
+    workers = len(threads)
     tasks: dict = {}  # future -> its chunk of (index, point) pairs
     submitted = 0
 
     def submit(chunks: list, *after) -> list:
-        """One task per chunk, in one message to the scheduler; ``after``: futures the tasks wait for."""
+        """One task per chunk; ``after``: futures the tasks wait for. Tasks that wait for none go in one message to
+        the scheduler; those that do each to a worker thread of its own, preferred, not required: the scheduler
+        would otherwise run them all where that future's result is (its data), the other workers idle."""
         nonlocal submitted
         n = len(chunks)
         # A solution crosses the network only when it is asked for: a row is a few hundred bytes, a solution ~100 kB.
-        mapped = client.map(solve_chunk, [problem] * n, [robot] * n, chunks, [solver] * n, [options] * n, [send] * n,
-                            [TASK_SECONDS] * n, *([future] * n for future in after), pure=False)
+        if after and threads:
+            mapped = [client.submit(solve_chunk, problem, robot, chunk, solver, options, send, TASK_SECONDS, *after,
+                                    workers=[threads[j % workers]], allow_other_workers=True, pure=False)
+                      for j, chunk in enumerate(chunks)]
+        else:
+            mapped = client.map(solve_chunk, [problem] * n, [robot] * n, chunks, [solver] * n, [options] * n,
+                                [send] * n, [TASK_SECONDS] * n, *([future] * n for future in after), pure=False)
         tasks.update(zip(mapped, chunks))
         submitted += n
         return mapped
