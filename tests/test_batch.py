@@ -233,8 +233,14 @@ def test_a_worker_killed_mid_sweep_loses_nothing(client, monkeypatch):
     def kill_a_busy_worker(index, row, solution):
         if killed:
             return
-        processing = client.processing()
-        busy = [w for w, tasks in processing.items() if tasks]
+        # the tasks dealt again after this row's reach the scheduler in an instant: wait for one to be running
+        deadline = time.monotonic() + 10.0
+        while True:
+            processing = client.processing()
+            busy = [w for w, tasks in processing.items() if tasks]
+            if busy or time.monotonic() > deadline:
+                break
+            time.sleep(0.001)
         assert busy, "no task running when the worker was to be killed"
         pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
         os.kill(pid, signal.SIGKILL)
