@@ -14,6 +14,15 @@
   code under ``NUMBA_DISABLE_JIT=1``) it runs as plain Python.
 - ``blas_kernel``: a kernel that multiplies matrices with ``np.dot(A, B, out)`` (BLAS), which numba implements
   through its runtime; only the Riccati sweep.
+- ``split_kernel``: a kernel whose knots are split in two halves that two threads compute inside the call
+  (``numba.prange`` over the halves, on numba's threading layer: OpenMP where the machine has it), each half with
+  its own work arrays (two arguments: numba passes no tuple of tuples to a parallel loop), for a solver's
+  ``threads=2``. One call holds no interpreter lock while both threads compute, where two Python threads
+  each calling a kernel on half the knots waited for each other's Python around every call (the solo12 trot's
+  contact derivatives: 1.05 ms a tick on one thread, 1.44-2.14 ms of both threads' time on two). It is compiled on
+  its first call only, so that a solve on one thread never pays its compile time. Calls are serialized by
+  ``split_lock``: numba's fallback layer (workqueue, where OpenMP is missing) aborts the process when two threads
+  launch parallel work at once.
 
 Kernels and helpers allocate nothing: every array they write comes from their caller (a workspace, or an output
 the Python function allocated), and they are compiled without numba's reference-counting runtime (``_nrt=False``).
@@ -31,6 +40,8 @@ iteration after 187 s with inlined helpers and after 88 s with these two decorat
 iteration (compile time is part of the speed a user sees).
 """
 
+import threading
+
 from numba import njit
 from numba.extending import register_jitable
 
@@ -38,6 +49,9 @@ _OPTIONS = dict(nogil=True, no_cfunc_wrapper=True, _nrt=False)
 
 kernel = njit(cache=True, **_OPTIONS)
 blas_kernel = njit(cache=True, **{**_OPTIONS, "_nrt": True})
+split_kernel = njit(cache=True, parallel=True, **_OPTIONS)
+
+split_lock = threading.Lock()
 
 
 def helper(function):

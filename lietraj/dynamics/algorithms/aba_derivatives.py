@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from numba import prange
 
-from lietraj._jit import helper, kernel
+from lietraj._jit import helper, kernel, split_kernel, split_lock
 from lietraj.dynamics._checks import (
     BAD_N,
     BAD_TAU,
@@ -179,6 +180,26 @@ def fd_derivatives_batch_kernel(model, dofs, H, S, V, TAU, fext, fext_local, fex
     return OK, 0
 
 
+@split_kernel
+def fd_derivatives_split_kernel(model, dofs, H, S, V, TAU, fext, fext_local, fext_ref, work, other_work, result, A,
+                                DA_DQ, DA_DV, MINV):
+    """``fd_derivatives_batch_kernel`` on two halves of the knots, computed by two threads, the first with ``work``,
+    the second with ``other_work``, each writing its (status, failing knot) to its row of ``result`` ((2, 2)
+    int64); returns the first failure in knot order."""
+    N, floating, per_knot = S.shape[0], ModelArrays(*model).floating, fext.shape[1] > 0
+    for i in prange(2):
+        a, b = i * N // 2, (i + 1) * N // 2
+        status, k = fd_derivatives_batch_kernel(
+            model, dofs, H[a:b] if floating else H, S[a:b], V[a:b], TAU[a:b], fext[a:b] if per_knot else fext,
+            fext_local[a:b] if per_knot else fext_local, fext_ref, work if i == 0 else other_work, A[a:b],
+            DA_DQ[a:b], DA_DV[a:b], MINV[a:b])
+        result[i, 0], result[i, 1] = status, a + k
+    for i in range(2):
+        if result[i, 0] != OK:
+            return result[i, 0], result[i, 1]
+    return OK, 0
+
+
 @dataclass(eq=False)
 class ForwardDynamicsDerivatives:
     """``a = aba(x, tau, fext)`` and its derivatives ``da_dq`` (configuration tangent, base columns in the
@@ -220,11 +241,12 @@ def aba_derivatives(model: RobotModel, x: State | Trajectory, tau, fext=None, fe
 
 def aba_derivatives_of_checked(model: RobotModel, x: State | Trajectory, tau: np.ndarray, fext: np.ndarray | None,
                                ref: int, out: ForwardDynamicsDerivatives | None,
-                               workspace: Workspace) -> ForwardDynamicsDerivatives:
+                               workspace: Workspace, other: Workspace | None = None) -> ForwardDynamicsDerivatives:
     """``aba_derivatives`` from inputs its caller has checked (``checked_state``, ``checked_vector``,
     ``checked_wrenches``, ``fext_reference_code``, ``workspace_for``): for the functions built on it, which check
     their own arguments and should not pay for the checks twice. Non-finite values are still reported, by the
-    kernel's status, under the name ``aba_derivatives``."""
+    kernel's status, under the name ``aba_derivatives``. ``other``: the workspace of a second thread, which computes
+    half of a trajectory's knots in the same call (``_jit.split_kernel``); None: one thread."""
     what = "aba_derivatives"
     if model.mimic:
         return _mimic_aba_derivatives(model, x, tau, fext, ref, out, workspace)
@@ -243,8 +265,13 @@ def aba_derivatives_of_checked(model: RobotModel, x: State | Trajectory, tau: np
         return ForwardDynamicsDerivatives(a, da_dq, da_dv, Minv) if out is None else out
     A, DQ, DV, MINV = result_arrays(out, ForwardDynamicsDerivatives, ((N, nv), (N, nv, nv), (N, nv, nv), (N, nv, nv)),
                                     what)
-    status, k = fd_derivatives_batch_kernel(model.packed, model.dof_tables, base_poses(x), x.s, x.v, tau, fe, fl, ref,
-                                            work, A, DQ, DV, MINV)
+    inputs = (model.packed, model.dof_tables, base_poses(x), x.s, x.v, tau, fe, fl, ref, work)
+    if other is not None and N >= 2:
+        with split_lock:
+            status, k = fd_derivatives_split_kernel(*inputs, other.work(fd_derivatives_work),
+                                                    np.empty((2, 2), dtype=np.int64), A, DQ, DV, MINV)
+    else:
+        status, k = fd_derivatives_batch_kernel(*inputs, A, DQ, DV, MINV)
     if status != OK:
         _raise_fd(status, model, k, x, tau=tau, fext=fe)
     return ForwardDynamicsDerivatives(A, DQ, DV, MINV) if out is None else out

@@ -84,7 +84,8 @@ def aba_second_order_derivatives(model: RobotModel, x: State, tau,
 
 def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam,
                             workspace: Workspace | None = None,
-                            derivatives: ForwardDynamicsDerivatives | None = None) -> ForwardDynamicsHessian:
+                            derivatives: ForwardDynamicsDerivatives | None = None,
+                            other: Workspace | None = None) -> ForwardDynamicsHessian:
     """``sum_i lam_i d2FD_i / d(q, v, tau)^2`` at ``(x, tau)`` by one product with ``M^-1`` and the contraction of
     the inverse-dynamics second-order terms with ``mu = M^-1 lam``, accumulated during the IDSVA SO pass
     (``rnea_second_order_contraction``): no third-order tensor is formed (seed 003 digest §3).
@@ -92,7 +93,8 @@ def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam,
     ``x`` a Trajectory takes ``tau`` and ``lam`` as (N, nv) arrays and returns blocks with a leading N; the
     first- and second-order passes then run once over all knots. ``workspace``: as for ``aba_derivatives``.
     ``derivatives``: ``aba_derivatives`` at the same ``(x, tau)`` when the caller has them (a solver's iteration
-    has just computed them for the Jacobians), instead of computing them again.
+    has just computed them for the Jacobians), instead of computing them again. ``other``: the workspace of a second
+    thread, which computes half of the knots of the IDSVA SO pass in the same call (``_jit.split_kernel``).
     """
     what = "aba_hessian_contraction"
     x = checked_state(model, x, what)
@@ -104,7 +106,7 @@ def aba_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, lam,
     first = aba_derivatives(model, x, tau, workspace=workspace) if derivatives is None else derivatives
     Minv, u_q, u_v = first.da_dtau, first.da_dq, first.da_dv
     mu = (Minv @ lam[..., None])[..., 0]
-    h = rnea_second_order_contraction(model, x, first.a, mu, workspace=workspace)
+    h = rnea_second_order_contraction(model, x, first.a, mu, workspace=workspace, other=other)
     # P[k, a] = sum_i mu_i dM_ik/dq_a (h.M_q); the blocks replace h's, in one compiled pass over the knots
     blocks = (np.ascontiguousarray(Minv), np.ascontiguousarray(u_q), np.ascontiguousarray(u_v), h.qq, h.qv, h.vv, h.M_q)
     _forward_dynamics_blocks(*(B if N is not None else B[None] for B in blocks), np.empty((model.nv, model.nv)))

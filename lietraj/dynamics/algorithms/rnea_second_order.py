@@ -41,8 +41,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from numba import prange
 
-from lietraj._jit import helper, kernel
+from lietraj._jit import helper, kernel, split_kernel, split_lock
 from lietraj.dynamics._checks import BAD_A, BAD_N, NO_FEXT, NOT_FINITE, OK, base_pose, base_poses, check_dynamics_inputs, \
     check_vector, checked_state, checked_vector, raise_for_status, result_arrays
 from lietraj.dynamics._spatial import add, cross, cross_force, cross_motion, mtv
@@ -602,6 +603,24 @@ def idsva_so_batch_kernel(model, H, S, V, A, MU, zero, work, D2Q, D2V, DQV, DM, 
     return OK, 0
 
 
+@split_kernel
+def idsva_so_split_kernel(model, H, S, V, A, MU, zero, work, other_work, result, D2Q, D2V, DQV, DM, CQ, CV, CQV, PP):
+    """``idsva_so_batch_kernel``'s contractions (MU has N rows; the tensors are unused one-row arrays) on two halves
+    of the knots, computed by two threads, the first with ``work``, the second with ``other_work``, each writing its
+    (status, failing knot) to its row of ``result`` ((2, 2) int64); returns the first failure in knot order."""
+    N, floating = S.shape[0], ModelArrays(*model).floating
+    for i in prange(2):
+        a, b = i * N // 2, (i + 1) * N // 2
+        status, k = idsva_so_batch_kernel(model, H[a:b] if floating else H, S[a:b], V[a:b], A[a:b], MU[a:b], zero,
+                                          work if i == 0 else other_work, D2Q, D2V, DQV, DM, CQ[a:b], CV[a:b],
+                                          CQV[a:b], PP[a:b])
+        result[i, 0], result[i, 1] = status, a + k
+    for i in range(2):
+        if result[i, 0] != OK:
+            return result[i, 0], result[i, 1]
+    return OK, 0
+
+
 @dataclass(eq=False)
 class InverseDynamicsSecondOrder:
     """Second-order derivatives of ``tau = rnea(x, a)``, each ``(nv, nv, nv)`` laid out ``[out, in1, in2]``:
@@ -626,7 +645,8 @@ class InverseDynamicsHessian:
     M_q: np.ndarray
 
 
-def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str, workspace: Workspace | None):
+def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str, workspace: Workspace | None,
+         other: Workspace | None = None):
     x = checked_state(model, x, what)
     nv = model.nv
     contract = cls is InverseDynamicsHessian  # then mu is required: None is not "no contraction"
@@ -651,8 +671,14 @@ def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str, w
         knot = None
     else:
         tensors, matrices = ((_NO_TENSOR[None],) * 4, arrays) if contract else (arrays, (_NO_MATRIX[None],) * 4)
-        status, knot = idsva_so_batch_kernel(model.packed, base_poses(x), x.s, x.v, a, mu, zero, work, *tensors,
-                                             *matrices)
+        if contract and other is not None and N >= 2:
+            with split_lock:
+                status, knot = idsva_so_split_kernel(model.packed, base_poses(x), x.s, x.v, a, mu, zero, work,
+                                                     other.work(idsva_so_work), np.empty((2, 2), dtype=np.int64),
+                                                     *tensors, *matrices)
+        else:
+            status, knot = idsva_so_batch_kernel(model.packed, base_poses(x), x.s, x.v, a, mu, zero, work, *tensors,
+                                                 *matrices)
     if status == BAD_MU:  # mu's shape is checked above: a NaN or an infinity
         status = NOT_FINITE
     if status != OK:
@@ -680,15 +706,17 @@ def rnea_second_order_derivatives(model: RobotModel, x: State | Trajectory, a,
 
 def rnea_second_order_contraction(model: RobotModel, x: State | Trajectory, a, mu,
                                   out: InverseDynamicsHessian | None = None,
-                                  workspace: Workspace | None = None) -> InverseDynamicsHessian:
+                                  workspace: Workspace | None = None,
+                                  other: Workspace | None = None) -> InverseDynamicsHessian:
     """``mu`` contracted with the IDSVA SO tensors over their first index, summed over that index during the pass
     (``idsva_so_contraction_core``; no ``nv^3`` tensor is formed): the Hessian of ``mu . tau`` that DDP's
     second-order term needs.
 
     ``x`` a Trajectory takes ``a`` and ``mu`` as (N, nv) arrays; ``out`` and ``workspace`` as in
-    ``rnea_second_order_derivatives``.
+    ``rnea_second_order_derivatives``. ``other``: the workspace of a second thread, which computes half of a
+    trajectory's knots in the same call (``_jit.split_kernel``); None: one thread.
     """
-    return _run(model, x, a, mu, out, InverseDynamicsHessian, "rnea_second_order_contraction", workspace)
+    return _run(model, x, a, mu, out, InverseDynamicsHessian, "rnea_second_order_contraction", workspace, other)
 
 
 def _mimic_run(model: RobotModel, x: State | Trajectory, a: np.ndarray, mu: np.ndarray | None, out, cls, what: str,

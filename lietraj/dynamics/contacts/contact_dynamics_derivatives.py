@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
-from lietraj._jit import helper, kernel
+from lietraj._jit import helper, kernel, split_kernel, split_lock
 from lietraj.dynamics._checks import (
     BAD_A,
     BAD_N,
@@ -391,6 +391,26 @@ def contact_derivatives_batch_kernel(model, dofs, contacts, damping, H, S, V, A,
     return OK, 0
 
 
+@split_kernel
+def contact_derivatives_split_kernel(model, dofs, contacts, damping, H, S, V, A, LAM, work, other_work, result, DA_DQ,
+                                     DA_DV, DA_DTAU, DF_DQ, DF_DV, DF_DTAU):
+    """``contact_derivatives_batch_kernel`` on two halves of the knots, computed by two threads, the first with
+    ``work``, the second with ``other_work``, each writing its (status, failing knot) to its row of ``result``
+    ((2, 2) int64); returns the first failure in knot order."""
+    N, floating = S.shape[0], ModelArrays(*model).floating
+    for i in prange(2):
+        a, b = i * N // 2, (i + 1) * N // 2
+        status, k = contact_derivatives_batch_kernel(
+            model, dofs, contacts, damping, H[a:b] if floating else H, S[a:b], V[a:b], A[a:b], LAM[a:b],
+            work if i == 0 else other_work, DA_DQ[a:b], DA_DV[a:b], DA_DTAU[a:b], DF_DQ[a:b], DF_DV[a:b],
+            DF_DTAU[a:b])
+        result[i, 0], result[i, 1] = status, a + k
+    for i in range(2):
+        if result[i, 0] != OK:
+            return result[i, 0], result[i, 1]
+    return OK, 0
+
+
 def contact_frame_ids(model: RobotModel, contacts: tuple[Contact, ...], what: str) -> list[int]:
     """The frame index of each contact; a TypeError for what is not a ``Contact``, a ValueError for an unknown frame,
     each naming ``what``."""
@@ -451,9 +471,10 @@ def raise_derivatives_status(status: int, model: RobotModel, knot: int | None, w
 
 def contact_derivatives(model: RobotModel, x: State | Trajectory, tau: np.ndarray | None, contacts: tuple,
                         damping: float, out: ContactDynamicsDerivatives | None, dynamics: ContactDynamicsResult | None,
-                        workspace: Workspace, what: str) -> ContactDynamicsDerivatives:
+                        workspace: Workspace, what: str, other: Workspace | None = None) -> ContactDynamicsDerivatives:
     """``contact_dynamics_derivatives`` of checked inputs (``tau`` None when ``dynamics`` is given; ``out`` None or
-    arrays of the result's shapes), its errors reported as those of ``what``."""
+    arrays of the result's shapes), its errors reported as those of ``what``. ``other``: the workspace of a second
+    thread, which computes half of the knots in the same call (``_jit.split_kernel``); None: one thread."""
     if dynamics is None:
         dynamics = solve_contacts(model, x, tau, contacts, damping, workspace, what)
     plan = workspace.for_objects("contact derivatives", contacts, lambda: build_plan(model, contacts, what))
@@ -474,9 +495,15 @@ def contact_derivatives(model: RobotModel, x: State | Trajectory, tau: np.ndarra
         blocks = tuple(b[None] for b in arrays[2:])
     else:
         H, S, V, A1, LAM1, blocks = base_poses(x), x.s, x.v, A, LAM, arrays[2:]
-    status, k = contact_derivatives_batch_kernel(model.packed, model.dof_tables, plan.tables, damping, H, S, V,
-                                                 np.ascontiguousarray(A1), np.ascontiguousarray(LAM1), plan.work,
-                                                 *blocks)
+    inputs = (model.packed, model.dof_tables, plan.tables, damping, H, S, V, np.ascontiguousarray(A1),
+              np.ascontiguousarray(LAM1))
+    if other is not None and len(S) >= 2:
+        other_work = other.for_objects("contact derivatives", contacts, lambda: build_plan(model, contacts, what)).work
+        with split_lock:
+            status, k = contact_derivatives_split_kernel(*inputs, plan.work, other_work,
+                                                         np.empty((2, 2), dtype=np.int64), *blocks)
+    else:
+        status, k = contact_derivatives_batch_kernel(*inputs, plan.work, *blocks)
     if status != OK:
         raise_derivatives_status(status, model, None if single else k, what, x,
                                  **{"dynamics.a": A, "dynamics.lagrangian": LAM})

@@ -418,7 +418,8 @@ def _single(result, single: bool):
 
 def contact_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, contacts: Sequence[Contact], mu,
                                 damping: float = 0.0, derivatives: ContactDynamicsDerivatives | None = None,
-                                workspace: Workspace | None = None) -> ForwardDynamicsHessian:
+                                workspace: Workspace | None = None,
+                                other: Workspace | None = None) -> ForwardDynamicsHessian:
     """``Σ_i mu_i ∂²a_i / ∂(q, v, τ)²`` for ``a = contact_dynamics(model, x, tau, contacts, damping)``, in the
     blocks of ``aba_hessian_contraction`` (``qq`` taken one direction after the other, ``qv``, ``vv``, ``qtau``; the
     ``vτ`` and ``ττ`` blocks are zero, ``a`` being affine in ``τ``). Exact but for the Jlog6 curvature of 6d
@@ -427,7 +428,9 @@ def contact_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, c
     ``x`` a Trajectory takes ``tau`` and ``mu`` as (N, nv) and returns blocks with a leading N. ``derivatives``, the
     ``contact_dynamics_derivatives`` of the same arguments if the caller has them, saves computing them again.
     Raises ValueError for bad shapes or NaN (as ``contact_dynamics``) and for a bad ``mu``. ``workspace``: a
-    ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own).
+    ``Workspace(model)`` whose work arrays are reused (without one, each call allocates its own); ``other``: the
+    workspace of a second thread, which computes half of the knots of the IDSVA SO pass in the same call
+    (``_jit.split_kernel``).
     """
     what = "contact_hessian_contraction"
     x = checked_state(model, x, what)
@@ -455,7 +458,7 @@ def contact_hessian_contraction(model: RobotModel, x: State | Trajectory, tau, c
     a, lambda_c = np.asarray(d.a).reshape(-1, nv), np.asarray(d.forces).reshape(len(X), -1)
     PSI = (MU[:, None, :] @ At)[:, 0]
     PHI = -(Ft @ MU[:, :, None])[:, :, 0]
-    h = rnea_second_order_contraction(model, X, a, PSI, workspace=workspace)
+    h = rnea_second_order_contraction(model, X, a, PSI, workspace=workspace, other=other)
     XQQ, XQV, XVV, XQT, BPHI = _curvature(model, X, contacts, True, a, PSI, lambda_c, PHI, Fq, Fv, Ft, what, workspace)
     Pt = np.swapaxes(h.M_q + BPHI, -1, -2)
     PtA = Pt @ Aq

@@ -1,0 +1,80 @@
+"""The split kernels (``_jit.split_kernel``): a solver's ``threads=2`` computes half of the knots of the dynamics'
+derivatives and of DDP's term in a second thread inside one compiled call. Each knot's operations are those of the
+one-thread kernel, so the results are equal to the bit; a failure in either half names its knot of the whole
+trajectory; a single knot is computed on one thread."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import lietraj
+from lietraj.dynamics import Contact, Workspace
+from lietraj.dynamics.algorithms.aba_derivatives import aba_derivatives_of_checked
+from lietraj.dynamics.algorithms.rnea_derivatives import LOCAL_WRENCH
+from lietraj.dynamics.algorithms.rnea_second_order import rnea_second_order_contraction
+from lietraj.dynamics.contacts.contact_dynamics_derivatives import contact_derivatives
+from lietraj.dynamics.lie.state import Trajectory
+
+
+def _knots(model, N, seed=0):
+    rng = np.random.default_rng(seed)
+    X = Trajectory.repeat(model.state_space.neutral(), N)
+    X.s[:] += rng.normal(scale=0.2, size=X.s.shape)
+    X.v[:] = rng.normal(size=X.v.shape)
+    tau = np.zeros((N, model.nv))
+    tau[:, model.nv - model.n:] = rng.normal(size=(N, model.n))
+    return X, tau, rng
+
+
+def _equal(a, b) -> bool:
+    return all(np.array_equal(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+
+
+def _feet(model):
+    return tuple(Contact(f.name, "3d") for f in model.frames if f.name.endswith("FOOT"))[:3]
+
+
+@pytest.mark.parametrize("robot, N", [("solo12", 9), ("ur5", 2), ("ur5", 1)])
+def test_forward_dynamics_derivatives_on_two_threads_equal_one(robot, N):
+    model = lietraj.load_robot(robot)
+    X, tau, rng = _knots(model, N)
+    fext = rng.normal(size=(N, model.nb, 6))
+    for wrenches in (None, fext):
+        one = aba_derivatives_of_checked(model, X, tau, wrenches, LOCAL_WRENCH, None, Workspace(model))
+        two = aba_derivatives_of_checked(model, X, tau, wrenches, LOCAL_WRENCH, None, Workspace(model),
+                                         Workspace(model))
+        assert _equal(one, two)
+
+
+def test_contact_derivatives_on_two_threads_equal_one():
+    model = lietraj.load_robot("solo12")
+    X, tau, _ = _knots(model, 7)
+    contacts = _feet(model)
+    one = contact_derivatives(model, X, tau, contacts, 0.0, None, None, Workspace(model), "test")
+    two = contact_derivatives(model, X, tau, contacts, 0.0, None, None, Workspace(model), "test", Workspace(model))
+    assert _equal(one, two)
+
+
+def test_the_second_order_contraction_on_two_threads_equals_one():
+    model = lietraj.load_robot("solo12")
+    X, a, rng = _knots(model, 5)
+    mu = rng.normal(size=(5, model.nv))
+    one = rnea_second_order_contraction(model, X, a, mu, workspace=Workspace(model))
+    two = rnea_second_order_contraction(model, X, a, mu, workspace=Workspace(model), other=Workspace(model))
+    assert _equal(one, two)
+
+
+@pytest.mark.parametrize("knot", [1, 7])
+def test_a_failure_in_either_half_names_its_knot_of_the_whole_trajectory(knot):
+    model = lietraj.load_robot("solo12")
+    X, tau, _ = _knots(model, 9)
+    tau[knot, -1] = np.nan
+    with pytest.raises(ValueError, match=f"at knot {knot}"):
+        aba_derivatives_of_checked(model, X, tau, None, LOCAL_WRENCH, None, Workspace(model), Workspace(model))
+    dynamics = lietraj.dynamics.contact_dynamics(model, X, np.nan_to_num(tau), _feet(model))
+    dynamics.lagrangian[knot, 0] = np.nan
+    with pytest.raises(ValueError, match=f"at knot {knot}"):
+        contact_derivatives(model, X, None, _feet(model), 0.0, None, dynamics, Workspace(model), "test",
+                            Workspace(model))
+
