@@ -99,9 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     solve.add_argument("--constraints", choices=CONSTRAINTS,
                        help="limits as constraints met by the augmented-Lagrangian solver (hard, the default) or as "
                             "barrier costs (soft); balance, squat, jump and trot")
-    solve.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
-                       help="1, or 2 to compute the dynamics' derivatives beside the costs' (default: 2 where the "
-                            "machine has two cores)")
+    solve.add_argument("--threads", type=int, default=1,
+                       help="1 (the default), or 2 to split the dynamics' derivatives over two cores (their "
+                            "two-thread kernels compile once, some 10 s; it pays on solves of a second or more)")
     solve.add_argument("--set", type=_parameter, action="append", default=[], metavar="KEY=VALUE",
                        help="another parameter of the problem's builder, e.g. depth=0.08 or lift=FL_FOOT")
     solve.add_argument("--save", metavar="FILE", help="write the solution (.npz, lossless; load_solution reads it)")
@@ -146,6 +146,8 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"only these problems (default: every ready problem: {', '.join(PROBLEMS)})")
     warmup.add_argument("--workers", type=int, help="worker processes (default: one per core)")
     warmup.add_argument("--force", action="store_true", help="compile again what the cache already holds")
+    warmup.add_argument("--threads", type=int, default=1,
+                        help="compile for solves on 1 thread (the default) or 2 (`lietraj solve --threads 2`)")
     return parser
 
 
@@ -319,7 +321,7 @@ def _solve(args: argparse.Namespace) -> int:
     _check_output(args.html, (".html", ".htm"), "--html")
     parameters = {s.key: s.value for s in settings}
     notice = CompileNotice().install()
-    spec = Spec(args.problem, args.robot, args.solver or entry.solver)
+    spec = Spec(args.problem, args.robot, args.solver or entry.solver, min(args.threads, 2))
     cold = None if is_warm(spec) else ColdStart(spec, notice, parameters).start()
     try:
         example = _built(lambda: make_problem(args.problem, args.robot, **parameters), settings)
@@ -468,7 +470,9 @@ def _warmup(args: argparse.Namespace) -> int:
     unknown = [p for p in args.problems if p not in PROBLEMS]
     if unknown:
         raise ValueError(f"unknown problem {', '.join(map(repr, unknown))}; known: {', '.join(PROBLEMS)}")
-    specs = [s for s in default_specs() if not args.problems or s.problem in args.problems]
+    if args.threads not in (1, 2):
+        raise ValueError(f"--threads must be 1 or 2, got {args.threads}")
+    specs = [s for s in default_specs(args.threads) if not args.problems or s.problem in args.problems]
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
     print(f"compiling the kernels of {len(specs)} problem and solver pairs")

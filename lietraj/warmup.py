@@ -44,9 +44,12 @@ import numpy as np
 import numba.core.event
 
 STAGES = ("evaluate", "contact_derivatives", "cost_derivatives", "step_jacobians", "derivatives", "second_order",
-          "backward", "forward")
+          "backward", "forward", "split")
 # The worker's stages; the command runs the others, in STAGES' order.
 _WORKER_STAGES = ("backward", "contact_derivatives", "derivatives", "second_order")
+# The worker's stages whose kernels the split kernels call: a first solve's command compiles those (``split``) once
+# these are done.
+_BEFORE_SPLIT = ("backward", "contact_derivatives")
 
 
 def split_stages(stages) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -56,21 +59,25 @@ def split_stages(stages) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 @dataclass(frozen=True)
 class Spec:
-    """One ready problem to compile: its name, robot (None: the problem's default) and solver. Its other
-    parameters (horizon, time step, depth...) change the sizes of the arrays, not the kernels."""
+    """One ready problem to compile: its name, robot (None: the problem's default), solver and threads (two add the
+    split kernels, ``_jit.split_kernel``). Its other parameters (horizon, time step, depth...) change the sizes of
+    the arrays, not the kernels."""
 
     problem: str
     robot: str | None = None
     solver: str = "fddp"
+    threads: int = 1
 
     def __str__(self) -> str:
         robot = f" --robot {self.robot}" if self.robot else ""
-        return f"{self.problem}{robot} --solver {self.solver}"
+        threads = f" --threads {self.threads}" if self.threads > 1 else ""
+        return f"{self.problem}{robot} --solver {self.solver}{threads}"
 
 
-def stages_for(solver: str) -> tuple[str, ...]:
-    """The stages a solver's iterations run (DDP adds the second-order term)."""
-    return tuple(s for s in STAGES if s != "second_order" or solver == "ddp")
+def stages_for(solver: str, threads: int = 1) -> tuple[str, ...]:
+    """The stages a solver's iterations run on ``threads`` threads (DDP adds the second-order term; two threads, the
+    split kernels)."""
+    return tuple(s for s in STAGES if (s != "second_order" or solver == "ddp") and (s != "split" or threads > 1))
 
 
 class CompileNotice(numba.core.event.Listener):
@@ -195,6 +202,7 @@ def run_stages(problem, xs0, us0, solver: str, stages) -> None:
         "second_order": lambda: problem.dynamics_contraction(xs, us, np.zeros((problem.T, problem.ndx))),
         "backward": lambda: _backward(problem.has_control_limits),
         "forward": lambda: _rollout(problem, xs, us, problem.gaps(xs, us) if solver == "fddp" else None),
+        "split": lambda: _split(problem, xs, us, solver),
     }
     for stage in stages:
         with np.errstate(all="ignore"):
@@ -215,6 +223,22 @@ def _step_jacobians(problem, xs) -> None:
     d = FieldDerivatives(np.zeros((1, nv)), np.zeros((1, nv, nv)), np.zeros((1, nv, nv)), np.zeros((1, nv, nu)))
     euler_jacobians(0.01, xs[:1], d, np.empty((1, ndx, ndx)), np.empty((1, ndx, nu)),
                     EulerStructure.empty(1, 0 if xs.H is None else 6))
+
+
+def _split(problem, xs, us, solver: str) -> None:
+    """The fields' derivatives (and DDP's term) on two threads at two knots of each field: their split kernels
+    (``_jit.split_kernel``), which call the one-thread kernels of the stages ``_BEFORE_SPLIT`` and ``evaluate``."""
+    for t, dynamics in _firsts(problem.dynamics_sequence):
+        field = getattr(dynamics, "field", None)
+        if field is None or t + 2 > problem.T:
+            continue
+        X, U = xs[t:t + 2], us[t:t + 2]
+        field.shared_derivatives(X, U, 2)
+        if solver == "ddp":
+            try:
+                field.shared_hessian_contraction(X, U, np.zeros((2, field.state_space.nv)), 2)
+            except NotImplementedError:  # DDP will say so
+                pass
 
 
 def _firsts(objects) -> list[tuple[int, object]]:
@@ -279,16 +303,32 @@ def _worker_init() -> None:
 
 
 def _worker_spec(spec: Spec, stages, parameters: dict | None = None) -> float:
-    from lietraj.problems import make_problem
-
     t = time.perf_counter()
     if "backward" in stages:
         # the sweep needs no problem: compiled while the command builds its problem, whose kernels (kinematics,
         # RNEA) the worker then loads from the cache instead of compiling them too
         _backward(False)
-    example = make_problem(spec.problem, spec.robot, **(parameters or {}))
+    example = _example(spec, tuple(sorted((parameters or {}).items())))
     run_stages(example.problem, example.xs0, example.us0, spec.solver, stages)
     return time.perf_counter() - t
+
+
+def _built(spec: Spec, parameters: tuple):
+    from lietraj.problems import make_problem
+
+    return make_problem(spec.problem, spec.robot, **dict(parameters))
+
+
+_cached_example = functools.lru_cache(maxsize=1)(_built)
+
+
+def _example(spec: Spec, parameters: tuple):
+    """The problem a worker compiles on, built once for its tasks of one spec (parameters that cannot be hashed:
+    for each task)."""
+    try:
+        return _cached_example(spec, parameters)
+    except TypeError:
+        return _built(spec, parameters)
 
 
 def _pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
@@ -300,33 +340,41 @@ def _pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
 class ColdStart:
     """The first solve of a problem with a worker process compiling beside it (module docstring): ``start()``
     before building the problem, ``compile(example)`` once it is built (returns when every stage is compiled),
-    ``close()`` in the end. On one core, or when a stage fails in the worker, the solve compiles what is left."""
+    ``close()`` in the end. On one core, or when a stage fails in the worker, the solve compiles what is left.
+    On two threads the command compiles the split kernels (``split``) last, once the worker has cached the
+    kernels they call (its first task, ``_BEFORE_SPLIT``), while the worker compiles the rest."""
 
     def __init__(self, spec: Spec, notice: CompileNotice | None = None, parameters: dict | None = None):
         self.spec = spec
         self.notice = notice
         self.parameters = dict(parameters or {})
+        self.stages = stages_for(spec.solver, spec.threads)
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        self._worker: concurrent.futures.Future | None = None
+        self._workers: list[concurrent.futures.Future] = []
 
     def start(self) -> ColdStart:
         if (os.cpu_count() or 1) > 1:
             if self.notice is not None:
                 self.notice.show(", on two cores")
             self._pool = _pool(1)
-            self._worker = self._pool.submit(_worker_spec, self.spec, split_stages(stages_for(self.spec.solver))[0],
-                                             self.parameters)
+            theirs = split_stages(self.stages)[0]
+            for part in (tuple(s for s in theirs if s in _BEFORE_SPLIT), tuple(s for s in theirs
+                                                                                if s not in _BEFORE_SPLIT)):
+                self._workers.append(self._pool.submit(_worker_spec, self.spec, part, self.parameters))
         return self
 
     def compile(self, example) -> None:
         if self._pool is None:
             return
-        here = split_stages(stages_for(self.spec.solver))[1]
-        run_stages(example.problem, example.xs0, example.us0, self.spec.solver, here)
-        try:
-            self._worker.result()
-        except Exception:  # the solve compiles whatever the worker could not
-            pass
+        here = split_stages(self.stages)[1]
+        run_stages(example.problem, example.xs0, example.us0, self.spec.solver, [s for s in here if s != "split"])
+        for i, worker in enumerate(self._workers):
+            try:
+                worker.result()
+            except Exception:  # the solve compiles whatever the worker could not
+                pass
+            if i == 0 and "split" in here:
+                run_stages(example.problem, example.xs0, example.us0, self.spec.solver, ["split"])
 
     def close(self) -> None:
         if self._pool is not None:
@@ -344,9 +392,9 @@ class WarmupReport:
     total: float
 
 
-def default_specs() -> list[Spec]:
-    """Every ready problem with its default robot and a quadruped, with FDDP and DDP: the kernels of the floating
-    base with 6D and 3D contacts, touchdown impulses, and DDP's second-order terms."""
+def default_specs(threads: int = 1) -> list[Spec]:
+    """Every ready problem with its default robot and a quadruped, with FDDP and DDP, on ``threads`` threads: the
+    kernels of the floating base with 6D and 3D contacts, touchdown impulses, and DDP's second-order terms."""
     from lietraj.problems import PROBLEMS
 
     specs = []
@@ -354,7 +402,7 @@ def default_specs() -> list[Spec]:
         robots = [entry.robots[0]] + (["solo12"] if "solo12" in entry.robots[1:] else [])
         for robot in robots:
             for solver in ("fddp", "ddp"):
-                specs.append(Spec(name, robot, solver))
+                specs.append(Spec(name, robot, solver, threads))
     return specs
 
 
@@ -378,7 +426,7 @@ def warm_up(specs: list[Spec] | None = None, workers: int | None = None, stream:
         with _pool(workers) as pool:
             tasks = {}
             for (problem, robot), members in groups.items():
-                stages = [s for s in STAGES if any(s in stages_for(m.solver) for m in members)]
+                stages = [s for s in STAGES if any(s in stages_for(m.solver, m.threads) for m in members)]
                 for part in split_stages(stages):
                     if part:
                         tasks[pool.submit(_worker_spec, Spec(problem, robot, members[0].solver), tuple(part))] = \

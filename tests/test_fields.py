@@ -232,8 +232,8 @@ def test_a_robot_field_keeps_its_last_derivatives_for_equal_inputs(monkeypatch, 
     X = model.state_space.random_trajectory(5, rng, scale=0.3)
     U, MU = rng.normal(size=(5, model.n)), rng.normal(size=(5, model.nv))
     calls = []
-    computed = free_field.aba_derivatives
-    monkeypatch.setattr(free_field, "aba_derivatives", lambda *a, **k: calls.append(1) or computed(*a, **k))
+    computed = free_field.aba_derivatives_of_checked
+    monkeypatch.setattr(free_field, "aba_derivatives_of_checked", lambda *a, **k: calls.append(1) or computed(*a, **k))
     first = field.derivatives(X, U)
     again = field.derivatives(X.copy(), U.copy())
     assert len(calls) == 1 and again.da_dq is first.da_dq
@@ -262,8 +262,9 @@ def test_a_receded_window_takes_its_inner_knots_derivatives_from_the_free_fields
     field = FreeField(model)
     X, U = model.state_space.random_trajectory(9, rng, scale=0.3), rng.normal(size=(9, model.n))
     knots = []
-    computed = free_field.aba_derivatives
-    monkeypatch.setattr(free_field, "aba_derivatives", lambda m, x, *a, **k: knots.append(len(x)) or computed(m, x, *a, **k))
+    computed = free_field.aba_derivatives_of_checked
+    monkeypatch.setattr(free_field, "aba_derivatives_of_checked",
+                        lambda m, x, *a, **k: knots.append(len(x)) or computed(m, x, *a, **k))
     field.derivatives(X[:8], U[:8])
     moved = model.state_space.trajectory(8)
     moved[0], moved[1:8] = model.state_space.random(rng), X[2:9]

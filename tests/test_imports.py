@@ -118,7 +118,7 @@ ARCHITECTURE = (  # the README's layers, lowest first: a module may import its o
     ("lietraj.dynamics.model", "lietraj.dynamics._checks", "lietraj.dynamics._spatial"),
     ("lietraj.dynamics.kinematics", "lietraj.dynamics.algorithms", "lietraj.dynamics.contacts"),
     ("lietraj.sim",),
-    ("lietraj.optimal_control.lanes", "lietraj.optimal_control.dynamics"),
+    ("lietraj.optimal_control.dynamics",),
     ("lietraj.optimal_control.costs", "lietraj.optimal_control.constraints"),
     ("lietraj.optimal_control.problem",),
     ("lietraj.optimal_control.solvers",),

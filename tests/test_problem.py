@@ -353,40 +353,6 @@ def test_plugin_dynamics_derivatives_match_finite_differences(dynamics, rng):
     assert relative_error(H, H_num) < 1e-6
 
 
-def test_derivatives_in_two_threads_end_together_even_when_a_cost_fails():
-    """With an executor the dynamics' derivatives run beside the costs'; a failing cost's error reaches the caller
-    only once the dynamics' computation is over (none outlives the call on the dynamics' work arrays)."""
-    import threading
-    import time
-    from concurrent.futures import ThreadPoolExecutor
-
-    problem = pendulum_problem(T=10)
-    X, U = problem.rollout(np.zeros((10, 1))), np.zeros((10, 1))
-    serial = problem.derivatives(X, U)
-    with ThreadPoolExecutor(1) as pool:
-        threaded = problem.derivatives(X, U, executor=pool)
-        for a, b in ((serial.dynamics.F_x, threaded.dynamics.F_x), (serial.running.l_xx, threaded.running.l_xx)):
-            np.testing.assert_array_equal(a, b)
-        done = threading.Event()
-        slow = CountingDynamics(problem.running[0].dynamics)
-
-        def slow_derivatives(X, U, out=None):
-            time.sleep(0.2)
-            done.set()
-            return slow.inner.trajectory_derivatives(X, U, out)
-
-        slow.trajectory_derivatives = slow_derivatives
-        def failing_derivatives(X, U, out=None):
-            raise ValueError("a cost failed")
-
-        failing = CountingCost(problem.running[0].cost)
-        failing.derivatives = failing_derivatives
-        broken = Problem(problem.x0, ActionModel(slow, failing), problem.terminal, horizon=10)
-        with pytest.raises(ValueError, match="a cost failed"):
-            broken.derivatives(X, U, executor=pool)
-        assert done.is_set()
-
-
 def test_forget_evaluations_makes_a_repeated_solve_compute_again(monkeypatch):
     """A contact field keeps its last evaluations and a solve repeated from the same guess repeats its iterates bit
     for bit, so it would recall them: after ``forget_evaluations`` it computes every one again, to the same result."""

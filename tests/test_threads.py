@@ -13,10 +13,8 @@ import pytest
 
 import lietraj
 from lietraj.dynamics import Workspace, aba, rnea
-from lietraj.optimal_control import SolverOptions, lanes
-from lietraj.optimal_control.dynamics.contact_robot_dynamics import ContactRobotDynamics
-from lietraj.optimal_control.solvers.solvers import Solver
-from lietraj.problems import make_problem, talos_reach, trot
+from lietraj.optimal_control import SolverOptions
+from lietraj.problems import make_problem, talos_reach
 
 
 def _problems():
@@ -104,51 +102,15 @@ def test_the_model_is_read_only():
 
 @pytest.mark.parametrize("name, robot, solver", [("talos_reach", None, "fddp"), ("talos_reach", None, "ddp"),
                                                  ("trot", "solo12", "fddp"), ("jump", "anymal", "ddp")])
-def test_one_solve_in_two_threads_equals_the_solve_in_one(name, robot, solver, monkeypatch):
-    """With ``threads=2`` the costs' derivatives run in the second thread while the dynamics' run in the calling
-    one, their knots (and DDP's term's) shared once the costs are done (the trot's and the jump's friction-cone
-    costs read the contact dynamics the dynamics compute: one waits for the other's result). The second thread is
-    forced on these problems, some too small for the solver to start it by itself."""
-    monkeypatch.setattr(lanes, "MIN_SHARED_WORK", 0)
+def test_one_solve_in_two_threads_equals_the_solve_in_one(name, robot, solver):
+    """With ``threads=2`` every compiled call over the dynamics' knots (the free and contact dynamics' derivatives,
+    DDP's term) computes half of them in a second thread: the same operations on each knot, so the same solve to
+    the bit (the trot's and the jump's friction-cone costs read the contact derivatives the dynamics kept)."""
     example = make_problem(name, robot, **({"horizon": 30} if name == "talos_reach" else {}))
     one = example.solve(solver, options=dataclasses.replace(example.options, threads=1, max_iter=20))
+    example.problem.forget_evaluations()
     two = example.solve(solver, options=dataclasses.replace(example.options, threads=2, max_iter=20))
     assert one.iterations > 1 and _same(one, two)
-
-
-def test_the_contact_costs_gather_the_runs_contact_derivatives_from_the_last_run(monkeypatch):
-    """In a solver's second thread the contact costs start while the calling thread computes the dynamics'
-    derivatives from the first run on: they ask for the runs' contact derivatives from the last run, so that each
-    thread computes those it reaches first (in the dynamics' order the second thread waited for the first's)."""
-    example = trot("solo12", formulation="crocoddyl")  # friction cones on the contact forces of the dynamics
-    problem = example.problem
-    X, U = (problem.constant_trajectory() if example.xs0 is None else example.xs0), example.us0
-    asked = []
-    original = ContactRobotDynamics.contact_derivatives
-
-    def recorded(self, Xr, Ur):
-        asked.append((Xr.s.ctypes.data - X.s.ctypes.data) // X.s.strides[0])  # the run's first knot
-        return original(self, Xr, Ur)
-
-    monkeypatch.setattr(ContactRobotDynamics, "contact_derivatives", recorded)
-    problem.cost_derivatives(X, U, problem.empty_derivatives())
-    contact_runs = problem._cost_plan().compiled.contact_runs
-    assert len(asked) == len(contact_runs) > 2 and asked == sorted((a for a, _, _ in contact_runs), reverse=True)
-    monkeypatch.undo()
-    one = example.solve(options=dataclasses.replace(example.options, threads=1, max_iter=5))
-    example.problem.forget_evaluations()
-    two = example.solve(options=dataclasses.replace(example.options, threads=2, max_iter=5))
-    assert Solver(problem, SolverOptions(threads=2)).executor() is not None and _same(one, two)
-
-
-def test_a_second_thread_only_where_the_problem_pays_for_it():
-    """A small problem (ur5's 100 knots ran 1.26 times slower with two threads) keeps to one thread: below
-    lanes.MIN_SHARED_WORK, T (ndx / 2)², Talos's 38² per knot, 10 knots are not enough and 11 are."""
-    two = SolverOptions(threads=2)
-    assert not lanes.worth_a_second_thread(100, 12)
-    assert Solver(talos_reach(horizon=10).problem, two).executor() is None
-    assert Solver(talos_reach(horizon=11).problem, two).executor() is not None
-    assert Solver(talos_reach(horizon=14).problem, SolverOptions(threads=1)).executor() is None
 
 
 def test_threads_must_be_a_positive_integer():

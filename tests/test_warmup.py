@@ -58,9 +58,12 @@ def test_a_long_compile_reports_its_progress():
         numba.core.event.unregister("numba:compile", notice)
 
 
-def test_ddp_adds_the_second_order_stage():
-    assert stages_for("fddp") == tuple(s for s in STAGES if s != "second_order")
-    assert stages_for("ddp") == STAGES
+def test_ddp_adds_the_second_order_stage_and_two_threads_the_split_kernels():
+    assert stages_for("fddp") == tuple(s for s in STAGES if s not in ("second_order", "split"))
+    assert stages_for("ddp") == tuple(s for s in STAGES if s != "split")
+    assert stages_for("fddp", 2) == tuple(s for s in STAGES if s != "second_order")
+    assert stages_for("ddp", 2) == STAGES
+    assert str(Spec("trot", "solo12", "ddp", 2)) == "trot --robot solo12 --solver ddp --threads 2"
 
 
 def test_a_stamp_marks_a_spec_compiled_for_these_sources():
@@ -91,6 +94,8 @@ def test_warmup_command_rejects_bad_arguments(capsys):
     assert "unknown problem 'no_such_problem'" in capsys.readouterr().err
     assert main(["warmup", "squat", "--workers", "0"]) == 2
     assert "--workers must be at least 1" in capsys.readouterr().err
+    assert main(["warmup", "squat", "--threads", "3"]) == 2
+    assert "--threads must be 1 or 2" in capsys.readouterr().err
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the worker runs beside the command on a second core")
@@ -104,6 +109,16 @@ def test_first_solve_compiles_with_a_worker_then_runs_warm(capsys):
     assert is_warm(spec)
     assert main(["solve", "squat", "--robot", "solo12", "--quiet"]) == 0
     assert "compiling kernels" not in capsys.readouterr().err
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the worker runs beside the command on a second core")
+def test_a_first_solve_on_two_threads_compiles_the_split_kernels_once():
+    """``--threads 2`` has a spec of its own: its first run compiles the split kernels (the command, once the
+    worker has cached the kernels they call), and stamps it."""
+    spec = Spec("squat", "solo12", "fddp", 2)
+    _stamp(spec).unlink(missing_ok=True)
+    assert main(["solve", "squat", "--robot", "solo12", "--quiet", "--threads", "2"]) == 0
+    assert is_warm(spec)
 
 
 def test_no_kernel_is_compiled_for_a_constant_argument():

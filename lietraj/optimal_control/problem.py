@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import Executor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import cached_property
@@ -204,10 +203,10 @@ def _copy_into(out, result, names: Sequence[str]) -> None:
         getattr(out, name)[...] = getattr(result, name)
 
 
-def _sharing(dyn: DiscreteDynamics, executor: Executor | None) -> dict:
-    """The keyword that lets a dynamics share its knots with a solver's second thread: only integrated dynamics
-    take one (``lanes``); any other ``DiscreteDynamics`` keeps its own signature."""
-    return {"executor": executor} if executor is not None and isinstance(dyn, IntegratedDynamics) else {}
+def _sharing(dyn: DiscreteDynamics, threads: int) -> dict:
+    """The keyword that lets a dynamics share its knots by two threads: only integrated dynamics take one
+    (``Field.shared_derivatives``); any other ``DiscreteDynamics`` keeps its own signature."""
+    return {"threads": threads} if threads > 1 and isinstance(dyn, IntegratedDynamics) else {}
 
 
 class Problem:
@@ -599,27 +598,18 @@ class Problem:
         return ProblemDerivatives.empty(self.T, self.ndx, self.nu, 6 if self.state_space.floating_base else 0)
 
     def derivatives(self, X: Trajectory, U, out: ProblemDerivatives | None = None,
-                    executor: Executor | None = None) -> ProblemDerivatives:
+                    threads: int = 1) -> ProblemDerivatives:
         """``F_x, F_u`` and the running cost derivatives at every running knot, the terminal cost derivatives at
         ``X[T]``: one ``trajectory_derivatives`` call per dynamics group and one ``derivatives`` call per cost group.
-        ``out`` (from ``empty_derivatives``) is overwritten when given. With an ``executor`` (a solver's second
-        thread, ``SolverOptions.threads``) the costs' run in it while the dynamics' run here, their knots shared
-        with it once the costs are done (``lanes``); the call returns, or raises, once both are done, so that no
-        computation outlives it on the work arrays."""
+        ``out`` (from ``empty_derivatives``) is overwritten when given. With ``threads`` 2 (a solver's
+        ``SolverOptions.threads``) the dynamics' knots are shared by two threads inside each compiled call
+        (``_jit.split_kernel``). The dynamics' come first: the contact costs read the contact derivatives the
+        dynamics keep."""
         U = np.asarray(U, dtype=np.float64)
         if out is None:
             out = self.empty_derivatives()
-        if executor is None:
-            self._dynamics_derivatives(X, U, out.dynamics)
-            self.cost_derivatives(X, U, out)
-            return out
-        costs = executor.submit(self.cost_derivatives, X, U, out)
-        try:
-            self._dynamics_derivatives(X, U, out.dynamics, executor)
-        except BaseException:
-            wait([costs])
-            raise
-        costs.result()
+        self._dynamics_derivatives(X, U, out.dynamics, threads)
+        self.cost_derivatives(X, U, out)
         return out
 
     def cost_derivatives(self, X: Trajectory, U: np.ndarray, out: ProblemDerivatives) -> None:
@@ -660,23 +650,23 @@ class Problem:
             _copy_into(out.terminal, self.terminal.derivatives(last, None, out=out.terminal), names)
 
     def _dynamics_derivatives(self, X: Trajectory, U: np.ndarray, F: DiscreteDerivatives,
-                              executor: Executor | None = None) -> None:
+                              threads: int = 1) -> None:
         """``F_x, F_u`` (and their structure) at every running knot, into ``F``; integrated dynamics share their
-        knots with ``executor``'s thread when given."""
+        knots by ``threads`` threads."""
         S = F.structure
         if S is not None:
             S.dt[:] = np.nan  # what a dynamics does not fill has no known structure
         for a, b, dyn in self._dynamics_runs:
             view = DiscreteDerivatives(F.F_x[a:b], F.F_u[a:b], None if S is None else EulerStructure(*(s[a:b] for s in S)))
-            _copy_into(view, dyn.trajectory_derivatives(X[a:b], U[a:b], out=view, **_sharing(dyn, executor)),
+            _copy_into(view, dyn.trajectory_derivatives(X[a:b], U[a:b], out=view, **_sharing(dyn, threads)),
                        ("F_x", "F_u"))
 
-    def dynamics_contraction(self, X: Trajectory, U, LAM, executor: Executor | None = None) -> StepHessian:
+    def dynamics_contraction(self, X: Trajectory, U, LAM, threads: int = 1) -> StepHessian:
         """The second-order dynamics term of DDP at every running knot: the symmetric Hessian in ``(dx, du)`` of
         ``LAM[k]ᵀ log(f_k(X[k], U[k])⁻¹ f_k(X[k] exp dx, U[k] + du))``, one ``trajectory_hessian_contraction`` call
         per dynamics group. ``LAM`` is ``(T, ndx)``, the value gradients at the next knots. Raises NotImplementedError
         where a dynamics has no second-order term (``DiscreteDynamics``' default). Integrated dynamics share their
-        knots with ``executor``'s thread when given (``lanes``) and write their knots' blocks in place."""
+        knots by ``threads`` threads and write their knots' blocks in place."""
         U = np.asarray(U, dtype=np.float64)
         LAM = np.asarray(LAM, dtype=np.float64)
         if LAM.shape != (self.T, self.ndx):
@@ -686,7 +676,7 @@ class Problem:
         for a, b, dyn in self._dynamics_runs:
             if isinstance(dyn, IntegratedDynamics):
                 view = StepHessian(out.xx[a:b], out.xu[a:b], out.uu[a:b])
-                dyn.trajectory_hessian_contraction(X[a:b], U[a:b], LAM[a:b], executor, out=view)
+                dyn.trajectory_hessian_contraction(X[a:b], U[a:b], LAM[a:b], threads, out=view)
                 continue
             h = dyn.trajectory_hessian_contraction(X[a:b], U[a:b], LAM[a:b])
             out.xx[a:b], out.xu[a:b], out.uu[a:b] = h.xx, h.xu, h.uu

@@ -534,13 +534,10 @@ class CompiledCosts:
 
     def _gather_contacts(self, X: Trajectory, U: np.ndarray, derivatives: bool) -> None:
         """The contact forces (and their derivatives) of each contact run's dynamics at its knots, as the dynamics
-        kept them (a solver's iteration computed them at the same knots) or computes them. From the last run to the
-        first: in a solver's second thread (``lanes``) the costs' derivatives start while the calling thread computes
-        the dynamics' from the first run on, so that each thread computes the contact derivatives of the runs it
-        reaches first and the two meet in the middle (the runs in the same order, the second thread mostly waited)."""
+        kept them (a solver's iteration computed them at the same knots) or computes them."""
         F, dF_dx, dF_du = self.contacts
         nv, n = self.nv, self.state_space.n
-        for a, b, dyn in reversed(self.contact_runs):
+        for a, b, dyn in self.contact_runs:
             nc = dyn.nc
             if not derivatives:
                 F[a:b, :nc] = dyn.contact_forces(X[a:b], U[a:b])

@@ -18,11 +18,9 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Executor
 
 import numpy as np
 
-from lietraj.dynamics.algorithms.aba_second_order import ForwardDynamicsHessian
 from lietraj.dynamics.contacts.contact_dynamics import (
     Contact,
     ContactDynamicsResult,
@@ -35,9 +33,8 @@ from lietraj.dynamics.contacts.contact_dynamics_second_order import contact_hess
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
-from lietraj.optimal_control.dynamics.field import FieldDerivatives, FieldHessian, FieldTables
+from lietraj.optimal_control.dynamics.field import FieldDerivatives, FieldHessian, FieldTables, knot_rows
 from lietraj.optimal_control.dynamics.free_field import RobotField
-from lietraj.optimal_control.lanes import knot_rows
 
 # Evaluations a contact field keeps of each kind (``RobotField.keep``): one per run of knots a problem gives the
 # field (the windows of a gait hold up to three runs of one stance) and per trial of a line search, so that the
@@ -95,17 +92,17 @@ class ContactField(RobotField):
     def acceleration(self, X: Trajectory, U) -> np.ndarray:
         return self.solve(X, U)[0]
 
-    def contact_derivatives(self, X: Trajectory, U, executor: Executor | None = None) -> ContactDynamicsDerivatives:
+    def contact_derivatives(self, X: Trajectory, U, threads: int = 1) -> ContactDynamicsDerivatives:
         """``contact_dynamics_derivatives`` at every knot: accelerations, contact forces and their derivatives, the
-        knots shared with ``executor``'s thread when given (``RobotField.shared``).
+        knots shared by ``threads`` threads (``RobotField.other_workspace``).
 
         The last evaluation is kept (``RobotField.recall``) and returned again for equal ``(X, U)``: the
         Jacobians, DDP's second-order term and the contact costs (``WrenchConeResidual(..., dynamics=...)``)
         evaluate the same knots in one iteration and share one computation. Knots equal to those of a kept
         evaluation moved by a few knots (a receding window's warm start, after a tick that linearized at its plan:
         ``RobotField.fill_shifted``) take their rows from it, when they are most of them; the others are computed.
-        The arrays are shared: read them, do not write them. The costs may ask while the dynamics compute in another
-        thread (``SolverOptions.threads``): one computes, the other waits for its result."""
+        The arrays are shared: read them, do not write them. Two threads asking at once (two solves on one problem's
+        fields) take turns: one computes, the other waits for its result."""
         with self._lock:
             d = self.recall("contact", X, U)
             if d is not None:
@@ -120,16 +117,16 @@ class ContactField(RobotField):
                                              *(np.empty((N, nv, nv)) for _ in range(3)),
                                              *(np.empty((N, nc, nv)) for _ in range(3)))
 
-            def piece(a: int, b: int, workspace: Workspace) -> None:
+            def piece(a: int, b: int, workspace: Workspace, other: Workspace | None = None) -> None:
                 # the field's contacts and damping were checked when it was made, the knots just above
                 whole = a == 0 and b == N  # the common piece: no views to make
                 contact_derivatives(self.model, X if whole else X[a:b], None if tau is None else tau[a:b],
                                     self.contacts, self.damping, out if whole else knot_rows(out, a, b),
                                     None if solution is None else self._rows(solution, a, b), workspace,
-                                    "ContactField")
+                                    "ContactField", other)
 
             if not self.fill_shifted("contact", X, U, out, piece):
-                self.shared(N, executor, piece)
+                piece(0, N, self.workspace, self.other_workspace(threads))
             return self.keep("contact", X, U, out, RUNS_KEPT)
 
     def remember_solution(self, X: Trajectory, U, A: np.ndarray, LAM: np.ndarray, J: np.ndarray,
@@ -150,21 +147,18 @@ class ContactField(RobotField):
         return ContactDynamicsResult(s.a[a:b], (), s.lagrangian[a:b], s.jacobian[a:b], s.drift[a:b])
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
-        return self.shared_derivatives(X, U, None, stage)
+        return self.shared_derivatives(X, U, 1, stage)
 
-    def shared_derivatives(self, X: Trajectory, U, executor: Executor | None, stage: int = 0) -> FieldDerivatives:
-        d = self.contact_derivatives(X, U, executor)
+    def shared_derivatives(self, X: Trajectory, U, threads: int, stage: int = 0) -> FieldDerivatives:
+        d = self.contact_derivatives(X, U, threads)
         return FieldDerivatives(d.a, d.da_dq, d.da_dv, self.joint_columns(d.da_dtau))
 
     def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
-        return self.shared_hessian_contraction(X, U, MU, None)
+        return self.shared_hessian_contraction(X, U, MU, 1)
 
-    def shared_hessian_contraction(self, X: Trajectory, U, MU: np.ndarray, executor: Executor | None) -> FieldHessian:
-        """``contact_dynamics_second_order``'s contraction, the knots shared with ``executor``'s thread when given."""
-        tau, d = self.torques(X, U), self.contact_derivatives(X, U, executor)
-
-        def piece(a: int, b: int, workspace: Workspace) -> ForwardDynamicsHessian:
-            return contact_hessian_contraction(self.model, X[a:b], tau[a:b], self.contacts, MU[a:b], self.damping,
-                                               derivatives=knot_rows(d, a, b), workspace=workspace)
-
-        return self.field_hessian(self.shared(len(X), executor, piece))
+    def shared_hessian_contraction(self, X: Trajectory, U, MU: np.ndarray, threads: int) -> FieldHessian:
+        """``contact_dynamics_second_order``'s contraction, the knots shared by ``threads`` threads."""
+        tau, d = self.torques(X, U), self.contact_derivatives(X, U, threads)
+        return self.field_hessian(contact_hessian_contraction(self.model, X, tau, self.contacts, MU, self.damping,
+                                                              derivatives=d, workspace=self.workspace,
+                                                              other=self.other_workspace(threads)))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
@@ -214,23 +213,23 @@ class IntegratedDynamics(DiscreteDynamics):
         return Y
 
     def trajectory_derivatives(self, X: Trajectory, U, out: DiscreteDerivatives | None = None,
-                               executor: Executor | None = None) -> DiscreteDerivatives:
-        """``DiscreteDynamics.trajectory_derivatives``; with an ``executor`` (a solver's second thread) the field's
-        derivatives are shared between it and the calling thread where the integrator and field can (``lanes``)."""
+                               threads: int = 1) -> DiscreteDerivatives:
+        """``DiscreteDynamics.trajectory_derivatives``; with ``threads`` 2 (a solver's ``SolverOptions.threads``) the
+        field's derivatives are shared by two threads where the integrator and field can (``Field.shared_derivatives``)."""
         N, ndx = len(X), self.state_space.ndx
         F_x, F_u = result_arrays(out, DiscreteDerivatives, ((N, ndx, ndx), (N, ndx, self.nu)), "derivatives")
         with np.errstate(over="ignore", invalid="ignore"):  # reported below
             finite = self.scheme.derivatives(self.field, self.dt, X, U, F_x, F_u,
-                                             None if out is None else out.structure, executor)
+                                             None if out is None else out.structure, threads)
         if not finite:
             raise ValueError(f"{self._who()}.derivatives: non-finite result (the step diverged)")
         return DiscreteDerivatives(F_x, F_u) if out is None else out
 
-    def trajectory_hessian_contraction(self, X: Trajectory, U, LAM, executor: Executor | None = None,
+    def trajectory_hessian_contraction(self, X: Trajectory, U, LAM, threads: int = 1,
                                        out: StepHessian | None = None) -> StepHessian:
         """The second-order term of DDP at every knot (``euler_second_order``, ``rk4_second_order``) with the field's
         contraction ``μᵀ ∂²a`` (``Field.hessian_contraction``; NotImplementedError where the field has none), shared
-        with ``executor``'s thread as ``trajectory_derivatives`` shares the derivatives; written into ``out`` (blocks
+        by ``threads`` threads as ``trajectory_derivatives`` shares the derivatives; written into ``out`` (blocks
         of ``len(X)`` knots) when given."""
         if type(X) is not Trajectory:
             raise TypeError(f"{self._who()}.hessian_contraction: expected a Trajectory, got {type(X).__name__}")
@@ -240,7 +239,7 @@ class IntegratedDynamics(DiscreteDynamics):
                                 or out.uu.shape != (N, nu, nu)):
             raise ValueError(f"{self._who()}.hessian_contraction: out must hold blocks of {N} knots "
                              f"({ndx} x {ndx}, {ndx} x {nu}, {nu} x {nu})")
-        H = self.scheme.hessian_contraction(self.field, self.dt, X, U, LAM, executor, out)
+        H = self.scheme.hessian_contraction(self.field, self.dt, X, U, LAM, threads, out)
         self._finite((H.xx, H.xu, H.uu), "hessian_contraction")
         return H
 

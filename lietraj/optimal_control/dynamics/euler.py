@@ -21,7 +21,6 @@ pass and ``euler_step`` both take.
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from typing import NamedTuple
 
 import numpy as np
@@ -172,20 +171,20 @@ class SemiImplicitEuler:
         return euler_step(X, field.acceleration(X, U), dt)
 
     def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray,
-                    structure: EulerStructure | None = None, executor: Executor | None = None) -> bool:
+                    structure: EulerStructure | None = None, threads: int = 1) -> bool:
         """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place, and how they are built into
-        ``structure`` when given; the field's derivatives shared with ``executor``'s thread when given
-        (``Field.shared_derivatives``). Returns whether they are finite."""
-        d = field.derivatives(X, U) if executor is None else field.shared_derivatives(X, U, executor)
+        ``structure`` when given; the field's derivatives shared by ``threads`` threads (``Field.shared_derivatives``).
+        Returns whether they are finite."""
+        d = field.derivatives(X, U) if threads == 1 else field.shared_derivatives(X, U, threads)
         return euler_jacobians(dt, X, d, F_x, F_u, structure)
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray,
-                            executor: Executor | None = None, out: StepHessian | None = None) -> StepHessian:
+                            threads: int = 1, out: StepHessian | None = None) -> StepHessian:
         """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``, into
-        ``out`` when given; the field's contraction shared with ``executor``'s thread when given
+        ``out`` when given; the field's contraction shared by ``threads`` threads
         (``Field.shared_hessian_contraction``)."""
-        if executor is None:
+        if threads == 1:
             return euler_step_hessian(dt, X, field.derivatives(X, U), LAM,
                                       lambda mu: field.hessian_contraction(X, U, mu), out)
-        return euler_step_hessian(dt, X, field.shared_derivatives(X, U, executor), LAM,
-                                  lambda mu: field.shared_hessian_contraction(X, U, mu, executor), out)
+        return euler_step_hessian(dt, X, field.shared_derivatives(X, U, threads), LAM,
+                                  lambda mu: field.shared_hessian_contraction(X, U, mu, threads), out)

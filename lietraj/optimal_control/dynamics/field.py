@@ -19,7 +19,6 @@ is rolled out knot by knot in Python.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -104,9 +103,10 @@ class Field(ABC):
         """``a`` and its first derivatives at every knot. ``stage`` (0-3) tells an integrator's stages apart: a
         field may return arrays it reuses in its next call with the same stage and knot count."""
 
-    def shared_derivatives(self, X: Trajectory, U, executor: Executor | None, stage: int = 0) -> FieldDerivatives:
-        """``derivatives``, with the knots shared between the calling thread and ``executor``'s where the field
-        can (the built-in fields: ``lanes``); a field that cannot computes them all in the calling thread."""
+    def shared_derivatives(self, X: Trajectory, U, threads: int, stage: int = 0) -> FieldDerivatives:
+        """``derivatives``, with the knots shared by ``threads`` threads (1 or 2) where the field can (the built-in
+        fields: each compiled call computes half of them in a second thread, ``_jit.split_kernel``); a field that
+        cannot computes them all in the calling thread."""
         return self.derivatives(X, U, stage)
 
     def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
@@ -115,10 +115,16 @@ class Field(ABC):
         raise NotImplementedError(f"{type(self).__name__} does not implement hessian_contraction (the second-order "
                                   "term of DDP); use iLQR or FDDP, which need only the Jacobians")
 
-    def shared_hessian_contraction(self, X: Trajectory, U, MU: np.ndarray, executor: Executor | None) -> FieldHessian:
+    def shared_hessian_contraction(self, X: Trajectory, U, MU: np.ndarray, threads: int) -> FieldHessian:
         """``hessian_contraction``, with the knots shared as ``shared_derivatives`` shares them where the field
         can; a field that cannot computes them all in the calling thread."""
         return self.hessian_contraction(X, U, MU)
+
+
+def knot_rows(result, a: int, b: int):
+    """Knots ``a .. b - 1`` of a per-knot result dataclass (each field an array with a leading knot axis), as views:
+    the part of a whole result a computation over some of its knots reads or writes."""
+    return type(result)(*(x[a:b] for x in vars(result).values()))
 
 
 def joint_torques(model: RobotModel, X: Trajectory, U, who: str, out: np.ndarray | None = None) -> np.ndarray:

@@ -11,23 +11,20 @@ fields of a robot share: the model, a workspace and the generalized forces of th
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Executor
-from typing import TypeVar
 
 import numpy as np
 
 from lietraj._jit import helper, kernel
-from lietraj.dynamics._checks import IDENTITY4_STACK, NO_FEXT
+from lietraj.dynamics._checks import IDENTITY4_STACK, NO_FEXT, checked_state
+from lietraj.dynamics.algorithms.rnea_derivatives import LOCAL_WRENCH
 from lietraj.dynamics.algorithms.aba import aba
-from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives
+from lietraj.dynamics.algorithms.aba_derivatives import ForwardDynamicsDerivatives, aba_derivatives_of_checked
 from lietraj.dynamics.algorithms.aba_second_order import ForwardDynamicsHessian, aba_hessian_contraction
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.workspace import Workspace
-from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives, FieldHessian, FieldTables, joint_torques
-from lietraj.optimal_control.lanes import knot_pieces, knot_rows, share
-
-T = TypeVar("T")
+from lietraj.optimal_control.dynamics.field import (Field, FieldDerivatives, FieldHessian, FieldTables, joint_torques,
+                                                    knot_rows)
 
 
 @helper
@@ -92,8 +89,8 @@ class RobotField(Field):
     inputs: a solver's iteration asks for them at the same knots for the Jacobians, for DDP's second-order term
     (whose contraction needs the first-order pass too) and, on a contact field, for the contact costs.
 
-    With a solver's second thread (``lanes``) the knots of the derivatives are cut into pieces that both threads
-    compute, each with the workspace of its lane (``lane_workspace``), into the same output arrays."""
+    With a solver's two threads (``threads=2``) each compiled call computes half of the knots in a second thread
+    (``_jit.split_kernel``), with a second workspace (``other_workspace``)."""
 
     nc = 0  # contact rows
 
@@ -113,35 +110,14 @@ class RobotField(Field):
         state["_second_workspace"] = None
         return state
 
-    def lane_workspace(self, lane: int) -> Workspace:
-        """The work arrays of a lane (``lanes``): the field's ``workspace`` for the calling thread (0), a second
-        workspace, made on first use, for the solver's second thread (1)."""
-        if lane == 0:
-            return self.workspace
+    def other_workspace(self, threads: int) -> Workspace | None:
+        """The work arrays of the second thread of a split call (``_jit.split_kernel``) for ``threads`` 2, made on
+        first use; None for one thread."""
+        if threads < 2:
+            return None
         if self._second_workspace is None:
             self._second_workspace = Workspace(self.model)
         return self._second_workspace
-
-    def shared(self, N: int, executor: Executor | None, piece: Callable[[int, int, Workspace], T]) -> list[T]:
-        """``[piece(start, stop, workspace), ...]`` over the pieces of ``N`` knots (``lanes.knot_pieces``), shared
-        with ``executor``'s thread, each with the workspace of its lane. A piece that fails reports its knot within
-        the piece: all knots are then computed at once in this thread, to raise the error at the right knot."""
-        pieces = knot_pieces(N, self.model.nv, executor)
-        if len(pieces) == 1:
-            return [piece(0, N, self.workspace)]
-        results: list = [None] * len(pieces)
-
-        def task(i: int, a: int, b: int) -> Callable[[int], None]:
-            def run(lane: int) -> None:
-                results[i] = piece(a, b, self.lane_workspace(lane))
-            return run
-
-        try:
-            share([task(i, a, b) for i, (a, b) in enumerate(pieces)], executor)
-        except ValueError:
-            piece(0, N, self.workspace)
-            raise
-        return results
 
     def forget_evaluations(self) -> None:
         """Drop what ``keep`` kept: the next calls compute again. For timing repeated solves of one problem from one
@@ -226,14 +202,9 @@ class RobotField(Field):
         """The actuated columns (..., nv, n) of a derivative with respect to the generalized forces."""
         return A[..., self.model.nv - self.model.n:]
 
-    def field_hessian(self, parts: list) -> FieldHessian:
-        """The ``FieldHessian`` of a dynamics algorithm's contraction computed in ``parts`` (runs of knots in order;
-        ``ForwardDynamicsHessian`` s)."""
-        if len(parts) == 1:
-            C = parts[0]
-            return FieldHessian(C.qq, C.qv, C.vv, self.joint_columns(C.qtau))
-        qq, qv, vv, qtau = (np.concatenate([getattr(C, name) for C in parts]) for name in ("qq", "qv", "vv", "qtau"))
-        return FieldHessian(qq, qv, vv, self.joint_columns(qtau))
+    def field_hessian(self, C: ForwardDynamicsHessian) -> FieldHessian:
+        """The ``FieldHessian`` of a dynamics algorithm's contraction."""
+        return FieldHessian(C.qq, C.qv, C.vv, self.joint_columns(C.qtau))
 
 
 class FreeField(RobotField):
@@ -269,16 +240,16 @@ class FreeField(RobotField):
         return aba(self.model, X, self.torques(X, U), self._fext(len(X)), workspace=self.workspace)
 
     def derivatives(self, X: Trajectory, U, stage: int = 0) -> FieldDerivatives:
-        return self.shared_derivatives(X, U, None, stage)
+        return self.shared_derivatives(X, U, 1, stage)
 
-    def shared_derivatives(self, X: Trajectory, U, executor: Executor | None, stage: int = 0) -> FieldDerivatives:
-        d = self.forward_dynamics_derivatives(X, U, stage, executor)
+    def shared_derivatives(self, X: Trajectory, U, threads: int, stage: int = 0) -> FieldDerivatives:
+        d = self.forward_dynamics_derivatives(X, U, stage, threads)
         return FieldDerivatives(d.a, d.da_dq, d.da_dv, self.joint_columns(d.da_dtau))
 
     def forward_dynamics_derivatives(self, X: Trajectory, U, stage: int = 0,
-                                     executor: Executor | None = None) -> ForwardDynamicsDerivatives:
-        """``aba_derivatives`` at every knot (kept: ``RobotField``), the knots shared with ``executor``'s thread
-        when given; ``stage`` keeps RK4's stages apart."""
+                                     threads: int = 1) -> ForwardDynamicsDerivatives:
+        """``aba_derivatives`` at every knot (kept: ``RobotField``), the knots shared by ``threads`` threads;
+        ``stage`` keeps RK4's stages apart."""
         d = self.recall(("fd", stage), X, U)
         if d is not None:
             return d
@@ -288,30 +259,30 @@ class FreeField(RobotField):
             np.empty((N, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv))))
         fext = self._fext(N)
 
-        def piece(a: int, b: int, workspace: Workspace) -> None:
-            aba_derivatives(self.model, X[a:b], tau[a:b], None if fext is None else fext[a:b],
-                            out=knot_rows(out, a, b), workspace=workspace)
+        X = checked_state(self.model, X, "FreeField")
+
+        def piece(a: int, b: int, workspace: Workspace, other: Workspace | None = None) -> None:
+            whole = a == 0 and b == N  # the common piece: no views to make
+            aba_derivatives_of_checked(self.model, X if whole else X[a:b], tau if whole else tau[a:b],
+                                       None if fext is None else fext[a:b], LOCAL_WRENCH,
+                                       out if whole else knot_rows(out, a, b), workspace, other)
 
         if not self.fill_shifted(("fd", stage), X, U, out, piece):
-            self.shared(N, executor, piece)
+            piece(0, N, self.workspace, self.other_workspace(threads))
         return self.keep(("fd", stage), X, U, out)
 
     def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
-        return self.shared_hessian_contraction(X, U, MU, None)
+        return self.shared_hessian_contraction(X, U, MU, 1)
 
-    def shared_hessian_contraction(self, X: Trajectory, U, MU: np.ndarray, executor: Executor | None) -> FieldHessian:
-        """``aba_second_order``'s contraction, the knots shared with ``executor``'s thread when given; not available
-        with external wrenches."""
+    def shared_hessian_contraction(self, X: Trajectory, U, MU: np.ndarray, threads: int) -> FieldHessian:
+        """``aba_second_order``'s contraction, the knots shared by ``threads`` threads; not available with external
+        wrenches."""
         if self.fext is not None:
             # A constant body-frame wrench on any body but a floating base adds -d2(J^T f)/dq2 to the second-order
             # inverse-dynamics tensors, which rnea_second_order does not compute.
             raise NotImplementedError(f"FreeField({self.model.name}).hessian_contraction: not available with external "
                                       "wrenches (fext); use iLQR, which needs only the Jacobians")
         tau = self.torques(X, U)
-        d = self.recall(("fd", 0), X, U)
-
-        def piece(a: int, b: int, workspace: Workspace) -> ForwardDynamicsHessian:
-            return aba_hessian_contraction(self.model, X[a:b], tau[a:b], MU[a:b], workspace=workspace,
-                                           derivatives=None if d is None else knot_rows(d, a, b))
-
-        return self.field_hessian(self.shared(len(X), executor, piece))
+        return self.field_hessian(aba_hessian_contraction(self.model, X, tau, MU, workspace=self.workspace,
+                                                          derivatives=self.recall(("fd", 0), X, U),
+                                                          other=self.other_workspace(threads)))

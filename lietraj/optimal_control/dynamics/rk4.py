@@ -20,7 +20,6 @@ pass, with the same floating-point operations as ``RK4.step``'s but numpy's 4x4 
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 
 import numpy as np
 
@@ -166,10 +165,10 @@ class RK4:
         return Rk4Sensitivities((dX, dY2, dY3, dY4), (dF1, dF2, dF3, dF4), dZ)
 
     def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray,
-                    structure: EulerStructure | None = None, executor: Executor | None = None) -> bool:
+                    structure: EulerStructure | None = None, threads: int = 1) -> bool:
         """``F_x, F_u`` of the step at every knot, in place: the sensitivity of x⁺ = Z exp(ξ₆), a few knots at a
         time. They are dense: ``structure``, when given, marks every knot as not built as an Euler step's. The
-        stages depend on each other: all computed in the calling thread, ``executor`` unused. Returns whether they
+        stages depend on each other: all computed in the calling thread, ``threads`` unused. Returns whether they
         are finite."""
         if structure is not None:
             structure.dt[:] = np.nan
@@ -185,9 +184,9 @@ class RK4:
         return bool(np.isfinite(F_x).all() and np.isfinite(F_u).all())
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray,
-                            executor: Executor | None = None, out: StepHessian | None = None) -> StepHessian:
+                            threads: int = 1, out: StepHessian | None = None) -> StepHessian:
         """DDP's second-order term of the step at every knot (``rk4_second_order``) for covectors ``LAM``, in the
-        calling thread (``executor`` unused, as for the derivatives); copied into ``out`` when given."""
+        calling thread (``threads`` unused, as for the derivatives); copied into ``out`` when given."""
         st = self.stages(field, dt, X, U)
         ndx, nu = LAM.shape[1], field.nu
         H = rk4_step_hessian(dt, st, LAM, lambda Y, mu: field.hessian_contraction(Y, U, mu),

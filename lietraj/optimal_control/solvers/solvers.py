@@ -55,16 +55,13 @@ from __future__ import annotations
 import math
 import sys
 import time
-import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from lietraj.dynamics.lie.state import State, Trajectory
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian
-from lietraj.optimal_control.lanes import worth_a_second_thread
 from lietraj.optimal_control.problem import Problem, ProblemDerivatives
 from lietraj.optimal_control.solvers.forward_pass import rollout_policy
 from lietraj.optimal_control.solvers.riccati import BackwardPass, backward_pass
@@ -94,8 +91,8 @@ class SolverOptions:
     step_inc: float = 0.01  # th_stepinc
     box_tol: float = 1e-12
     box_max_iter: int = 100
-    threads: int = 1  # 2: a second thread computes the costs' derivatives, then shares the dynamics' (lanes),
-    # where the problem is large enough to pay (lanes.MIN_SHARED_WORK)
+    threads: int = 1  # 2 (or more; two are used): each compiled call over the dynamics' knots (derivatives, DDP's
+    # term) computes half of them in a second thread (_jit.split_kernel)
 
     def __post_init__(self):
         checks = {
@@ -299,19 +296,6 @@ class Solver:
             self.callbacks.append(LogTable())
         self.problem, self.options, self.verbose = problem, options, verbose
         self.name, self.second_order, self.fddp = name, second_order, fddp
-        self._executor: ThreadPoolExecutor | None = None
-
-    def executor(self) -> ThreadPoolExecutor | None:
-        """The second thread of ``options.threads > 1`` (it computes the costs' derivatives, then takes pieces of
-        the dynamics' with the calling thread: ``lanes``), started on first use and stopped when the solver is
-        collected; None for one thread, and for a problem too small to pay for a second (``lanes.MIN_SHARED_WORK``:
-        ur5's 100 knots ran 1.26 times slower with two)."""
-        if self.options.threads == 1 or not worth_a_second_thread(self.problem.T, self.problem.ndx):
-            return None
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"lietraj-{self.name}")
-            weakref.finalize(self, self._executor.shutdown, wait=False)
-        return self._executor
 
     def solve(self, xs0: Trajectory | None = None, us0=None) -> SolverResult:
         """Iterate from the guess until a status ends the solve (module docstring): from ``xs0, us0``, or from the
@@ -406,7 +390,7 @@ class Solver:
         """Step 1: the derivatives and, for an infeasible guess, the gaps at the guess; a guess whose gaps are all
         below ``gap_tol`` counts as feasible from here on."""
         try:
-            self.problem.derivatives(state.xs, state.us, out=state.derivatives, executor=self.executor())
+            self.problem.derivatives(state.xs, state.us, out=state.derivatives, threads=self.options.threads)
             state.gaps = None if state.feasible else self.problem.gaps(state.xs, state.us)
         except _NUMERICAL_ERRORS as e:
             raise SolveFailed(f"the derivatives cannot be evaluated ({e})") from e
@@ -467,7 +451,7 @@ class Solver:
         if state.hessian is None:
             try:
                 state.hessian = self.problem.dynamics_contraction(state.xs, state.us, gauss_newton.lam[1:],
-                                                                   executor=self.executor())
+                                                                   threads=self.options.threads)
             except NotImplementedError as e:
                 raise ValueError(f"{self.name}: the dynamics cannot compute the second-order term ({e}); use "
                                  "solve_ilqr (Gauss-Newton) instead") from e
