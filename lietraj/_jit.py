@@ -20,9 +20,11 @@
   ``threads=2``. One call holds no interpreter lock while both threads compute, where two Python threads
   each calling a kernel on half the knots waited for each other's Python around every call (the solo12 trot's
   contact derivatives: 1.05 ms a tick on one thread, 1.44-2.14 ms of both threads' time on two). It is compiled on
-  its first call only, so that a solve on one thread never pays its compile time. Calls are serialized by
-  ``split_lock``: numba's fallback layer (workqueue, where OpenMP is missing) aborts the process when two threads
-  launch parallel work at once.
+  its first call only, so that a solve on one thread never pays its compile time. ``split_call`` calls one on two
+  of numba's threads (a machine of many cores would wake them all for two halves), one call at a time: numba's
+  fallback layer (workqueue, where OpenMP is missing) aborts the process when two threads launch parallel work at
+  once. GNU OpenMP is not fork-safe: a process forked after a two-thread solve must not solve on two threads (numba
+  stops it with a message); lietraj's worker processes, and Dask's, are spawned.
 
 Kernels and helpers allocate nothing: every array they write comes from their caller (a workspace, or an output
 the Python function allocated), and they are compiled without numba's reference-counting runtime (``_nrt=False``).
@@ -42,6 +44,7 @@ iteration (compile time is part of the speed a user sees).
 
 import threading
 
+import numba
 from numba import njit
 from numba.extending import register_jitable
 
@@ -51,7 +54,20 @@ kernel = njit(cache=True, **_OPTIONS)
 blas_kernel = njit(cache=True, **{**_OPTIONS, "_nrt": True})
 split_kernel = njit(cache=True, parallel=True, **_OPTIONS)
 
-split_lock = threading.Lock()
+_split_lock = threading.Lock()
+
+
+def split_call(split_kernel, *args):
+    """``split_kernel(*args)`` on two of numba's threads, one such call at a time in the process."""
+    with _split_lock:
+        if numba.config.NUMBA_NUM_THREADS <= 2:
+            return split_kernel(*args)
+        previous = numba.get_num_threads()
+        numba.set_num_threads(2)
+        try:
+            return split_kernel(*args)
+        finally:
+            numba.set_num_threads(previous)
 
 
 def helper(function):

@@ -78,3 +78,21 @@ def test_a_failure_in_either_half_names_its_knot_of_the_whole_trajectory(knot):
         contact_derivatives(model, X, None, _feet(model), 0.0, None, dynamics, Workspace(model), "test",
                             Workspace(model))
 
+
+
+def test_a_split_call_runs_on_two_of_numbas_threads_and_restores_the_callers(monkeypatch):
+    """On a machine of more cores a split kernel's two halves must not wake every thread of numba's pool: the call
+    asks for two, then gives the calling thread its own setting back."""
+    import numba
+
+    from lietraj._jit import split_call
+
+    seen = []
+    numba.set_num_threads(1)
+    try:
+        monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 4)
+        assert split_call(lambda x: seen.append(numba.get_num_threads()) or x, 7) == 7
+        assert seen == [2] and numba.get_num_threads() == 1
+    finally:
+        monkeypatch.undo()
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)

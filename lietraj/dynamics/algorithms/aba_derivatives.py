@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import prange
 
-from lietraj._jit import helper, kernel, split_kernel, split_lock
+from lietraj._jit import helper, kernel, split_call, split_kernel
 from lietraj.dynamics._checks import (
     BAD_N,
     BAD_TAU,
@@ -267,9 +267,8 @@ def aba_derivatives_of_checked(model: RobotModel, x: State | Trajectory, tau: np
                                     what)
     inputs = (model.packed, model.dof_tables, base_poses(x), x.s, x.v, tau, fe, fl, ref, work)
     if other is not None and N >= 2:
-        with split_lock:
-            status, k = fd_derivatives_split_kernel(*inputs, other.work(fd_derivatives_work),
-                                                    np.empty((2, 2), dtype=np.int64), A, DQ, DV, MINV)
+        status, k = split_call(fd_derivatives_split_kernel, *inputs, other.work(fd_derivatives_work),
+                               np.empty((2, 2), dtype=np.int64), A, DQ, DV, MINV)
     else:
         status, k = fd_derivatives_batch_kernel(*inputs, A, DQ, DV, MINV)
     if status != OK:

@@ -43,7 +43,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import prange
 
-from lietraj._jit import helper, kernel, split_kernel, split_lock
+from lietraj._jit import helper, kernel, split_call, split_kernel
 from lietraj.dynamics._checks import BAD_A, BAD_N, NO_FEXT, NOT_FINITE, OK, base_pose, base_poses, check_dynamics_inputs, \
     check_vector, checked_state, checked_vector, raise_for_status, result_arrays
 from lietraj.dynamics._spatial import add, cross, cross_force, cross_motion, mtv
@@ -672,10 +672,9 @@ def _run(model: RobotModel, x: State | Trajectory, a, mu, out, cls, what: str, w
     else:
         tensors, matrices = ((_NO_TENSOR[None],) * 4, arrays) if contract else (arrays, (_NO_MATRIX[None],) * 4)
         if contract and other is not None and N >= 2:
-            with split_lock:
-                status, knot = idsva_so_split_kernel(model.packed, base_poses(x), x.s, x.v, a, mu, zero, work,
-                                                     other.work(idsva_so_work), np.empty((2, 2), dtype=np.int64),
-                                                     *tensors, *matrices)
+            status, knot = split_call(idsva_so_split_kernel, model.packed, base_poses(x), x.s, x.v, a, mu, zero,
+                                      work, other.work(idsva_so_work), np.empty((2, 2), dtype=np.int64), *tensors,
+                                      *matrices)
         else:
             status, knot = idsva_so_batch_kernel(model.packed, base_poses(x), x.s, x.v, a, mu, zero, work, *tensors,
                                                  *matrices)

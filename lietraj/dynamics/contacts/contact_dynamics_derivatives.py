@@ -49,7 +49,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 from numba import njit, prange
 
-from lietraj._jit import helper, kernel, split_kernel, split_lock
+from lietraj._jit import helper, kernel, split_call, split_kernel
 from lietraj.dynamics._checks import (
     BAD_A,
     BAD_N,
@@ -499,9 +499,8 @@ def contact_derivatives(model: RobotModel, x: State | Trajectory, tau: np.ndarra
               np.ascontiguousarray(LAM1))
     if other is not None and len(S) >= 2:
         other_work = other.for_objects("contact derivatives", contacts, lambda: build_plan(model, contacts, what)).work
-        with split_lock:
-            status, k = contact_derivatives_split_kernel(*inputs, plan.work, other_work,
-                                                         np.empty((2, 2), dtype=np.int64), *blocks)
+        status, k = split_call(contact_derivatives_split_kernel, *inputs, plan.work, other_work,
+                               np.empty((2, 2), dtype=np.int64), *blocks)
     else:
         status, k = contact_derivatives_batch_kernel(*inputs, plan.work, *blocks)
     if status != OK:
