@@ -119,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
     mpc.add_argument("--prepare", action="store_true",
                      help="a real-time iteration: linearize each window while the plant runs, before its state is "
                           "measured; a tick then sweeps and steps only")
+    mpc.add_argument("--threads", type=int, default=1, choices=(1, 2),
+                     help="1 (the default), or 2 to split each tick's derivatives over two cores (their two-thread "
+                          "kernels compile on the first run, some 10 s more)")
     mpc.add_argument("--set", type=_parameter, action="append", default=[], metavar="KEY=VALUE",
                      help="another parameter of the scenario, e.g. velocity=0.3, depth=0.08 or push=50")
     mpc.add_argument("--plot", metavar="FILE", help="write tick times, tracking and contact forces (.png or .pdf)")
@@ -403,7 +406,8 @@ def _mpc(args: argparse.Namespace) -> int:
     _check_output(args.html, (".html", ".htm"), "--html")
     CompileNotice().install()
     parameters = {s.key: s.value for s in settings}
-    scenario = _built(lambda: make_scenario(args.scenario, args.robot, **parameters), settings)
+    scenario = _on_threads(_built(lambda: make_scenario(args.scenario, args.robot, **parameters), settings),
+                           args.threads)
     options = scenario.controller.options
     options.preparation = options.preparation or args.prepare
     deadline = "none" if options.deadline is None else f"{1e3 * options.deadline:g} ms"
@@ -411,10 +415,10 @@ def _mpc(args: argparse.Namespace) -> int:
     print(f"  {options.horizon} knots a window, {options.iterations} {options.solver} iteration(s) a tick, deadline "
           f"{deadline}; MuJoCo at {1e3 * scenario.inner_period:g} ms with the feedback policy"
           + ("; each window prepared before its state is measured" if options.preparation else ""))
-    spec = Spec(f"mpc {args.scenario}", scenario.robot.name, options.solver)
+    spec = Spec(f"mpc {args.scenario}", scenario.robot.name, options.solver, args.threads)
     if not is_warm(spec):
         print("  a first run: its kernels compile before the loop starts, so that no tick waits for them", flush=True)
-        _prime(make_scenario(args.scenario, args.robot, **parameters))
+        _prime(_on_threads(make_scenario(args.scenario, args.robot, **parameters), args.threads))
     report = run_scenario(scenario, on_tick=None if args.quiet else _progress(scenario))
     for line in report.lines()[1:]:  # its first line, the description, opened the run
         print(line)
@@ -430,6 +434,14 @@ def _mpc(args: argparse.Namespace) -> int:
     if not report.ok:
         print(f"lietraj: error: {report.fell or report.log.error}", file=sys.stderr)
     return 0 if report.ok else 1
+
+
+def _on_threads(scenario, threads: int):
+    """``scenario`` with its controller's solver on ``threads`` threads."""
+    options = scenario.controller.options
+    if threads != 1:
+        options.solver_options = replace(options.solver_options or SolverOptions(), threads=threads)
+    return scenario
 
 
 def _prime(scenario) -> None:

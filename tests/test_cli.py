@@ -335,6 +335,16 @@ def test_mpc_reports_a_failed_tick_as_it_happens(capsys, monkeypatch):
     assert "failed ticks 1" in out
 
 
+def test_mpc_on_two_threads_runs_its_ticks_with_the_split_kernels(capsys, monkeypatch):
+    from lietraj.dynamics.algorithms import aba_derivatives as module
+
+    split = []
+    real = module.fd_derivatives_split_kernel
+    monkeypatch.setattr(module, "fd_derivatives_split_kernel", lambda *a: split.append(1) or real(*a))
+    code, out, _ = run(capsys, "mpc", "arm", "--duration", "0.3", "--quiet", "--threads", "2")
+    assert code == 0 and "fell: no" in out and split
+
+
 def test_mpc_prepares_each_window_before_its_state_is_measured_when_asked(capsys):
     code, out, _ = run(capsys, "mpc", "arm", "--duration", "0.3", "--quiet", "--prepare")
     assert code == 0 and "each window prepared before its state is measured" in out
