@@ -226,8 +226,11 @@ def _step_jacobians(problem, xs) -> None:
 
 
 def _split(problem, xs, us, solver: str) -> None:
-    """The fields' derivatives (and DDP's term) on two threads at two knots of each field: their split kernels
-    (``_jit.split_kernel``), which call the one-thread kernels of the stages ``_BEFORE_SPLIT`` and ``evaluate``."""
+    """The costs' values and derivatives, and the fields' derivatives (and DDP's term) at two knots of each field,
+    on two threads: their split kernels (``_jit.split_kernel``), which call the one-thread kernels of the stages
+    ``_BEFORE_SPLIT``, ``evaluate`` and ``cost_derivatives``."""
+    problem.cost(xs, us, 2)
+    problem.cost_derivatives(xs, us, problem.empty_derivatives(), 2)
     for t, dynamics in _firsts(problem.dynamics_sequence):
         field = getattr(dynamics, "field", None)
         if field is None or t + 2 > problem.T:

@@ -96,3 +96,19 @@ def test_a_split_call_runs_on_two_of_numbas_threads_and_restores_the_callers(mon
     finally:
         monkeypatch.undo()
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def test_the_cost_table_on_two_threads_equals_one():
+    """The trot's compiled cost table (state, control, friction-cone and foot terms over its runs of knots, the
+    contact forces' derivatives among its inputs): values and derivatives, each half of the knots with its own work
+    arrays."""
+    from lietraj.problems import trot
+
+    problem = trot("solo12", formulation="crocoddyl").problem
+    assert problem._cost_plan().compiled.contact_runs
+    X, U = problem.constant_trajectory(), np.random.default_rng(0).normal(size=(problem.T, problem.nu))
+    one, two = problem.empty_derivatives(), problem.empty_derivatives()
+    problem.cost_derivatives(X, U, one)
+    problem.cost_derivatives(X, U, two, threads=2)
+    assert _equal(one.running, two.running) and _equal(one.terminal, two.terminal)
+    assert np.array_equal(problem.running_costs(X, U), problem.running_costs(X, U, threads=2))

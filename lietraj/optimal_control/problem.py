@@ -494,11 +494,12 @@ class Problem:
 
         return gather
 
-    def running_costs(self, X: Trajectory, U) -> np.ndarray:
-        """``l_k(X[k], U[k])`` for ``k < T``, shape ``(T,)``: one call per term group (``_term_groups``)."""
+    def running_costs(self, X: Trajectory, U, threads: int = 1) -> np.ndarray:
+        """``l_k(X[k], U[k])`` for ``k < T``, shape ``(T,)``: one call per term group (``_term_groups``), the compiled
+        terms' knots shared by ``threads`` threads."""
         U = np.asarray(U, dtype=np.float64)
         out = np.zeros(self.T)
-        plan = self._compiled_running(X, U, out)
+        plan = self._compiled_running(X, U, out, threads)
         with ExitStack() as stack:
             gather = self._gathered(X, U, stack)
             for group in plan.groups:
@@ -507,19 +508,20 @@ class Problem:
                 np.add.at(out, knots, group.weight * group.cost.value(Xg, Ug))
         return out
 
-    def _compiled_running(self, X: Trajectory, U: np.ndarray, out: np.ndarray | CostDerivatives) -> _CostPlan:
-        """Write the compiled running terms into ``out`` (values or derivatives, every knot written) and return the
-        plan; the plan is built again when a term's residual or activation was replaced by one the table does not
-        take."""
+    def _compiled_running(self, X: Trajectory, U: np.ndarray, out: np.ndarray | CostDerivatives,
+                          threads: int = 1) -> _CostPlan:
+        """Write the compiled running terms into ``out`` (values or derivatives, every knot written, the knots shared
+        by ``threads`` threads) and return the plan; the plan is built again when a term's residual or activation
+        was replaced by one the table does not take."""
         plan = self._cost_plan()
         if plan.compiled is None:
             return plan
         check_knots(self.state_space, self.nu, X[:self.T], U, "Problem")
         try:
-            plan.compiled.add(X, U, out, clear=True)
+            plan.compiled.add(X, U, out, clear=True, threads=threads)
         except TableChanged:
             self._window[1][1] = None
-            return self._compiled_running(X, U, out)
+            return self._compiled_running(X, U, out, threads)
         return plan
 
     def terminal_cost(self, X: Trajectory) -> float:
@@ -543,9 +545,10 @@ class Problem:
             return self._compiled_terminal(last, out)
         return True
 
-    def cost(self, X: Trajectory, U) -> float:
-        """The total cost ``Σ_k l_k(X[k], U[k]) + l_T(X[T])``."""
-        return float(self.running_costs(X, U).sum()) + self.terminal_cost(X)
+    def cost(self, X: Trajectory, U, threads: int = 1) -> float:
+        """The total cost ``Σ_k l_k(X[k], U[k]) + l_T(X[T])``, the compiled running terms' knots shared by
+        ``threads`` threads."""
+        return float(self.running_costs(X, U, threads).sum()) + self.terminal_cost(X)
 
     # ---- constraints ----------------------------------------------------------------------------------------
 
@@ -609,16 +612,17 @@ class Problem:
         if out is None:
             out = self.empty_derivatives()
         self._dynamics_derivatives(X, U, out.dynamics, threads)
-        self.cost_derivatives(X, U, out)
+        self.cost_derivatives(X, U, out, threads)
         return out
 
-    def cost_derivatives(self, X: Trajectory, U: np.ndarray, out: ProblemDerivatives) -> None:
+    def cost_derivatives(self, X: Trajectory, U: np.ndarray, out: ProblemDerivatives, threads: int = 1) -> None:
         """The running and terminal cost derivatives, into ``out`` (``derivatives`` without the dynamics': for a
-        solver whose costs changed at the same guess, e.g. an augmented Lagrangian's multipliers)."""
+        solver whose costs changed at the same guess, e.g. an augmented Lagrangian's multipliers); the compiled
+        terms' knots shared by ``threads`` threads."""
         names = ("l", "l_x", "l_u", "l_xx", "l_xu", "l_uu")
         r = out.running
         # the compiled terms write every knot (zero without a term), whole runs' costs write theirs, other terms add
-        plan = self._compiled_running(X, U, r)
+        plan = self._compiled_running(X, U, r, threads)
         groups = plan.groups
         if plan.compiled is None and not all(group.whole for group in groups):
             for name in names:

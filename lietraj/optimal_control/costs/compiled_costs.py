@@ -32,8 +32,9 @@ from operator import attrgetter, is_
 from typing import NamedTuple
 
 import numpy as np
+from numba import prange
 
-from lietraj._jit import helper, kernel
+from lietraj._jit import helper, kernel, split_call, split_kernel
 from lietraj.dynamics._checks import IDENTITY4_STACK
 from lietraj.dynamics._tuples import sub
 from lietraj.dynamics.kinematics.center_of_mass import center_of_mass_core, center_of_mass_jacobian_core
@@ -417,6 +418,26 @@ def cost_table_kernel(model, frames, knots, contacts, table, derivatives, clear,
     return -1
 
 
+@split_kernel
+def cost_table_split_kernel(model, frames, knots, contacts, table, derivatives, clear, work, other_work, out, failed):
+    """``cost_table_kernel`` on two halves of the knots, computed by two threads, the first with ``work``, the
+    second with ``other_work``, each writing its result to its entry of ``failed`` ((2,) int64); returns the first
+    failing entry in knot order, or -1."""
+    H, S, V, U = knots
+    terms, weights, entries, starts, columns, counts, values = table
+    F, dF_dx, dF_du = contacts
+    l, l_x, l_u, l_xx, l_xu, l_uu = out
+    N, floating = starts.shape[0] - 1, ModelArrays(*model).floating
+    for i in prange(2):
+        a, b = i * N // 2, (i + 1) * N // 2
+        # the arrays a table leaves empty (no contact term, values only) are never read, nor are their slices
+        failed[i] = cost_table_kernel(
+            model, frames, (H[a:b] if floating else H, S[a:b], V[a:b], U[a:b]), (F[a:b], dF_dx[a:b], dF_du[a:b]),
+            (terms, weights, entries, starts[a:b + 1], columns, counts, values), derivatives, clear,
+            work if i == 0 else other_work, (l[a:b], l_x[a:b], l_u[a:b], l_xx[a:b], l_xu[a:b], l_uu[a:b]))
+    return failed[0] if failed[0] >= 0 else failed[1]
+
+
 def compilable(cost, model: RobotModel | None) -> bool:
     """Whether ``CompiledCosts`` evaluates ``cost`` (module docstring); a robot residual only on ``model`` (None:
     any model without mimic joints)."""
@@ -498,10 +519,17 @@ class CompiledCosts:
         # placement_error_core writes the six rows of a placement error for a rotation's three
         nr = max([6] + [cost.residual.nr for cost, _, _ in items])
         nb, nv = 1 if model is None else model.nb, self.nv
-        self.work = self._buffer(("work", nb, nr, nu), lambda: CostWork(
-            np.zeros((nb, W_COLS)), np.zeros(nr), np.zeros(nr), np.zeros((1, nr)), np.zeros((1, nr, nr)),
-            np.zeros((nr, 2 * nv)), np.zeros((nr, nu)), np.tile(np.arange(nu, dtype=np.int64), (nr, 1)),
-            np.full(nr, nu, np.int64), np.zeros((6, nv)), np.zeros((0, nv)), np.zeros(2 * nv + nu)))
+        def work() -> CostWork:
+            return CostWork(np.zeros((nb, W_COLS)), np.zeros(nr), np.zeros(nr), np.zeros((1, nr)),
+                            np.zeros((1, nr, nr)), np.zeros((nr, 2 * nv)), np.zeros((nr, nu)),
+                            np.tile(np.arange(nu, dtype=np.int64), (nr, 1)), np.full(nr, nu, np.int64),
+                            np.zeros((6, nv)), np.zeros((0, nv)), np.zeros(2 * nv + nu))
+
+        self.work = self._buffer(("work", nb, nr, nu), work)
+        self._other_work = lambda: self._buffer(("split", nb, nr, nu), work)  # a split call's second half's
+        # Two threads pay on the robot terms (kinematics, contact forces), not on state and control terms alone: the
+        # solo12 reorientation's 100 knots of those cost about 30 us, and split it solved 20 % slower.
+        self._splits = any(_KINDS[type(cost.residual)] in _ROBOT_KINDS for cost, _, _ in items)
         self._contact_runs(dynamics_runs)
 
     def _buffer(self, key: tuple, make):
@@ -712,10 +740,12 @@ class CompiledCosts:
         if flat:
             np.concatenate(flat, out=self.table.values)
 
-    def add(self, X: Trajectory, U: np.ndarray | None, out: CostDerivatives | np.ndarray, clear: bool = False) -> None:
+    def add(self, X: Trajectory, U: np.ndarray | None, out: CostDerivatives | np.ndarray, clear: bool = False,
+            threads: int = 1) -> None:
         """Add the terms' values (``out`` an (N,) array) or values and derivatives (``out`` a ``CostDerivatives``
         of N knots) at the first N knots of ``X``, ``U`` (checked by the caller) into ``out``; with ``clear`` into
-        zeros (every row of ``out`` is written)."""
+        zeros (every row of ``out`` is written). With ``threads`` 2 a second thread computes half of the knots
+        (``_jit.split_kernel``) of a table with robot terms."""
         self._read_parameters()
         U = np.zeros((len(X), 0)) if U is None else U
         if len(X) < self.N or U.shape[0] < self.N:
@@ -726,8 +756,12 @@ class CompiledCosts:
             (out,) + self._values_only
         if self.contact_runs:
             self._gather_contacts(X, U, derivatives)
-        failed = cost_table_kernel(self.packed, self.frames, (H, X.s, X.v, U), self.contacts, self.table, derivatives,
-                                   clear, self.work, arrays)
+        inputs = (self.packed, self.frames, (H, X.s, X.v, U), self.contacts, self.table, derivatives, clear, self.work)
+        if threads > 1 and self._splits and self.N >= 2:
+            failed = split_call(cost_table_split_kernel, *inputs, self._other_work(), arrays,
+                                np.empty(2, dtype=np.int64))
+        else:
+            failed = cost_table_kernel(*inputs, arrays)
         if failed >= 0:
             t, i = self.table.entries[failed]
             cost, _, knots = self.items[t]

@@ -576,7 +576,7 @@ class ConstrainedSolver(Solver):
             return
         self._costs_changed = False
         try:
-            self.problem.cost_derivatives(state.xs, state.us, state.derivatives)
+            self.problem.cost_derivatives(state.xs, state.us, state.derivatives, self.options.threads)
         except _NUMERICAL_ERRORS as e:
             raise SolveFailed(f"the derivatives cannot be evaluated ({e})") from e
         take_cost(state)
@@ -587,7 +587,7 @@ class ConstrainedSolver(Solver):
         guess clipped at those bounds: a step may bring such a row to its bound, where the model sees it (its
         curvature), not past it."""
         return _forward_pass(self.problem, state.xs, state.us, direction, alpha, state.gaps if self.fddp else None,
-                             self.control_bounds(state))
+                             self.control_bounds(state), self.options.threads)
 
     def control_bounds(self, state: SolverState) -> tuple[np.ndarray, np.ndarray] | None:
         """The bounds of the trial controls (``(T, nu)`` each, None for none): the problem's box, tightened to the

@@ -200,11 +200,12 @@ def _gap_norm(gaps: np.ndarray | None) -> float:
 
 
 def _forward_pass(problem: Problem, xs: Trajectory, us: np.ndarray, bp: BackwardPass, alpha: float,
-                  gaps: np.ndarray | None, bounds: tuple | None = None):
+                  gaps: np.ndarray | None, bounds: tuple | None = None, threads: int = 1):
     """The nonlinear rollout of the policy with step ``alpha`` (module docstring, step 4): ``(X, U, DX, cost)``,
     or None if it diverged. ``forward_pass.rollout_policy`` rolls each run of knots sharing one dynamics object out
     in one compiled call where the dynamics has a compiled step, else one knot at a time. The controls are clipped
-    to ``bounds`` ((T, nu) arrays), by default the problem's own."""
+    to ``bounds`` ((T, nu) arrays), by default the problem's own; the cost's knots are shared by ``threads``
+    threads."""
     if bounds is None:
         bounds = (problem.u_lb, problem.u_ub) if problem.has_control_limits else (None, None)
     try:
@@ -212,7 +213,7 @@ def _forward_pass(problem: Problem, xs: Trajectory, us: np.ndarray, bp: Backward
                                runs=problem.dynamics_runs)
         if not trial.ok:
             return None
-        cost = problem.cost(trial.X, trial.U)
+        cost = problem.cost(trial.X, trial.U, threads)
     except _NUMERICAL_ERRORS:
         return None
     return (trial.X, trial.U, trial.DX, cost) if math.isfinite(cost) else None
@@ -534,7 +535,8 @@ class Solver:
     def forward_pass(self, state: SolverState, direction: BackwardPass, alpha: float):
         """The nonlinear rollout of the direction's policy with step ``alpha`` (``_forward_pass``); FDDP keeps the
         part ``1 - alpha`` of the gaps, iLQR and DDP close them all."""
-        return _forward_pass(self.problem, state.xs, state.us, direction, alpha, state.gaps if self.fddp else None)
+        return _forward_pass(self.problem, state.xs, state.us, direction, alpha, state.gaps if self.fddp else None,
+                             threads=self.options.threads)
 
     def acceptable(self, state: SolverState, g1: float, improvement: float, expected: float) -> bool:
         """The acceptance rule for a trial from ``state`` that rolled out: for iLQR and DDP from an infeasible guess,
