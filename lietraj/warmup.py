@@ -13,7 +13,9 @@ guess will do) without the others:
 - ``derivatives``: the Jacobians of the dynamics and the costs' derivatives, as the solver asks for them;
 - ``second_order``: DDP's second-order dynamics term (``ddp`` only);
 - ``backward``: the Riccati backward pass (the same kernel for every problem);
-- ``forward``: the solvers' forward pass, the closed-loop rollout of a policy.
+- ``forward``: the solvers' forward pass, the closed-loop rollout of a policy;
+- ``split``: on two threads only, the split kernels (``_jit.split_kernel``) of the costs and the fields, which call
+  the kernels the other stages compile.
 
 ``warm_up`` compiles stages of problems in worker processes, one per core, which write the kernels to numba's
 disk cache; ``ColdStart`` does it for the first solve of a problem in ``lietraj solve``. A worker started with the
