@@ -438,6 +438,14 @@ def cost_table_split_kernel(model, frames, knots, contacts, table, derivatives, 
     return failed[0] if failed[0] >= 0 else failed[1]
 
 
+def _cost_work(nb: int, nr: int, nu: int, nv: int) -> CostWork:
+    """The work arrays of ``cost_table_kernel`` for ``nb`` bodies, residuals of ``nr`` rows at most, ``nu`` controls and
+    ``nv`` velocities."""
+    return CostWork(np.zeros((nb, W_COLS)), np.zeros(nr), np.zeros(nr), np.zeros((1, nr)), np.zeros((1, nr, nr)),
+                    np.zeros((nr, 2 * nv)), np.zeros((nr, nu)), np.tile(np.arange(nu, dtype=np.int64), (nr, 1)),
+                    np.full(nr, nu, np.int64), np.zeros((6, nv)), np.zeros((0, nv)), np.zeros(2 * nv + nu))
+
+
 def compilable(cost, model: RobotModel | None) -> bool:
     """Whether ``CompiledCosts`` evaluates ``cost`` (module docstring); a robot residual only on ``model`` (None:
     any model without mimic joints)."""
@@ -519,14 +527,8 @@ class CompiledCosts:
         # placement_error_core writes the six rows of a placement error for a rotation's three
         nr = max([6] + [cost.residual.nr for cost, _, _ in items])
         nb, nv = 1 if model is None else model.nb, self.nv
-        def work() -> CostWork:
-            return CostWork(np.zeros((nb, W_COLS)), np.zeros(nr), np.zeros(nr), np.zeros((1, nr)),
-                            np.zeros((1, nr, nr)), np.zeros((nr, 2 * nv)), np.zeros((nr, nu)),
-                            np.tile(np.arange(nu, dtype=np.int64), (nr, 1)), np.full(nr, nu, np.int64),
-                            np.zeros((6, nv)), np.zeros((0, nv)), np.zeros(2 * nv + nu))
-
-        self.work = self._buffer(("work", nb, nr, nu), work)
-        self._other_work = lambda: self._buffer(("split", nb, nr, nu), work)  # a split call's second half's
+        self._work_sizes = (nb, nr, nu, nv)
+        self.work = self._buffer(("work", nb, nr, nu), lambda: _cost_work(*self._work_sizes))
         # Two threads pay on the robot terms (kinematics, contact forces), not on state and control terms alone: the
         # solo12 reorientation's 100 knots of those cost about 30 us, and split it solved 20 % slower.
         self._splits = any(_KINDS[type(cost.residual)] in _ROBOT_KINDS for cost, _, _ in items)
@@ -758,8 +760,8 @@ class CompiledCosts:
             self._gather_contacts(X, U, derivatives)
         inputs = (self.packed, self.frames, (H, X.s, X.v, U), self.contacts, self.table, derivatives, clear, self.work)
         if threads > 1 and self._splits and self.N >= 2:
-            failed = split_call(cost_table_split_kernel, *inputs, self._other_work(), arrays,
-                                np.empty(2, dtype=np.int64))
+            other = self._buffer(("split work",) + self._work_sizes, lambda: _cost_work(*self._work_sizes))
+            failed = split_call(cost_table_split_kernel, *inputs, other, arrays, np.empty(2, dtype=np.int64))
         else:
             failed = cost_table_kernel(*inputs, arrays)
         if failed >= 0:
