@@ -47,6 +47,16 @@ IDENTITY4_STACK = np.eye(4)[None]
 
 
 @helper
+def first_failure(result):
+    """The first row ``(status, knot)`` of ``result`` ((parts, 2) int64, the parts of a split kernel's knots in
+    order) whose status is not OK, else ``(OK, 0)``."""
+    for i in range(result.shape[0]):
+        if result[i, 0] != OK:
+            return result[i, 0], result[i, 1]
+    return OK, 0
+
+
+@helper
 def finite(x):
     for k in range(x.size):
         if not math.isfinite(x.flat[k]):

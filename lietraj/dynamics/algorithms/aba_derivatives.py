@@ -31,6 +31,7 @@ from lietraj.dynamics._checks import (
     BAD_N,
     BAD_TAU,
     check_dynamics_inputs,
+    first_failure,
     OK,
     SINGULAR,
     base_pose,
@@ -194,10 +195,7 @@ def fd_derivatives_split_kernel(model, dofs, H, S, V, TAU, fext, fext_local, fex
             fext_local[a:b] if per_knot else fext_local, fext_ref, work if i == 0 else other_work, A[a:b],
             DA_DQ[a:b], DA_DV[a:b], MINV[a:b])
         result[i, 0], result[i, 1] = status, a + k
-    for i in range(2):
-        if result[i, 0] != OK:
-            return result[i, 0], result[i, 1]
-    return OK, 0
+    return first_failure(result)
 
 
 @dataclass(eq=False)

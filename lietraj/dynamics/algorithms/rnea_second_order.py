@@ -45,7 +45,7 @@ from numba import prange
 
 from lietraj._jit import helper, kernel, split_call, split_kernel
 from lietraj.dynamics._checks import BAD_A, BAD_N, NO_FEXT, NOT_FINITE, OK, base_pose, base_poses, check_dynamics_inputs, \
-    check_vector, checked_state, checked_vector, raise_for_status, result_arrays
+    check_vector, checked_state, checked_vector, first_failure, raise_for_status, result_arrays
 from lietraj.dynamics._spatial import add, cross, cross_force, cross_motion, mtv
 from lietraj.dynamics.algorithms.crba import body_in_base_frame, rigid_inertia_times
 from lietraj.dynamics.model.model import JOINT_FREE, MF_MASS, ModelArrays, RobotModel
@@ -615,10 +615,7 @@ def idsva_so_split_kernel(model, H, S, V, A, MU, zero, work, other_work, result,
                                           work if i == 0 else other_work, D2Q, D2V, DQV, DM, CQ[a:b], CV[a:b],
                                           CQV[a:b], PP[a:b])
         result[i, 0], result[i, 1] = status, a + k
-    for i in range(2):
-        if result[i, 0] != OK:
-            return result[i, 0], result[i, 1]
-    return OK, 0
+    return first_failure(result)
 
 
 @dataclass(eq=False)

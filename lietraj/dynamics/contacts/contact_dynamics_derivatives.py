@@ -62,6 +62,7 @@ from lietraj.dynamics._checks import (
     checked_state,
     checked_vector,
     finite,
+    first_failure,
     raise_for_status,
     result_arrays,
 )
@@ -405,10 +406,7 @@ def contact_derivatives_split_kernel(model, dofs, contacts, damping, H, S, V, A,
             work if i == 0 else other_work, DA_DQ[a:b], DA_DV[a:b], DA_DTAU[a:b], DF_DQ[a:b], DF_DV[a:b],
             DF_DTAU[a:b])
         result[i, 0], result[i, 1] = status, a + k
-    for i in range(2):
-        if result[i, 0] != OK:
-            return result[i, 0], result[i, 1]
-    return OK, 0
+    return first_failure(result)
 
 
 def contact_frame_ids(model: RobotModel, contacts: tuple[Contact, ...], what: str) -> list[int]:

@@ -528,10 +528,7 @@ class CompiledCosts:
         nr = max([6] + [cost.residual.nr for cost, _, _ in items])
         nb, nv = 1 if model is None else model.nb, self.nv
         self._work_sizes = (nb, nr, nu, nv)
-        self.work = self._buffer(("work", nb, nr, nu), lambda: _cost_work(*self._work_sizes))
-        # Two threads pay on the robot terms (kinematics, contact forces), not on state and control terms alone: the
-        # solo12 reorientation's 100 knots of those cost about 30 us, and split it solved 20 % slower.
-        self._splits = any(_KINDS[type(cost.residual)] in _ROBOT_KINDS for cost, _, _ in items)
+        self.work = self._buffer(("work",) + self._work_sizes, lambda: _cost_work(*self._work_sizes))
         self._contact_runs(dynamics_runs)
 
     def _buffer(self, key: tuple, make):
@@ -608,6 +605,9 @@ class CompiledCosts:
                 del self.records[key]
         self.sources = [source for record in records for source in record.sources]
         self._parts = [(cost, cost.residual, cost.activation) for cost, _, _ in self.items]
+        # Two threads pay on the robot terms (kinematics, contact forces), not on state and control terms alone: the
+        # solo12 reorientation's 100 knots of those cost about 30 us, and split it solved 20 % slower.
+        self._splits = any(_KINDS[type(residual)] in _ROBOT_KINDS for _, residual, _ in self._parts)
         self._arrays = [getter(owner) for owner, getter in self.sources]
         self._flat = [a.reshape(-1) if a.flags.c_contiguous else None for a in self._arrays]
         terms = np.array([record.row for record in records], np.int64).reshape(-1, T_COLS)

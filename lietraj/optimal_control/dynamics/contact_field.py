@@ -32,7 +32,6 @@ from lietraj.dynamics.contacts.contact_dynamics_derivatives import ContactDynami
 from lietraj.dynamics.contacts.contact_dynamics_second_order import contact_hessian_contraction
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.dynamics.model.model import RobotModel
-from lietraj.dynamics.model.workspace import Workspace
 from lietraj.optimal_control.dynamics.field import FieldDerivatives, FieldHessian, FieldTables, knot_rows
 from lietraj.optimal_control.dynamics.free_field import RobotField
 
@@ -117,16 +116,16 @@ class ContactField(RobotField):
                                              *(np.empty((N, nv, nv)) for _ in range(3)),
                                              *(np.empty((N, nc, nv)) for _ in range(3)))
 
-            def piece(a: int, b: int, workspace: Workspace, other: Workspace | None = None) -> None:
+            def piece(a: int, b: int, threads: int = 1) -> None:
                 # the field's contacts and damping were checked when it was made, the knots just above
                 whole = a == 0 and b == N  # the common piece: no views to make
                 contact_derivatives(self.model, X if whole else X[a:b], None if tau is None else tau[a:b],
                                     self.contacts, self.damping, out if whole else knot_rows(out, a, b),
-                                    None if solution is None else self._rows(solution, a, b), workspace,
-                                    "ContactField", other)
+                                    None if solution is None else self._rows(solution, a, b), self.workspace,
+                                    "ContactField", self.other_workspace(threads))
 
             if not self.fill_shifted("contact", X, U, out, piece):
-                piece(0, N, self.workspace, self.other_workspace(threads))
+                piece(0, N, threads)
             return self.keep("contact", X, U, out, RUNS_KEPT)
 
     def remember_solution(self, X: Trajectory, U, A: np.ndarray, LAM: np.ndarray, J: np.ndarray,

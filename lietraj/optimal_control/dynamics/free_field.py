@@ -141,7 +141,7 @@ class RobotField(Field):
                 return value
         return None
 
-    def fill_shifted(self, key, X: Trajectory, U, out, piece: Callable[[int, int, Workspace], object]) -> bool:
+    def fill_shifted(self, key, X: Trajectory, U, out, piece: Callable[[int, int], object]) -> bool:
         """Fill ``out`` (a per-knot result for ``X``, ``U``) from a value kept under ``key`` whose knots ``1 + shift ..
         stop - 1 + shift`` equal the knots ``1 .. stop - 1`` of ``X`` and ``U`` (``_shifted_run``; the longest such
         run among the values kept), when it covers most of the knots: the matching rows copied (``out`` may be the kept
@@ -172,9 +172,9 @@ class RobotField(Field):
         kept, stop, shift = best
         for name, rows in vars(out).items():
             rows[1:stop] = getattr(kept, name)[1 + shift:stop + shift]
-        piece(0, 1, self.workspace)
+        piece(0, 1)
         if stop < N:
-            piece(stop, N, self.workspace)
+            piece(stop, N)
         return True
 
     def keep(self, key, X: Trajectory, U, value, slots: int = 1):
@@ -258,17 +258,17 @@ class FreeField(RobotField):
         out = self.buffer(f"fd{stage}", N, lambda: ForwardDynamicsDerivatives(
             np.empty((N, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv)), np.empty((N, nv, nv))))
         fext = self._fext(N)
-
         X = checked_state(self.model, X, "FreeField")
 
-        def piece(a: int, b: int, workspace: Workspace, other: Workspace | None = None) -> None:
+        def piece(a: int, b: int, threads: int = 1) -> None:
             whole = a == 0 and b == N  # the common piece: no views to make
             aba_derivatives_of_checked(self.model, X if whole else X[a:b], tau if whole else tau[a:b],
                                        None if fext is None else fext[a:b], LOCAL_WRENCH,
-                                       out if whole else knot_rows(out, a, b), workspace, other)
+                                       out if whole else knot_rows(out, a, b), self.workspace,
+                                       self.other_workspace(threads))
 
         if not self.fill_shifted(("fd", stage), X, U, out, piece):
-            piece(0, N, self.workspace, self.other_workspace(threads))
+            piece(0, N, threads)
         return self.keep(("fd", stage), X, U, out)
 
     def hessian_contraction(self, X: Trajectory, U, MU: np.ndarray) -> FieldHessian:
