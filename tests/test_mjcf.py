@@ -16,7 +16,19 @@ import numpy as np
 import pytest
 
 import lietraj
-from lietraj.dynamics import MJCFError, State, aba, body_placements, frame_placements, load_mjcf, mass_matrix, rnea
+from lietraj.dynamics import (
+    MJCFError,
+    State,
+    aba,
+    ball_angles,
+    ball_quaternion,
+    ball_rate_map,
+    body_placements,
+    frame_placements,
+    load_mjcf,
+    mass_matrix,
+    rnea,
+)
 from lietraj.dynamics.model.model import JOINT_PRISMATIC
 from lietraj.sim import MujocoRobot, UrdfEdits, build_mujoco_model
 
@@ -44,8 +56,64 @@ def relative_error(a, b) -> float:
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6))  # forces of a few newtons and more
 
 
-def mujoco_maps(robot, mj) -> MujocoRobot:
-    """lietraj.sim's coordinate maps between ``robot`` and the MuJoCo model it was read from (joints by name)."""
+class BallMaps:
+    """The coordinate maps of ``MujocoRobot`` (same methods) for a fixed-base model read from MuJoCo with ball joints:
+    a hinge or slide is its ``qpos``; a ball joint's three angles ``φ = (z, y, x)`` (lietraj's joints ``"<ball>/z"``,
+    ``"/y"``, ``"/x"``) are its quaternion, and ``qvel = ω = E(φ) φ̇``, ``qacc = ω̇ = E φ̈ + Ė φ̇``, ``τ = Eᵀ qfrc``."""
+
+    def __init__(self, robot, mj):
+        assert not robot.floating_base
+        self.robot, self.mj, self.scalar, self.balls = robot, mj, [], []
+        for k, name in enumerate(robot.actuated_joint_names):
+            j = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name)
+            if j >= 0:
+                self.scalar.append((k, mj.jnt_qposadr[j], mj.jnt_dofadr[j]))
+            elif name.endswith("/z"):
+                j = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name[:-2])
+                assert mj.jnt_type[j] == mujoco.mjtJoint.mjJNT_BALL
+                self.balls.append((k, mj.jnt_qposadr[j], mj.jnt_dofadr[j]))
+
+    def to_mujoco(self, x):
+        qpos, qvel = np.zeros(self.mj.nq), self.velocity_map(x) @ x.v
+        for k, adr, _ in self.scalar:
+            qpos[adr] = x.s[k]
+        for k, adr, _ in self.balls:
+            mujoco.mju_euler2Quat(qpos[adr:adr + 4], x.s[k:k + 3], "zyx")  # intrinsic z, y', x''
+        return qpos, qvel
+
+    def velocity_map(self, x):
+        T = np.zeros((self.mj.nv, self.robot.nv))
+        for k, _, dof in self.scalar:
+            T[dof, k] = 1.0
+        for k, _, dof in self.balls:
+            T[dof:dof + 3, k:k + 3] = ball_rate_map(x.s[k:k + 3])
+        return T
+
+    def drift(self, x):
+        """``Ė φ̇`` on each ball's rows, from ``E = [[-sy, 0, 1], [cy sx, cx, 0], [cy cx, -sx, 0]]``."""
+        out = np.zeros(self.mj.nv)
+        for k, _, dof in self.balls:
+            (_, y, xa), (dz, dy, dx) = x.s[k:k + 3], x.v[k:k + 3]
+            cy, sy, cx, sx = np.cos(y), np.sin(y), np.cos(xa), np.sin(xa)
+            out[dof:dof + 3] = dz * np.array([-cy * dy, -sy * sx * dy + cy * cx * dx, -sy * cx * dy - cy * sx * dx]) \
+                + dy * np.array([0.0, -sx * dx, -cx * dx])
+        return out
+
+    def acceleration_to_mujoco(self, x, a):
+        return self.velocity_map(x) @ a + self.drift(x)
+
+    def acceleration_from_mujoco(self, x, qacc):
+        return np.linalg.solve(self.velocity_map(x), qacc - self.drift(x))
+
+    def force_from_mujoco(self, x, qfrc):
+        return self.velocity_map(x).T @ qfrc
+
+
+def mujoco_maps(robot, mj) -> MujocoRobot | BallMaps:
+    """lietraj.sim's coordinate maps between ``robot`` and the MuJoCo model it was read from (joints by name); the
+    test's own for ball joints, which lietraj.sim's MuJoCo models (built from URDF) never have."""
+    if np.any(mj.jnt_type == mujoco.mjtJoint.mjJNT_BALL):
+        return BallMaps(robot, mj)
     joints = [mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name) for name in robot.actuated_joint_names]
     bodies = [mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, name) for name in robot.body_names]
     return MujocoRobot(robot, mj, None, UrdfEdits(), mj.jnt_qposadr[joints], mj.jnt_dofadr[joints], np.array(bodies),
@@ -74,8 +142,7 @@ def check_against_mujoco(robot, mj, seed: int = 0, states: int = 2) -> None:
         mujoco.mj_fullM(mj, data, M_mj)
         assert relative_error(mass_matrix(robot, x), T.T @ M_mj @ T) < TOL
         # qfrc_bias is the force at zero qacc: lietraj's acceleration there is not zero for a floating base.
-        at_rest = np.zeros(robot.nv)
-        at_rest[:robot.nv - robot.n] = maps.acceleration_from_mujoco(x_full, np.zeros(mj.nv))[:robot.nv - robot.n]
+        at_rest = np.linalg.pinv(G) @ maps.acceleration_from_mujoco(x_full, np.zeros(mj.nv))
         bias = G.T @ maps.force_from_mujoco(x_full, data.qfrc_bias)
         assert relative_error(rnea(robot, x, at_rest), bias) < TOL
         a = rng.standard_normal(robot.nv)
@@ -89,12 +156,15 @@ def check_against_mujoco(robot, mj, seed: int = 0, states: int = 2) -> None:
         for frame, H in zip(robot.frames, placements):
             if frame.kind == "body":
                 i = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, frame.name)
+                i = i if i >= 0 else int(frame.name.removeprefix("body"))  # load_mjcf's name of an unnamed body
                 p, R = data.xpos[i], data.xmat[i].reshape(3, 3)
             elif frame.kind == "site":
                 i = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, frame.name)
                 p, R = data.site_xpos[i], data.site_xmat[i].reshape(3, 3)
             else:  # a hinge's frame: at the anchor, about MuJoCo's axis (a slide's anchor does not move with it)
                 i = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, frame.name)
+                if mj.jnt_type[i] == mujoco.mjtJoint.mjJNT_BALL:
+                    np.testing.assert_allclose(H[:3, 3], data.xanchor[i], atol=1e-12, err_msg=frame.name)
                 if mj.jnt_type[i] == mujoco.mjtJoint.mjJNT_HINGE:
                     np.testing.assert_allclose(H[:3, 3], data.xanchor[i], atol=1e-12, err_msg=frame.name)
                     np.testing.assert_allclose(H[:3, :3] @ full.axis[frame.body], data.xaxis[i], atol=1e-12,
@@ -245,8 +315,7 @@ def _body(name: str, joint: str) -> str:
 
 
 @pytest.mark.parametrize("world, message", [
-    (_body("arm", '<joint name="shoulder" type="ball"/>'),
-     "ball joint 'shoulder' of body 'arm': lietraj has no spherical joint"),
+    (_body("arm", '<joint name="shoulder" type="ball" armature="0.1"/>'), "ball joint 'shoulder': its armature"),
     (_body("a", '<freejoint name="fa"/>') + _body("b", '<freejoint name="fb"/>'), r"several free bodies \['a', 'b'\]"),
     (_body("a", '<freejoint name="fa"/>') + _body("b", '<joint name="hb"/>'),
      r"bodies \['b'\] move beside the free body 'a'"),
@@ -257,6 +326,88 @@ def test_what_lietraj_cannot_represent_is_refused_naming_the_element(world, mess
     mj = mujoco.MjModel.from_xml_string(f"<mujoco><worldbody>{world}</worldbody></mujoco>")
     with pytest.raises(MJCFError, match=message):
         load_mjcf(mj)
+
+
+BALL_JOINTS = SUITE.parent / "mujoco" / "testing" / "assets" / "model_with_ball_joints.xml"
+
+BALLS = """
+<mujoco model="balls">
+  <compiler angle="radian"/>
+  <worldbody>
+    <body name="upper" pos="0.1 0 1" quat="0.9 0.1 -0.3 0.2">
+      <joint name="twist" axis="0 0.6 0.8" pos="0.01 0 0"/>
+      <joint name="shoulder" type="ball" pos="0 0.05 0.02" range="0 1.2"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0.05 0" size="0.04"/>
+      <body name="lower" pos="0.3 0.05 0" euler="0.2 0 0.1">
+        <joint name="wrist" type="ball" pos="0.02 0 0"/>
+        <inertial pos="0.1 0.01 0" mass="0.9" fullinertia="0.004 0.012 0.011 0.0003 -0.0002 0.0001"/>
+        <site name="palm" pos="0.2 0 0" euler="0.3 0.2 0.1"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="shoulder" gear="1 0 0" ctrlrange="-3 3"/><motor joint="twist" gear="2" ctrlrange="-1 1"/></actuator>
+  <keyframe><key name="reach" qpos="0.3  0.8 0.2 -0.4 0.4  0.5 0.5 0.5 0.5"/></keyframe>
+</mujoco>
+"""
+
+
+def test_ball_joint_angles_are_mujocos_zyx_euler_angles_and_rates_its_angular_velocity():
+    """``ball_quaternion`` is MuJoCo's intrinsic z-y'-x'' Euler angles (``mju_euler2Quat``), ``ball_angles`` its
+    inverse (the rotation at ``y = ±π/2``), ``ball_rate_map`` the body angular velocity of the angles' rates
+    (``Rᵀ Ṙ``, by central differences)."""
+    rng = np.random.default_rng(4)
+
+    def rotation(quaternion):
+        R = np.zeros(9)
+        mujoco.mju_quat2Mat(R, quaternion)
+        return R.reshape(3, 3)
+
+    for _ in range(20):
+        angles = rng.uniform([-np.pi, -np.pi / 2, -np.pi], [np.pi, np.pi / 2, np.pi])
+        expected = np.zeros(4)
+        mujoco.mju_euler2Quat(expected, angles, "zyx")
+        np.testing.assert_allclose(ball_quaternion(angles), expected, atol=1e-15)
+        np.testing.assert_allclose(ball_angles(ball_quaternion(angles)), angles, atol=1e-12)
+        np.testing.assert_allclose(ball_angles(-3.0 * expected), angles, atol=1e-12)  # any scale and sign
+        rates, h = rng.standard_normal(3), 1e-6
+        R = rotation(expected)
+        dR = (rotation(ball_quaternion(angles + h * rates)) - rotation(ball_quaternion(angles - h * rates))) / (2 * h)
+        W = R.T @ dR
+        np.testing.assert_allclose(ball_rate_map(angles) @ rates, [W[2, 1], W[0, 2], W[1, 0]], atol=1e-8)
+    for pitch in (np.pi / 2, -np.pi / 2):  # z and x turn about one axis: any split of their sum is the rotation
+        q = ball_quaternion([0.4, pitch, -0.3])
+        np.testing.assert_allclose(rotation(ball_quaternion(ball_angles(q))), rotation(q), atol=1e-12)
+        assert ball_angles(q)[0] == 0 and abs(np.linalg.det(ball_rate_map(ball_angles(q)))) < 1e-12
+
+
+def test_ball_joints_are_three_hinges_with_mujocos_dynamics():
+    """dm_control's model with two ball joints: each ball three hinges about z, y and x at its anchor (two massless
+    bodies, then the body), with MuJoCo's mass matrix, inverse dynamics and placements in those coordinates."""
+    mj = mujoco.MjModel.from_xml_path(str(BALL_JOINTS))
+    robot = load_mjcf(BALL_JOINTS)
+    assert robot.actuated_joint_names == ("joint_1/z", "joint_1/y", "joint_1/x", "joint_2/z", "joint_2/y", "joint_2/x")
+    assert robot.body_names[:3] == ("body2/joint_1/z", "body2/joint_1/y", "body2")
+    assert robot.mass[0] == robot.mass[1] == 0 and robot.mass[2] == pytest.approx(mj.body_mass[2], rel=1e-14)
+    assert robot.nv == mj.nv and robot.continuous.all()
+    check_against_mujoco(robot, mj, seed=2, states=3)
+
+
+def test_a_ball_beside_hinges_with_a_range_a_motor_and_a_keyframe():
+    """A hinge followed by a ball joint with an anchor in the same body, and a second ball below: MuJoCo's dynamics
+    and placements; the keyframe's quaternions as angles; the ball's range (a cone) left out with a warning, its
+    motor giving no effort limit on the angles."""
+    mj = mujoco.MjModel.from_xml_string(BALLS)
+    with pytest.warns(UserWarning, match="ball joint 'shoulder': its range .* is not represented"):
+        robot = load_mjcf(mj)
+    assert robot.actuated_joint_names[:2] == ("twist", "shoulder/z")
+    assert robot.body_names[:4] == ("upper/twist", "upper/shoulder/z", "upper/shoulder/y", "upper")
+    np.testing.assert_array_equal(robot.lower_limit, np.full(7, -np.inf))
+    np.testing.assert_array_equal(robot.effort_limit, [2, np.inf, np.inf, np.inf, np.inf, np.inf, np.inf])
+    s = robot.reference_state("reach").s
+    np.testing.assert_allclose(s[0], 0.3)
+    np.testing.assert_allclose(ball_quaternion(s[1:4]), mj.key_qpos[0, 1:5] / np.linalg.norm(mj.key_qpos[0, 1:5]))
+    np.testing.assert_allclose(ball_quaternion(s[4:]), [0.5, 0.5, 0.5, 0.5])
+    check_against_mujoco(robot, mj, seed=5, states=3)
 
 
 def _two_hinges(equality: str) -> str:

@@ -65,7 +65,7 @@ from lietraj.dynamics.kinematics.kinematics import (
     frame_placements,
     frame_velocity,
 )
-from lietraj.dynamics.model.mjcf import MJCFError, load_mjcf
+from lietraj.dynamics.model.mjcf import MJCFError, ball_angles, ball_quaternion, ball_rate_map, load_mjcf
 from lietraj.dynamics.model.model import Frame, Mimic, MimicNotSupported, ModelArrays, Posture, RobotModel, Visual
 from lietraj.dynamics.model.workspace import Workspace
 from lietraj.dynamics.algorithms.rnea import generalized_gravity, nonlinear_effects, rnea
@@ -92,7 +92,8 @@ __all__ = [
     "InverseDynamicsHessian", "InverseDynamicsSecondOrder", "Linearization", "MJCFError", "Mimic", "MimicNotSupported",
     "ModelArrays", "Posture", "RobotModel",
     "State", "StateSpace", "Trajectory", "URDFError", "Visual", "Workspace", "aba", "aba_derivatives", "aba_hessian_contraction",
-    "aba_second_order_derivatives", "available_robots", "body_placements", "center_of_mass",
+    "aba_second_order_derivatives", "available_robots", "ball_angles", "ball_quaternion", "ball_rate_map",
+    "body_placements", "center_of_mass",
     "center_of_mass_derivatives", "center_of_mass_jacobian", "center_of_mass_velocity", "contact_dynamics",
     "contact_dynamics_derivatives", "contact_hessian_contraction", "contact_linearization",
     "extended_inverse_dynamics", "extended_inverse_dynamics_derivatives", "forward_dynamics", "frame_acceleration",

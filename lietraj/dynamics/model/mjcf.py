@@ -4,15 +4,25 @@ lietraj never parses MJCF: ``mujoco.MjModel.from_xml_path`` compiles the file (d
 ``inertiafromgeom``, ``boundmass``, ``balanceinertia``, ``settotalmass``...), and the model is read from the compiled
 ``MjModel``, so that lietraj's dynamics are MuJoCo's whatever the compiler did to the file's numbers.
 
-How MuJoCo's tree becomes lietraj's (bodies keep MuJoCo's order, depth first, so coordinate ``k`` of the lietraj model
-is MuJoCo's ``k``-th hinge or slide joint that follows no other (below), and ``s = qpos`` of those joints):
+How MuJoCo's tree becomes lietraj's (bodies keep MuJoCo's order, depth first, so the coordinates of the lietraj model
+are MuJoCo's hinge, slide and ball joints that follow no other (below) in MuJoCo's order, and ``s = qpos`` of the
+hinges and slides):
 
 - a hinge at ``jnt_pos`` (the anchor, in the body frame) with axis ``a`` and reference angle ``ref`` moves its body
   by ``T(pos) R(a, q - ref) T(-pos)`` (MuJoCo's ``mj_kinematics``); lietraj's joint frame is put at the anchor,
   turned by ``-ref`` about the axis, so that the lietraj body frame is MuJoCo's shifted to the anchor. A slide moves
   it by ``a (q - ref)``. Everything of the body (inertia, sites, geoms, children) is carried into that frame;
-- several joints in one body become a chain of massless lietraj bodies, one per joint (as Pinocchio's composite
-  joint), named ``"<body>/<joint>"`` except the last, which has the body's name and carries its inertia;
+- a ball joint is three hinges at its anchor, about the z, y and x axes of its body in turn: lietraj joints
+  ``"<joint>/z"``, ``"<joint>/y"``, ``"<joint>/x"`` whose angles ``φ = (z, y, x)`` turn the body by
+  ``Rz(z) Ry(y) Rx(x)`` (MuJoCo's intrinsic ``"zyx"`` Euler angles; Drake's ``BallRpyJoint`` and Pinocchio's
+  ``SphericalZYX`` make the same choice). MuJoCo's ball coordinates are a quaternion and the angular velocity ``ω``
+  in the body frame: ``ball_angles``, ``ball_quaternion`` and ``ball_rate_map`` (``ω = E(φ) φ̇``, ``τ = Eᵀ τ_mj``)
+  convert. The motion is MuJoCo's, but the angles are singular where ``y = ±π/2`` (``det E = cos y``: the mass
+  matrix loses rank there, and the dynamics are ill-conditioned near it); a range on a ball joint (a cone) is not
+  represented (a warning says so), nor is an effort limit on the angles;
+- several joints in one body (a ball's three hinges among them) become a chain of massless lietraj bodies, one per
+  joint (as Pinocchio's composite joint), named ``"<body>/<joint>"`` except the last, which has the body's name and
+  carries its inertia;
 - a body without joint is merged into its parent (inertia added, parallel-axis theorem); merged into the world,
   its inertia does not move and is left out, its sites and geoms stay (``body = -1``);
 - a free joint on a body of the world is the floating base (``H`` is the body's world pose, ``nu`` its body twist;
@@ -32,8 +42,8 @@ of each ``<mimic>``) is a mimic joint (``RobotModel.mimic``): the follower has n
 its primary's times ``a1²`` and its range bounds the primary's; MuJoCo's soft constraint becomes exact. Its own
 actuators do not count in the primary's effort limit.
 
-What lietraj cannot represent is refused with ``MJCFError`` naming the element: ball joints (lietraj has no
-spherical joint; three hinges would move differently), a free body beside another moving tree, several free bodies,
+What lietraj cannot represent is refused with ``MJCFError`` naming the element: armature on a ball joint (it acts on
+``ω``: not diagonal in the angles), a free body beside another moving tree, several free bodies,
 tendons, other equality constraints (connect, weld: closed loops; a locked joint, a nonlinear or inactive coupling),
 flexes, armature on a free joint (a free joint below a body of the world MuJoCo's compiler refuses itself, and its
 message is passed on). Passive forces (joint damping, springs, friction loss, gravity compensation) are not part of a
@@ -44,6 +54,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -105,6 +116,36 @@ def mesh_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lietraj" / "meshes"
 
 
+def ball_angles(quaternion) -> np.ndarray:
+    """The angles ``(z, y, x)`` lietraj gives a ball joint at MuJoCo's position ``quaternion`` (``(w, x, y, z)``,
+    normalized here): the rotation is ``Rz(z) Ry(y) Rx(x)``, ``y`` in ``[-π/2, π/2]``; at ``y = ±π/2`` (where ``z``
+    and ``x`` turn about the same axis) ``z = 0``."""
+    q = np.asarray(quaternion, dtype=float)
+    R = _pose(np.zeros(3), q / np.linalg.norm(q))[:3, :3]
+    c = np.hypot(R[0, 0], R[1, 0])
+    if c < 1e-12:
+        return np.array([0.0, np.arctan2(-R[2, 0], c), np.arctan2(-R[1, 2], R[1, 1])])
+    return np.array([np.arctan2(R[1, 0], R[0, 0]), np.arctan2(-R[2, 0], c), np.arctan2(R[2, 1], R[2, 2])])
+
+
+def ball_quaternion(angles) -> np.ndarray:
+    """MuJoCo's ``(w, x, y, z)`` quaternion of a ball joint at lietraj's angles ``(z, y, x)``: ``Rz(z) Ry(y) Rx(x)``,
+    the inverse of ``ball_angles`` (up to the quaternion's sign and the angles' periods)."""
+    z, y, x = 0.5 * np.asarray(angles, dtype=float)
+    cz, sz, cy, sy, cx, sx = np.cos(z), np.sin(z), np.cos(y), np.sin(y), np.cos(x), np.sin(x)
+    return np.array([cz * cy * cx + sz * sy * sx, cz * cy * sx - sz * sy * cx, cz * sy * cx + sz * cy * sx,
+                     sz * cy * cx - cz * sy * sx])
+
+
+def ball_rate_map(angles) -> np.ndarray:
+    """``E`` (3, 3) with ``ω = E (ż, ẏ, ẋ)``: a ball joint's angular velocity in its child's frame (MuJoCo's ball
+    ``qvel``) of the rates of lietraj's angles ``(z, y, x)``; singular at ``y = ±π/2`` (``det E = cos y``). MuJoCo's
+    generalized force ``τ_mj`` on the ball is ``Eᵀ τ_mj`` on the angles."""
+    _, y, x = np.asarray(angles, dtype=float)
+    cy, sy, cx, sx = np.cos(y), np.sin(y), np.cos(x), np.sin(x)
+    return np.array([[-sy, 0.0, 1.0], [cy * sx, cx, 0.0], [cy * cx, -sx, 0.0]])
+
+
 def _pose(pos, quat) -> np.ndarray:
     """4x4 pose of a MuJoCo position and (w, x, y, z) quaternion."""
     return pose_from_xyzquat(np.concatenate([pos, quat[1:4], quat[:1]]))
@@ -134,6 +175,7 @@ class _Body:
     placement: np.ndarray
     axis: np.ndarray
     mj_joint: int = -1  # MuJoCo's joint id, -1 for none
+    angle: int = -1  # for a ball joint's hinges, which of its angles (0: z, 1: y, 2: x); -1 for a scalar joint
     mass: float = 0.0
     com: np.ndarray = field(default_factory=lambda: np.zeros(3))
     inertia: np.ndarray = field(default_factory=lambda: np.zeros((3, 3)))
@@ -162,10 +204,10 @@ def _refuse_unsupported(mj: "mujoco.MjModel", name: _Names) -> None:
         raise MJCFError(f"flex {name('flex', 0)!r}: lietraj has no deformable bodies")
     if not mj.njnt:
         raise MJCFError("the model has no joint: nothing moves")
-    ball = np.flatnonzero(mj.jnt_type == mujoco.mjtJoint.mjJNT_BALL)
-    if len(ball):
-        raise MJCFError(f"ball joint {name('joint', ball[0])!r} of body {name('body', mj.jnt_bodyid[ball[0]])!r}: "
-                        "lietraj has no spherical joint")
+    for j in np.flatnonzero(mj.jnt_type == mujoco.mjtJoint.mjJNT_BALL):
+        if np.any(mj.dof_armature[mj.jnt_dofadr[j]:mj.jnt_dofadr[j] + 3] != 0):
+            raise MJCFError(f"ball joint {name('joint', j)!r}: its armature acts on the angular velocity, which is "
+                            "not diagonal in the three angles lietraj gives a ball joint")
     free = np.flatnonzero(mj.jnt_type == mujoco.mjtJoint.mjJNT_FREE)
     if len(free) > 1:
         raise MJCFError(f"several free bodies {[name('body', mj.jnt_bodyid[j]) for j in free]}: lietraj models one "
@@ -233,7 +275,8 @@ def _robot(mj: "mujoco.MjModel", name: str | None, fallback: str = "mjcf") -> Ro
     names = _Names(mj)
     _refuse_unsupported(mj, names)
     jtypes = [int(t) for t in mj.jnt_type]
-    FREE, HINGE = int(mujoco.mjtJoint.mjJNT_FREE), int(mujoco.mjtJoint.mjJNT_HINGE)
+    FREE, HINGE, BALL = (int(mujoco.mjtJoint.mjJNT_FREE), int(mujoco.mjtJoint.mjJNT_HINGE),
+                         int(mujoco.mjtJoint.mjJNT_BALL))
 
     bodies: list[_Body] = []
     frames: list[Frame] = []
@@ -249,6 +292,18 @@ def _robot(mj: "mujoco.MjModel", name: str | None, fallback: str = "mjcf") -> Ro
             if jtypes[j] == FREE:  # on a body of the world: MuJoCo sets its pose from qpos alone
                 bodies.append(_Body(bname, jname, -1, JOINT_FREE, np.eye(4), np.zeros(3), j))
                 T = np.eye(4)
+            elif jtypes[j] == BALL:
+                if mj.jnt_limited[j]:
+                    warnings.warn(f"ball joint {jname!r}: its range (a rotation of at most {mj.jnt_range[j, 1]:g} rad) "
+                                  "is not represented, its three angles are unlimited", stacklevel=3)
+                last = k == len(joints) - 1
+                for angle, (letter, axis) in enumerate(zip("zyx", np.eye(3)[::-1])):
+                    hinge = f"{jname}/{letter}"
+                    body = bname if last and angle == 2 else f"{bname}/{hinge}"
+                    placement = T @ _translation(mj.jnt_pos[j]) if angle == 0 else np.eye(4)
+                    bodies.append(_Body(body, hinge, len(bodies) - 1 if angle else lietraj_parent, JOINT_REVOLUTE,
+                                        placement, axis.copy(), j, angle))
+                T = _translation(-mj.jnt_pos[j])
             else:
                 axis, anchor, ref = mj.jnt_axis[j], mj.jnt_pos[j], float(mj.qpos0[mj.jnt_qposadr[j]])
                 if jtypes[j] == HINGE:
@@ -276,9 +331,9 @@ def _robot(mj: "mujoco.MjModel", name: str | None, fallback: str = "mjcf") -> Ro
     joints = [b for b in bodies if b.jtype != JOINT_FREE and b.mj_joint not in rules]
     n, base = len(joints), 6 if floating else 0
     coordinate = {b.mj_joint: k for k, b in enumerate(joints)}
-    qposadr = np.array([mj.jnt_qposadr[b.mj_joint] for b in joints], dtype=np.int64)
-    lower = np.array([mj.jnt_range[b.mj_joint, 0] if mj.jnt_limited[b.mj_joint] else -np.inf for b in joints])
-    upper = np.array([mj.jnt_range[b.mj_joint, 1] if mj.jnt_limited[b.mj_joint] else np.inf for b in joints])
+    limited = [bool(mj.jnt_limited[b.mj_joint]) and b.angle < 0 for b in joints]
+    lower = np.array([mj.jnt_range[b.mj_joint, 0] if lim else -np.inf for b, lim in zip(joints, limited)])
+    upper = np.array([mj.jnt_range[b.mj_joint, 1] if lim else np.inf for b, lim in zip(joints, limited)])
     armature = np.zeros(base + n)
     armature[base:] = [mj.dof_armature[mj.jnt_dofadr[b.mj_joint]] for b in joints]
     for follower, (primary, multiplier, offset) in rules.items():
@@ -308,7 +363,7 @@ def _robot(mj: "mujoco.MjModel", name: str | None, fallback: str = "mjcf") -> Ro
                              for b, lo, hi in zip(joints, lower, upper)], dtype=bool),
         frames=tuple(frames),
         visuals=tuple(_visuals(mj, names, attach)),
-        reference_postures=_postures(mj, names, floating, qposadr),
+        reference_postures=_postures(mj, names, floating, joints),
         gravity=gravity,
         mimic=tuple(Mimic(names("joint", f), names("joint", p), m, o) for f, (p, m, o) in sorted(rules.items())),
     )
@@ -336,13 +391,15 @@ def _effort_limits(mj: "mujoco.MjModel", joints: list[int]) -> np.ndarray:
     """Per joint, the largest torque (force) its actuators can apply: the joint's ``actfrcrange`` where limited,
     else the sum over its joint actuators of ``|gear|`` times the largest magnitude of ``forcerange`` (where
     limited) or, for a plain motor (force = ctrl), of ``ctrlrange``; inf when an actuator is unbounded, and when
-    no actuator acts on the joint."""
+    no actuator acts on the joint, and for a ball joint's angles (its actuators' torques are not about them)."""
     import mujoco
 
     effort = np.full(len(joints), np.inf)
     motor = ((mj.actuator_dyntype == mujoco.mjtDyn.mjDYN_NONE) & (mj.actuator_gaintype == mujoco.mjtGain.mjGAIN_FIXED)
              & (mj.actuator_biastype == mujoco.mjtBias.mjBIAS_NONE) & (mj.actuator_gainprm[:, 0] == 1.0))
     for k, j in enumerate(joints):
+        if mj.jnt_type[j] == mujoco.mjtJoint.mjJNT_BALL:
+            continue
         if mj.jnt_actfrclimited[j]:
             effort[k] = np.abs(mj.jnt_actfrcrange[j]).max()
             continue
@@ -362,11 +419,14 @@ def _effort_limits(mj: "mujoco.MjModel", joints: list[int]) -> np.ndarray:
     return effort
 
 
-def _postures(mj: "mujoco.MjModel", names: _Names, floating: bool, qposadr: np.ndarray) -> dict[str, Posture]:
-    """The model's keyframes by name (``"key<k>"`` unnamed), then ``"qpos0"``, MuJoCo's initial configuration."""
+def _postures(mj: "mujoco.MjModel", names: _Names, floating: bool, joints: list[_Body]) -> dict[str, Posture]:
+    """The model's keyframes by name (``"key<k>"`` unnamed), then ``"qpos0"``, MuJoCo's initial configuration; a
+    ball joint's quaternion as its three angles."""
     def posture(qpos: np.ndarray) -> Posture:
         H = _pose(qpos[:3], qpos[3:7]) if floating else None  # the free joint is MuJoCo's first
-        return Posture(H, np.array(qpos[qposadr], dtype=float))
+        s = [qpos[mj.jnt_qposadr[b.mj_joint]] if b.angle < 0 else
+             ball_angles(qpos[mj.jnt_qposadr[b.mj_joint]:mj.jnt_qposadr[b.mj_joint] + 4])[b.angle] for b in joints]
+        return Posture(H, np.array(s, dtype=float))
 
     postures = {names("key", k): posture(mj.key_qpos[k]) for k in range(mj.nkey)}
     postures.setdefault("qpos0", posture(mj.qpos0))
