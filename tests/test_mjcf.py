@@ -410,6 +410,34 @@ def test_a_ball_beside_hinges_with_a_range_a_motor_and_a_keyframe():
     check_against_mujoco(robot, mj, seed=5, states=3)
 
 
+def test_ball_joints_are_pinocchios_spherical_zyx_joints():
+    """A ball's three hinges are Pinocchio's ``JointModelSphericalZYX`` (configuration ``(z, y, x)``, velocity their
+    rates): RNEA, CRBA and ABA of the lietraj model equal Pinocchio's on the model with one such joint per ball."""
+    pin = pytest.importorskip("pinocchio")
+    with pytest.warns(UserWarning):
+        robot = load_mjcf(mujoco.MjModel.from_xml_string(BALLS))
+    pm, ids, i = pin.Model(), [], 0
+    pm.gravity = pin.Motion(np.concatenate([robot.gravity, np.zeros(3)]))
+    while i < robot.nb:
+        ball = robot.joint_names[i].endswith("/z")
+        last = i + 2 if ball else i  # the body with the inertia
+        assert not ball or robot.mass[i] == robot.mass[i + 1] == 0
+        joint = pin.JointModelSphericalZYX() if ball else pin.JointModelRevoluteUnaligned(robot.axis[i].copy())
+        T = robot.joint_placement[i]
+        parent = 0 if robot.parent[i] < 0 else ids[robot.parent[i]]
+        jid = pm.addJoint(parent, joint, pin.SE3(T[:3, :3].copy(), T[:3, 3].copy()), robot.joint_names[i])
+        pm.appendBodyToJoint(jid, pin.Inertia(robot.mass[last], robot.com[last].copy(), robot.inertia[last].copy()),
+                             pin.SE3.Identity())
+        ids += [jid] * (last - i + 1)
+        i = last + 1
+    pd, rng = pm.createData(), np.random.default_rng(8)
+    for _ in range(3):
+        x, a, tau = random_state(robot, rng), rng.standard_normal(robot.nv), rng.standard_normal(robot.nv)
+        np.testing.assert_allclose(rnea(robot, x, a), pin.rnea(pm, pd, x.s, x.v, a), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(mass_matrix(robot, x), pin.crba(pm, pd, x.s), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(aba(robot, x, tau), pin.aba(pm, pd, x.s, x.v, tau), rtol=1e-10, atol=1e-10)
+
+
 def _two_hinges(equality: str) -> str:
     return ("<mujoco><worldbody>" + _body("a", '<joint name="ha"/>') + _body("b", '<joint name="hb"/>') +
             "</worldbody><equality>" + equality + "</equality></mujoco>")
