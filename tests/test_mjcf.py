@@ -438,6 +438,47 @@ def test_ball_joints_are_pinocchios_spherical_zyx_joints():
         np.testing.assert_allclose(aba(robot, x, tau), pin.aba(pm, pd, x.s, x.v, tau), rtol=1e-10, atol=1e-10)
 
 
+def test_a_ball_joint_model_has_exact_derivatives_and_solves_with_ddp():
+    """The massless bodies of the balls' hinges change nothing for the derivatives (finite differences of the
+    discrete dynamics at a random state, the gimbal far) and DDP, with its second-order term, turns the two balls
+    and the hinge towards a goal posture from the torques that hold the first one, to FDDP's optimum."""
+    from lietraj.dynamics import generalized_gravity
+    from lietraj.optimal_control import (
+        ActionModel,
+        CostSum,
+        Problem,
+        RobotDynamics,
+        check_derivatives,
+        control_regularization,
+        solve_ddp,
+        solve_fddp,
+        state_regularization,
+    )
+
+    with pytest.warns(UserWarning):
+        robot = load_mjcf(mujoco.MjModel.from_xml_string(BALLS))
+    dynamics, rng = RobotDynamics(robot, 0.01), np.random.default_rng(6)
+    x = State(None, rng.uniform(-1.0, 1.0, robot.n), rng.standard_normal(robot.nv))
+    report = check_derivatives(dynamics, x, rng.standard_normal(robot.n))
+    assert report.ok, report
+    start = robot.state_space.neutral()
+    goal = State(None, np.array([0.3, 0.4, -0.3, 0.2, -0.3, 0.2, 0.4]), np.zeros(robot.nv))
+
+    def costs(nu: int) -> CostSum:
+        c = CostSum(robot.state_space, nu)
+        c.add("x", state_regularization(robot.state_space, goal, 1e-1 if nu else 1e2, nu))
+        if nu:
+            c.add("u", control_regularization(nu, 1e-4, state_space=robot.state_space))
+        return c
+
+    problem = Problem(start, ActionModel(dynamics, costs(robot.n)), costs(0), horizon=40)
+    hold = np.tile(generalized_gravity(robot, start), (40, 1))
+    result, gauss_newton = solve_ddp(problem, us0=hold), solve_fddp(problem, us0=hold)
+    assert result.converged and gauss_newton.converged, (result, gauss_newton)
+    assert result.cost == pytest.approx(gauss_newton.cost, rel=1e-8)  # the same optimum
+    assert np.linalg.norm(result.xs.s[-1] - goal.s) < 0.25 * np.linalg.norm(start.s - goal.s)
+
+
 def _two_hinges(equality: str) -> str:
     return ("<mujoco><worldbody>" + _body("a", '<joint name="ha"/>') + _body("b", '<joint name="hb"/>') +
             "</worldbody><equality>" + equality + "</equality></mujoco>")
