@@ -2,7 +2,9 @@
 
 Oracles: MuJoCo itself on the same file (mass matrix ``mj_fullM``, inverse dynamics ``mj_rne`` with and without
 acceleration, bias ``qfrc_bias``, body, site and joint placements), mapped to lietraj's coordinates by
-``lietraj.sim``'s ``MujocoRobot``; and lietraj's URDF models of example-robot-data robots, converted to MJCF by
+``lietraj.sim.mjcf_maps`` (a ball joint's quaternion and angular velocity through ``ball_quaternion`` and
+``ball_rate_map``, each checked against MuJoCo's Euler angles and finite differences on its own); and Pinocchio's
+``SphericalZYX`` joint for the balls; and lietraj's URDF models of example-robot-data robots, converted to MJCF by
 MuJoCo (``build_mujoco_model``). Third-party models: dm_control's suite, read from its installed wheel.
 """
 
@@ -30,7 +32,7 @@ from lietraj.dynamics import (
     rnea,
 )
 from lietraj.dynamics.model.model import JOINT_PRISMATIC
-from lietraj.sim import MujocoRobot, UrdfEdits, build_mujoco_model
+from lietraj.sim import build_mujoco_model, mjcf_maps
 
 SUITE = Path(importlib.util.find_spec("dm_control").submodule_search_locations[0]) / "suite"
 TOL = 1e-8
@@ -56,70 +58,6 @@ def relative_error(a, b) -> float:
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6))  # forces of a few newtons and more
 
 
-class BallMaps:
-    """The coordinate maps of ``MujocoRobot`` (same methods) for a fixed-base model read from MuJoCo with ball joints:
-    a hinge or slide is its ``qpos``; a ball joint's three angles ``φ = (z, y, x)`` (lietraj's joints ``"<ball>/z"``,
-    ``"/y"``, ``"/x"``) are its quaternion, and ``qvel = ω = E(φ) φ̇``, ``qacc = ω̇ = E φ̈ + Ė φ̇``, ``τ = Eᵀ qfrc``."""
-
-    def __init__(self, robot, mj):
-        assert not robot.floating_base
-        self.robot, self.mj, self.scalar, self.balls = robot, mj, [], []
-        for k, name in enumerate(robot.actuated_joint_names):
-            j = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name)
-            if j >= 0:
-                self.scalar.append((k, mj.jnt_qposadr[j], mj.jnt_dofadr[j]))
-            elif name.endswith("/z"):
-                j = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name[:-2])
-                assert mj.jnt_type[j] == mujoco.mjtJoint.mjJNT_BALL
-                self.balls.append((k, mj.jnt_qposadr[j], mj.jnt_dofadr[j]))
-
-    def to_mujoco(self, x):
-        qpos, qvel = np.zeros(self.mj.nq), self.velocity_map(x) @ x.v
-        for k, adr, _ in self.scalar:
-            qpos[adr] = x.s[k]
-        for k, adr, _ in self.balls:
-            mujoco.mju_euler2Quat(qpos[adr:adr + 4], x.s[k:k + 3], "zyx")  # intrinsic z, y', x''
-        return qpos, qvel
-
-    def velocity_map(self, x):
-        T = np.zeros((self.mj.nv, self.robot.nv))
-        for k, _, dof in self.scalar:
-            T[dof, k] = 1.0
-        for k, _, dof in self.balls:
-            T[dof:dof + 3, k:k + 3] = ball_rate_map(x.s[k:k + 3])
-        return T
-
-    def drift(self, x):
-        """``Ė φ̇`` on each ball's rows, from ``E = [[-sy, 0, 1], [cy sx, cx, 0], [cy cx, -sx, 0]]``."""
-        out = np.zeros(self.mj.nv)
-        for k, _, dof in self.balls:
-            (_, y, xa), (dz, dy, dx) = x.s[k:k + 3], x.v[k:k + 3]
-            cy, sy, cx, sx = np.cos(y), np.sin(y), np.cos(xa), np.sin(xa)
-            out[dof:dof + 3] = dz * np.array([-cy * dy, -sy * sx * dy + cy * cx * dx, -sy * cx * dy - cy * sx * dx]) \
-                + dy * np.array([0.0, -sx * dx, -cx * dx])
-        return out
-
-    def acceleration_to_mujoco(self, x, a):
-        return self.velocity_map(x) @ a + self.drift(x)
-
-    def acceleration_from_mujoco(self, x, qacc):
-        return np.linalg.solve(self.velocity_map(x), qacc - self.drift(x))
-
-    def force_from_mujoco(self, x, qfrc):
-        return self.velocity_map(x).T @ qfrc
-
-
-def mujoco_maps(robot, mj) -> MujocoRobot | BallMaps:
-    """lietraj.sim's coordinate maps between ``robot`` and the MuJoCo model it was read from (joints by name); the
-    test's own for ball joints, which lietraj.sim's MuJoCo models (built from URDF) never have."""
-    if np.any(mj.jnt_type == mujoco.mjtJoint.mjJNT_BALL):
-        return BallMaps(robot, mj)
-    joints = [mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name) for name in robot.actuated_joint_names]
-    bodies = [mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, name) for name in robot.body_names]
-    return MujocoRobot(robot, mj, None, UrdfEdits(), mj.jnt_qposadr[joints], mj.jnt_dofadr[joints], np.array(bodies),
-                       -1)
-
-
 def random_state(robot, rng) -> State:
     x = robot.state_space.random(rng)
     return State(x.H, x.s, rng.standard_normal(robot.nv))
@@ -131,7 +69,7 @@ def check_against_mujoco(robot, mj, seed: int = 0, states: int = 2) -> None:
     are those of ``robot.expanded``, contracted by the mimic map ``G`` (``M = Gᵀ M_full G``, ``τ = Gᵀ τ_full``)."""
     full = robot.expanded
     G = np.eye(robot.nv) if robot.mimic_map is None else robot.mimic_map.G
-    maps, data, rng = mujoco_maps(full, mj), mujoco.MjData(mj), np.random.default_rng(seed)
+    maps, data, rng = mjcf_maps(full, mj), mujoco.MjData(mj), np.random.default_rng(seed)
     for _ in range(states):
         x = random_state(robot, rng)
         x_full = robot.expand_state(x)
@@ -298,7 +236,7 @@ def test_visuals_are_the_geoms_mujoco_draws_where_it_draws_them():
 
     data, rng = mujoco.MjData(mj), np.random.default_rng(5)
     x = random_state(robot, rng)
-    data.qpos[:] = mujoco_maps(robot, mj).to_mujoco(x)[0]
+    data.qpos[:] = mjcf_maps(robot, mj).to_mujoco(x)[0]
     mujoco.mj_forward(mj, data)
     bodies = body_placements(robot, x)
     for v in robot.visuals:
@@ -408,6 +346,39 @@ def test_a_ball_beside_hinges_with_a_range_a_motor_and_a_keyframe():
     np.testing.assert_allclose(ball_quaternion(s[1:4]), mj.key_qpos[0, 1:5] / np.linalg.norm(mj.key_qpos[0, 1:5]))
     np.testing.assert_allclose(ball_quaternion(s[4:]), [0.5, 0.5, 0.5, 0.5])
     check_against_mujoco(robot, mj, seed=5, states=3)
+
+
+def test_mjcf_maps_convert_states_both_ways_with_a_floating_base_and_balls():
+    """A free base with a ball joint below it: states round trip (``to_mujoco(from_mujoco(qpos, qvel))`` is MuJoCo's
+    state, the quaternion up to its sign), accelerations too, each lietraj body on its MuJoCo body; a robot with
+    mimic joints needs its expanded model. (The dynamics these maps give are checked in the tests above.)"""
+    mj = mujoco.MjModel.from_xml_string("""
+    <mujoco><worldbody><body name="torso" pos="0 0 1"><freejoint name="root"/><geom type="box" size="0.2 0.1 0.1"/>
+      <body name="arm" pos="0.2 0 0"><joint name="shoulder" type="ball" pos="0.01 0 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <body name="hand" pos="0.3 0 0"><joint name="wrist" axis="0 1 0"/><geom type="sphere" size="0.04"/></body>
+      </body></body></worldbody></mujoco>""")
+    robot = load_mjcf(mj)
+    maps, rng = mjcf_maps(robot, mj), np.random.default_rng(9)
+    assert maps.ball_joints == ((0, 7, 6),)
+    np.testing.assert_array_equal(maps.body_ids, [1, 2, 2, 2, 3])
+    for _ in range(3):
+        x = random_state(robot, rng)
+        qpos, qvel = maps.to_mujoco(x)
+        y = maps.from_mujoco(qpos, qvel)
+        # the angles come back in ball_angles' range (another triple of the same rotation when |y| > π/2 was drawn)
+        np.testing.assert_allclose(y.H, x.H, atol=1e-14)
+        np.testing.assert_allclose(y.s[3], x.s[3], atol=1e-15)
+        back = maps.to_mujoco(y)
+        np.testing.assert_allclose(back[0][:7], qpos[:7], atol=1e-14)
+        np.testing.assert_allclose(back[0][7:] * np.sign(back[0][7:11] @ qpos[7:11]), qpos[7:], atol=1e-12)
+        np.testing.assert_allclose(back[1], qvel, atol=1e-12)
+        a = rng.standard_normal(robot.nv)
+        np.testing.assert_allclose(maps.acceleration_from_mujoco(x, maps.acceleration_to_mujoco(x, a)), a, atol=1e-10)
+    coupled = mujoco.MjModel.from_xml_string(COUPLED)
+    with pytest.raises(ValueError, match="pass robot.expanded"):
+        mjcf_maps(load_mjcf(coupled), coupled)
+    assert mjcf_maps(load_mjcf(coupled).expanded, coupled).robot.nv == coupled.nv
 
 
 def test_ball_joints_are_pinocchios_spherical_zyx_joints():

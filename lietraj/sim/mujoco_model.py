@@ -33,6 +33,7 @@ import mujoco
 import numpy as np
 
 from lietraj.dynamics.lie.state import State
+from lietraj.dynamics.model.mjcf import ball_angles, ball_quaternion, ball_rate_map
 from lietraj.dynamics.model.model import RobotModel
 from lietraj.dynamics.model.pinocchio_interop import pose_from_xyzquat, xyzquat_from_pose
 from lietraj.dynamics.model.urdf import resolve_mesh_path
@@ -74,25 +75,36 @@ class MujocoRobot:
 
     ``qpos_index[k]`` and ``dof_index[k]`` are the ``qpos`` and ``qvel`` entries of lietraj's joint ``k`` (the order
     of ``s``); MuJoCo's actuator ``k`` is the motor of lietraj's joint ``k``. ``body_ids[i]`` is the MuJoCo body of
-    lietraj's body ``i``. ``edits``: what was changed in the URDF (``UrdfEdits``: dropped collision meshes, repaired
-    inertias). ``floor_geom`` is the id of the floor plane, or -1.
+    lietraj's body ``i``. ``spec``: the ``MjSpec`` it was compiled from (None for ``mjcf_maps``). ``edits``: what was
+    changed in the URDF (``UrdfEdits``: dropped collision meshes, repaired inertias). ``floor_geom`` is the id of the
+    floor plane, or -1.
+
+    ``ball_joints`` (models read by ``load_mjcf``, ``mjcf_maps``): ``(k, qpos address, dof address)`` of each MuJoCo
+    ball joint, whose angles ``(z, y, x)`` are lietraj's coordinates ``k .. k+2`` (their ``qpos_index`` is -1, their
+    ``dof_index`` the ball's three dofs): its quaternion is ``ball_quaternion`` of them, its angular velocity
+    ``ω = E φ̇`` (``ball_rate_map``), its ``qacc = E φ̈ + Ė φ̇``, so that ``T`` has ``E`` for its block.
     """
 
     robot: RobotModel
     model: mujoco.MjModel
-    spec: mujoco.MjSpec
+    spec: mujoco.MjSpec | None
     edits: UrdfEdits
     qpos_index: np.ndarray
     dof_index: np.ndarray
     body_ids: np.ndarray
     floor_geom: int
+    ball_joints: tuple[tuple[int, int, int], ...] = ()
 
     def to_mujoco(self, x: State) -> tuple[np.ndarray, np.ndarray]:
         """MuJoCo's ``(qpos, qvel)`` of the lietraj state ``x`` (checked: shapes, finite, rigid ``H``)."""
         self.robot.state_space.check(x)
         qpos, qvel = np.zeros(self.model.nq), np.zeros(self.model.nv)
-        qpos[self.qpos_index] = x.s
+        scalar = self.qpos_index >= 0
+        qpos[self.qpos_index[scalar]] = x.s[scalar]
         qvel[self.dof_index] = x.sdot
+        for k, q, d in self.ball_joints:
+            qpos[q:q + 4] = ball_quaternion(x.s[k:k + 3])
+            qvel[d:d + 3] = ball_rate_map(x.s[k:k + 3]) @ x.sdot[k:k + 3]
         if self.robot.floating_base:
             xyz_xyzw = xyzquat_from_pose(x.H)
             qpos[:3], qpos[3], qpos[4:7] = xyz_xyzw[:3], xyz_xyzw[6], xyz_xyzw[3:6]
@@ -105,6 +117,9 @@ class MujocoRobot:
         qpos = finite_vector(qpos, self.model.nq, "qpos")
         qvel = finite_vector(qvel, self.model.nv, "qvel")
         s, sdot = qpos[self.qpos_index], qvel[self.dof_index]
+        for k, q, d in self.ball_joints:
+            s[k:k + 3] = ball_angles(qpos[q:q + 4])
+            sdot[k:k + 3] = np.linalg.solve(ball_rate_map(s[k:k + 3]), qvel[d:d + 3])
         if not self.robot.floating_base:
             return State(None, s, sdot)
         H = pose_from_xyzquat(np.concatenate([qpos[:3], qpos[4:7], qpos[3:4]]))
@@ -121,23 +136,33 @@ class MujocoRobot:
         if nb:
             T[:3, :3] = x.H[:3, :3]
             T[3:6, 3:6] = np.eye(3)
+        for k, _, d in self.ball_joints:
+            T[d:d + 3, nb + k:nb + k + 3] = ball_rate_map(x.s[k:k + 3])
         return T
+
+    def _drift(self, x: State) -> np.ndarray:
+        """``qacc - T a``: ``R (ω × v_b)`` on the free joint's linear rows, ``Ė φ̇`` on a ball's."""
+        drift = np.zeros(self.model.nv)
+        if self.robot.floating_base:
+            drift[:3] = x.H[:3, :3] @ np.cross(x.nu[3:], x.nu[:3])
+        for k, _, d in self.ball_joints:
+            (_, y, ax), (dz, dy, dx) = x.s[k:k + 3], x.sdot[k:k + 3]
+            cy, sy, cx, sx = np.cos(y), np.sin(y), np.cos(ax), np.sin(ax)
+            # the time derivative of ball_rate_map's columns (-sy, cy sx, cy cx) and (0, cx, -sx), times their rates
+            drift[d:d + 3] = dz * np.array([-cy * dy, cy * cx * dx - sy * sx * dy, -cy * sx * dx - sy * cx * dy]) \
+                - dy * dx * np.array([0.0, sx, cx])
+        return drift
 
     def acceleration_to_mujoco(self, x: State, a) -> np.ndarray:
         """MuJoCo's ``qacc`` of lietraj's acceleration ``a = v̇`` at ``x``: ``T a``, plus ``R (ω × v_b)`` on the
-        free joint's linear rows."""
-        qacc = self.velocity_map(x) @ finite_vector(a, self.robot.nv, "a")
-        if self.robot.floating_base:
-            qacc[:3] += x.H[:3, :3] @ np.cross(x.nu[3:], x.nu[:3])
-        return qacc
+        free joint's linear rows and ``Ė φ̇`` on a ball joint's."""
+        return self.velocity_map(x) @ finite_vector(a, self.robot.nv, "a") + self._drift(x)
 
     def acceleration_from_mujoco(self, x: State, qacc) -> np.ndarray:
         """lietraj's ``a = v̇`` at ``x`` of MuJoCo's ``qacc``, the inverse of ``acceleration_to_mujoco``."""
-        qacc = finite_vector(qacc, self.model.nv, "qacc").copy()
+        qacc = finite_vector(qacc, self.model.nv, "qacc") - self._drift(x)
         T = self.velocity_map(x)
-        if self.robot.floating_base:
-            qacc[:3] -= x.H[:3, :3] @ np.cross(x.nu[3:], x.nu[:3])
-        return T.T @ qacc  # T is orthogonal
+        return np.linalg.solve(T, qacc) if self.ball_joints else T.T @ qacc  # without balls T is orthogonal
 
     def force_from_mujoco(self, x: State, qfrc) -> np.ndarray:
         """lietraj's generalized force ``τ = Tᵀ qfrc`` (base wrench in the base frame, linear first) of a MuJoCo
@@ -401,6 +426,51 @@ def _index_maps(robot: RobotModel, model: mujoco.MjModel, spec: mujoco.MjSpec, e
     floor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
     return MujocoRobot(robot, model, spec, edits, _index_array(model.jnt_qposadr[joint_ids]),
                        _index_array(model.jnt_dofadr[joint_ids]), _index_array(body_ids), floor)
+
+
+def mjcf_maps(robot: RobotModel, model: mujoco.MjModel) -> MujocoRobot:
+    """The coordinate maps between ``robot``, read by ``load_mjcf`` from ``model``, and ``model``: a ``MujocoRobot``
+    without ``spec`` (``edits`` empty, ``floor_geom`` -1), so that a lietraj state and MuJoCo's ``qpos, qvel`` (and
+    accelerations, generalized forces, mass matrices) convert both ways. Joints are found by name, a ball joint's
+    angles by their names ``"<joint>/z"``, ``"/y"``, ``"/x"``, each lietraj body's MuJoCo body by its joint. A
+    robot with mimic joints: pass its ``expanded`` model (MuJoCo keeps the followers' coordinates). Raises
+    ValueError naming what the model does not have."""
+    names, ball = robot.actuated_joint_names, mujoco.mjtJoint.mjJNT_BALL
+
+    def joint(name: str) -> int:
+        return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
+
+    def ball_of(name: str) -> int:
+        """The MuJoCo ball joint whose angle lietraj's joint ``name`` is, or -1."""
+        prefix, _, letter = name.rpartition("/")
+        j = joint(prefix) if letter in ("z", "y", "x") else -1
+        return j if j >= 0 and model.jnt_type[j] == ball else -1
+
+    qpos_index, dof_index, balls, missing = [], [], [], []
+    for k, name in enumerate(names):
+        j = joint(name)
+        if j >= 0:
+            qpos_index.append(model.jnt_qposadr[j])
+            dof_index.append(model.jnt_dofadr[j])
+            continue
+        j = ball_of(name)
+        if j < 0:
+            missing.append(name)
+            continue
+        angle = "zyx".index(name[-1])
+        if angle == 0:
+            balls.append((k, int(model.jnt_qposadr[j]), int(model.jnt_dofadr[j])))
+        qpos_index.append(-1)
+        dof_index.append(model.jnt_dofadr[j] + angle)
+    if missing or model.nv != robot.nv:
+        raise ValueError(f"the MuJoCo model (nv={model.nv}) does not have the joints of {robot.name!r} (nv={robot.nv})"
+                         + (f"; missing: {', '.join(missing)}" if missing else " (mimic joints: pass robot.expanded)"))
+    body_ids = []
+    for name in robot.joint_names:
+        j = joint(name)
+        body_ids.append(model.jnt_bodyid[j if j >= 0 else ball_of(name)])
+    return MujocoRobot(robot, model, None, UrdfEdits(), _index_array(qpos_index), _index_array(dof_index),
+                       _index_array(body_ids), -1, tuple(balls))
 
 
 def _index_array(a) -> np.ndarray:

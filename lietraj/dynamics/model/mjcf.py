@@ -14,12 +14,13 @@ hinges and slides):
   it by ``a (q - ref)``. Everything of the body (inertia, sites, geoms, children) is carried into that frame;
 - a ball joint is three hinges at its anchor, about the z, y and x axes of its body in turn: lietraj joints
   ``"<joint>/z"``, ``"<joint>/y"``, ``"<joint>/x"`` whose angles ``φ = (z, y, x)`` turn the body by
-  ``Rz(z) Ry(y) Rx(x)`` (MuJoCo's intrinsic ``"zyx"`` Euler angles; Drake's ``BallRpyJoint`` and Pinocchio's
-  ``SphericalZYX`` make the same choice). MuJoCo's ball coordinates are a quaternion and the angular velocity ``ω``
-  in the body frame: ``ball_angles``, ``ball_quaternion`` and ``ball_rate_map`` (``ω = E(φ) φ̇``, ``τ = Eᵀ τ_mj``)
-  convert. The motion is MuJoCo's, but the angles are singular where ``y = ±π/2`` (``det E = cos y``: the mass
-  matrix loses rank there, and the dynamics are ill-conditioned near it); a range on a ball joint (a cone) is not
-  represented (a warning says so), nor is an effort limit on the angles;
+  ``Rz(z) Ry(y) Rx(x)`` (MuJoCo's intrinsic ``"zyx"`` Euler angles, the angles of Drake's ``BallRpyJoint`` and of
+  Pinocchio's ``SphericalZYX``, whose velocity is their rates as here). MuJoCo's ball coordinates are a quaternion
+  and the angular velocity ``ω`` in the body frame: ``ball_angles``, ``ball_quaternion`` and ``ball_rate_map``
+  (``ω = E(φ) φ̇``, ``τ = Eᵀ τ_mj``) convert (``lietraj.sim.mjcf_maps``: whole states, accelerations and forces).
+  The motion is MuJoCo's, but the angles are singular where ``y = ±π/2`` (``det E = cos y``: the mass matrix loses
+  rank there, and the dynamics are ill-conditioned near it); a range on a ball joint (a cone) is not represented (a
+  warning says so), nor is an effort limit on the angles;
 - several joints in one body (a ball's three hinges among them) become a chain of massless lietraj bodies, one per
   joint (as Pinocchio's composite joint), named ``"<body>/<joint>"`` except the last, which has the body's name and
   carries its inertia;
