@@ -350,8 +350,9 @@ def test_a_ball_beside_hinges_with_a_range_a_motor_and_a_keyframe():
 
 def test_mjcf_maps_convert_states_both_ways_with_a_floating_base_and_balls():
     """A free base with a ball joint below it: states round trip (``to_mujoco(from_mujoco(qpos, qvel))`` is MuJoCo's
-    state, the quaternion up to its sign), accelerations too, each lietraj body on its MuJoCo body; a robot with
-    mimic joints needs its expanded model. (The dynamics these maps give are checked in the tests above.)"""
+    state, the quaternion up to its sign), accelerations too, each lietraj body on its MuJoCo body; a ball at the
+    angles' singularity and a robot with mimic joints (without its expanded model) are clear errors. (The dynamics
+    these maps give are checked in the tests above.)"""
     mj = mujoco.MjModel.from_xml_string("""
     <mujoco><worldbody><body name="torso" pos="0 0 1"><freejoint name="root"/><geom type="box" size="0.2 0.1 0.1"/>
       <body name="arm" pos="0.2 0 0"><joint name="shoulder" type="ball" pos="0.01 0 0"/>
@@ -375,6 +376,9 @@ def test_mjcf_maps_convert_states_both_ways_with_a_floating_base_and_balls():
         np.testing.assert_allclose(back[1], qvel, atol=1e-12)
         a = rng.standard_normal(robot.nv)
         np.testing.assert_allclose(maps.acceleration_from_mujoco(x, maps.acceleration_to_mujoco(x, a)), a, atol=1e-10)
+    qpos[7:11] = ball_quaternion([0.3, np.pi / 2, 0.2])  # the angles' singularity: no rates for MuJoCo's ω
+    with pytest.raises(ValueError, match="ball joint 'shoulder' is at y = \\+90 degrees"):
+        maps.from_mujoco(qpos, qvel)
     coupled = mujoco.MjModel.from_xml_string(COUPLED)
     with pytest.raises(ValueError, match="pass robot.expanded"):
         mjcf_maps(load_mjcf(coupled), coupled)

@@ -119,6 +119,7 @@ class MujocoRobot:
         s, sdot = qpos[self.qpos_index], qvel[self.dof_index]
         for k, q, d in self.ball_joints:
             s[k:k + 3] = ball_angles(qpos[q:q + 4])
+            self._check_gimbal(k, s[k + 1])
             sdot[k:k + 3] = np.linalg.solve(ball_rate_map(s[k:k + 3]), qvel[d:d + 3])
         if not self.robot.floating_base:
             return State(None, s, sdot)
@@ -139,6 +140,14 @@ class MujocoRobot:
         for k, _, d in self.ball_joints:
             T[d:d + 3, nb + k:nb + k + 3] = ball_rate_map(x.s[k:k + 3])
         return T
+
+    def _check_gimbal(self, k: int, y: float) -> None:
+        """ValueError naming the ball joint of coordinates ``k .. k+2`` when its ``y`` angle is ±π/2 (to rounding),
+        where its angular velocity and acceleration have no angle rates (``ball_rate_map`` is singular)."""
+        if abs(math.cos(y)) < 1e-12:
+            raise ValueError(f"ball joint {self.robot.actuated_joint_names[k].rpartition('/')[0]!r} is at y = "
+                             f"{math.degrees(y):+.0f} degrees, where z and x turn about one axis: its angular velocity "
+                             "has no rates of its three angles (the z-y-x angles' singularity)")
 
     def _drift(self, x: State) -> np.ndarray:
         """``qacc - T a``: ``R (ω × v_b)`` on the free joint's linear rows, ``Ė φ̇`` on a ball's."""
@@ -161,6 +170,8 @@ class MujocoRobot:
     def acceleration_from_mujoco(self, x: State, qacc) -> np.ndarray:
         """lietraj's ``a = v̇`` at ``x`` of MuJoCo's ``qacc``, the inverse of ``acceleration_to_mujoco``."""
         qacc = finite_vector(qacc, self.model.nv, "qacc") - self._drift(x)
+        for k, _, _ in self.ball_joints:
+            self._check_gimbal(k, x.s[k + 1])
         T = self.velocity_map(x)
         return np.linalg.solve(T, qacc) if self.ball_joints else T.T @ qacc  # without balls T is orthogonal
 
