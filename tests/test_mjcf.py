@@ -388,7 +388,7 @@ def test_mjcf_maps_convert_states_both_ways_with_a_floating_base_and_balls():
 def test_ball_joints_are_pinocchios_spherical_zyx_joints():
     """A ball's three hinges are Pinocchio's ``JointModelSphericalZYX`` (configuration ``(z, y, x)``, velocity their
     rates): RNEA, CRBA and ABA of the lietraj model equal Pinocchio's on the model with one such joint per ball."""
-    pin = pytest.importorskip("pinocchio")
+    import pinocchio as pin
     with pytest.warns(UserWarning):
         robot = load_mjcf(mujoco.MjModel.from_xml_string(BALLS))
     pm, ids, i = pin.Model(), [], 0
