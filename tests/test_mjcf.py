@@ -327,6 +327,8 @@ def test_ball_joints_are_three_hinges_with_mujocos_dynamics():
     assert robot.body_names[:3] == ("body2/joint_1/z", "body2/joint_1/y", "body2")
     assert robot.mass[0] == robot.mass[1] == 0 and robot.mass[2] == pytest.approx(mj.body_mass[2], rel=1e-14)
     assert robot.nv == mj.nv and robot.continuous.all()
+    with pytest.raises(KeyError, match="no joint 'joint_1'; did you mean 'joint_1/z', 'joint_1/y', 'joint_1/x'"):
+        robot.joint_index("joint_1")
     check_against_mujoco(robot, mj, seed=2, states=3)
 
 

@@ -51,6 +51,8 @@ one small dense product per call, on those robots only.
 
 from __future__ import annotations
 
+import difflib
+
 from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Mapping, NamedTuple
 
@@ -394,7 +396,10 @@ class RobotModel:
         try:
             return self.actuated_joint_names.index(name)
         except ValueError:
-            raise KeyError(f"model {self.name!r} has no joint {name!r}") from None
+            close = [j for j in self.actuated_joint_names if j.startswith(f"{name}/")] or difflib.get_close_matches(
+                name, self.actuated_joint_names, n=3)  # an MJCF ball joint's angles are "<joint>/z", "/y", "/x"
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise KeyError(f"model {self.name!r} has no joint {name!r}{hint}") from None
 
     def frame_index(self, name: str) -> int:
         """Index in ``frames`` of the frame called ``name`` (body frames win over joint frames of the same name)."""
