@@ -52,7 +52,6 @@ one small dense product per call, on those robots only.
 from __future__ import annotations
 
 import difflib
-
 from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Mapping, NamedTuple
 

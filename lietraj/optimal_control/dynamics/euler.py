@@ -175,16 +175,12 @@ class SemiImplicitEuler:
         """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place, and how they are built into
         ``structure`` when given; the field's derivatives shared by ``threads`` threads (``Field.shared_derivatives``).
         Returns whether they are finite."""
-        d = field.derivatives(X, U) if threads == 1 else field.shared_derivatives(X, U, threads)
-        return euler_jacobians(dt, X, d, F_x, F_u, structure)
+        return euler_jacobians(dt, X, field.shared_derivatives(X, U, threads), F_x, F_u, structure)
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray,
                             threads: int = 1, out: StepHessian | None = None) -> StepHessian:
         """DDP's second-order term of the step at every knot (``euler_second_order``) for covectors ``LAM``, into
         ``out`` when given; the field's contraction shared by ``threads`` threads
         (``Field.shared_hessian_contraction``)."""
-        if threads == 1:
-            return euler_step_hessian(dt, X, field.derivatives(X, U), LAM,
-                                      lambda mu: field.hessian_contraction(X, U, mu), out)
         return euler_step_hessian(dt, X, field.shared_derivatives(X, U, threads), LAM,
                                   lambda mu: field.shared_hessian_contraction(X, U, mu, threads), out)

@@ -20,7 +20,6 @@ pass, with the same floating-point operations as ``RK4.step``'s but numpy's 4x4 
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from lietraj._jit import helper
