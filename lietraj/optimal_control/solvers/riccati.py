@@ -53,6 +53,14 @@ than half the work of the dense products on a humanoid. Where extensions hook in
 method adds its terms to the cost derivatives of the ``LocalModel`` before the sweep; other constraints on ``δu``
 than a box (a KKT system) replace the gains part of the step; a sweep over part of the horizon calls
 ``riccati_step`` on its knots.
+
+The sweep runs on one thread when a solver has two (``SolverOptions.threads``). A two-thread sweep was built and
+measured (2026-11-28): at each knot one thread computed ``Q_xx``'s products while the other computed ``Q_uu``,
+``Q_xu`` and the gains, then the first the value function, the threads meeting three times a knot through atomic
+flags (spinning, then yielding). Equal to the bit, it took 0.79-0.93 of the one-thread sweep's time on solo12 and
+Talos on a quiet machine, 1.2-1.5 times it in another run of the same benchmark, and 0.93-0.97 of a solve's time:
+the ~15 KB a knot hands from a core to the other (``P E``, ``Eᵀ Y``, ``Q_xu``, the gains) cost about what the
+split saves, and a spinning thread loses whenever the machine has other work. Not kept.
 The kernels take these named tuples as arguments, so numba's on-disk cache records their classes: renaming or
 removing one leaves a cache entry it cannot read (numba issue #6018), which an emptied cache directory cures.
 """
