@@ -19,6 +19,8 @@ from lietraj.optimal_control.solvers.riccati import (
     SweepSettings,
     SweepWork,
     ValueFunction,
+    _add_block_times,
+    _add_times_block,
     backward_pass,
     policy_gradient,
     riccati_step,
@@ -127,6 +129,25 @@ def euler_derivatives(rng, nv: int, nh: int, nu: int, dense_knots=()) -> Discret
     F_x[:, :nv, :nv] += Phi
     S.dt[list(dense_knots)] = np.nan
     return DiscreteDerivatives(F_x, F_u, S)
+
+
+@pytest.mark.parametrize("nh", [6, 3, 0], ids=["floating base", "other block", "fixed base"])
+def test_the_block_products_of_the_euler_structure(nh, rng):
+    """``X diag(W, I)`` and ``diag(W, I)ᵀ X`` over the first ``n`` columns or rows, added into an output: the 6x6
+    block of a floating base in registers, any other size by loops (called here as plain Python; compiled, inside
+    the sweep, in the next test)."""
+    n, alpha = 8, 0.3
+    X, W = rng.normal(size=(10, 10)), rng.normal(size=(nh, nh))
+    D = np.eye(n)
+    D[:nh, :nh] = W
+    out = rng.normal(size=(10, n))
+    expected = out + alpha * X[:, :n] @ D
+    _add_times_block(X, W, n, alpha, out)
+    assert relative_error(out, expected) < 1e-14
+    out = rng.normal(size=(n, 10))
+    expected = out + alpha * D.T @ X[:n]
+    _add_block_times(W, X, n, alpha, out)
+    assert relative_error(out, expected) < 1e-14
 
 
 @pytest.mark.parametrize("nh", [6, 0], ids=["floating base", "fixed base"])
