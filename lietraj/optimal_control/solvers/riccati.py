@@ -61,6 +61,7 @@ flags (spinning, then yielding). Equal to the bit, it took 0.79-0.93 of the one-
 Talos on a quiet machine, 1.2-1.5 times it in another run of the same benchmark, and 0.93-0.97 of a solve's time:
 the ~15 KB a knot hands from a core to the other (``P E``, ``Eᵀ Y``, ``Q_xu``, the gains) cost about what the
 split saves, and a spinning thread loses whenever the machine has other work. Not kept.
+
 The kernels take these named tuples as arguments, so numba's on-disk cache records their classes: renaming or
 removing one leaves a cache entry it cannot read (numba issue #6018), which an emptied cache directory cures.
 """
