@@ -319,3 +319,33 @@ def test_kernels_run_without_jit():
     d = RobotDynamics(model, 0.01).derivatives(x, rng.normal(size=model.n))
     expected = np.concatenate([d.F_x, d.F_u], axis=1)
     np.testing.assert_allclose(eval(out), expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+@pytest.mark.parametrize("name", ["solo12", "ur5"])
+def test_the_step_written_with_the_jacobians_is_the_step(name, integrator, rng):
+    """``out.stepped``: the Euler step writes ``f(X[k], U[k])`` with its Jacobians, equal to the bit to
+    ``step_trajectory`` (the same operations on the same accelerations); RK4 does not step with them and leaves it."""
+    model = lietraj.load_robot(name)
+    dyn = RobotDynamics(model, DT, integrator)
+    X = model.state_space.random_trajectory(5, rng, 0.5)
+    U = rng.normal(size=(5, model.n))
+    out = DiscreteDerivatives(np.empty((5, 2 * model.nv, 2 * model.nv)), np.empty((5, 2 * model.nv, model.n)),
+                              stepped=model.state_space.trajectory(5))
+    dyn.trajectory_derivatives(X, U, out=out)
+    expected = dyn.step_trajectory(X, U) if integrator == "euler" else model.state_space.trajectory(5)
+    assert dyn.steps_with_derivatives == (integrator == "euler")
+    for a, b in ((out.stepped.s, expected.s), (out.stepped.v, expected.v), (out.stepped.H, expected.H)):
+        assert b is None or np.array_equal(a, b)
+    assert np.array_equal(out.F_x, dyn.trajectory_derivatives(X, U).F_x)
+
+
+def test_a_dynamics_with_its_own_step_does_not_step_with_the_jacobians():
+    """A subclass whose ``step_trajectory`` is not the integrator's is stepped by it, not by the Jacobians' pass."""
+
+    class Damped(RobotDynamics):
+        def step_trajectory(self, X, U):
+            return super().step_trajectory(X, 0.5 * U)
+
+    model = lietraj.load_robot("ur5")
+    assert RobotDynamics(model, DT).steps_with_derivatives and not Damped(model, DT).steps_with_derivatives

@@ -101,3 +101,19 @@ def test_gait_parameters_and_errors():
     # DDP starts from the guess's states, its first step the closed-loop rollout about them (the open-loop rollout of
     # the guess's controls falls, and no landing follows from it).
     assert jump("solo12").solve("ddp").converged
+
+
+def test_the_gaps_a_linearization_steps_with_the_jacobians_are_the_steps():
+    """``Problem.gaps(X, U, derivatives)`` takes the steps the stance, flight and touchdown runs wrote with their
+    Jacobians (``DiscreteDerivatives.stepped``): equal to the bit to the gaps of the steps themselves."""
+    problem = jump("solo12").problem
+    kinds = {type(m.dynamics).__name__ for m in problem.running}
+    assert {"ContactRobotDynamics", "RobotDynamics", "ImpulseRobotDynamics"} <= kinds
+    rng = np.random.default_rng(3)
+    X = problem.rollout(0.1 * rng.normal(size=(problem.T, problem.nu)))
+    X.v[:] += 0.01 * rng.normal(size=X.v.shape)
+    X.s[:] += 0.01 * rng.normal(size=X.s.shape)
+    U = 0.1 * rng.normal(size=(problem.T, problem.nu))
+    d = problem.derivatives(X, U)
+    assert np.array_equal(problem.gaps(X, U, d), problem.gaps(X, U))
+    assert np.abs(problem.gaps(X, U)[1:]).max() > 1e-3

@@ -207,6 +207,8 @@ def test_rollout_cost_and_gaps_match_knot_by_knot_evaluation(rng):
     for k in range(12):
         y = prob.running[k].dynamics.step(Y[k], U[k])
         assert relative_error(g[k + 1], np.concatenate([y.s - Y.s[k + 1], y.v - Y.v[k + 1]])) < 1e-15
+    # a plug-in that does not step with its Jacobians is stepped for the gaps of a linearization
+    assert np.array_equal(prob.gaps(Y, U, prob.derivatives(Y, U)), g)
 
 
 def test_knots_sharing_a_model_are_evaluated_in_one_batched_call(rng):

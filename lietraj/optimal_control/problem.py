@@ -374,10 +374,15 @@ class Problem:
 
     def step(self, X: Trajectory, U) -> Trajectory:
         """Knot-wise ``f_k(X[k], U[k])`` for the ``T`` running knots (not a rollout), one call per dynamics group."""
+        return self._step_into(X, U, self.state_space.trajectory(self.T), every=True)
+
+    def _step_into(self, X: Trajectory, U, out: Trajectory, every: bool) -> Trajectory:
+        """``step`` into ``out``: every run, or (``every`` False) the runs whose dynamics do not step with their
+        Jacobians (``DiscreteDynamics.steps_with_derivatives``), the others' knots left as they are."""
         U = np.asarray(U, dtype=np.float64)
-        out = self.state_space.trajectory(self.T)
         for a, b, dyn in self._dynamics_runs:
-            out[a:b] = dyn.step_trajectory(X[a:b], U[a:b])
+            if every or not dyn.steps_with_derivatives:
+                out[a:b] = dyn.step_trajectory(X[a:b], U[a:b])
         return out
 
     def _term_groups(self) -> list[_TermGroup]:
@@ -583,11 +588,16 @@ class Problem:
                                  f"{c.upper[row]:g})")
         return found
 
-    def gaps(self, X: Trajectory, U) -> np.ndarray:
-        """``(T + 1, ndx)``: ``x0 ⊖ X[0]`` and ``f_k(X[k], U[k]) ⊖ X[k+1]`` (zero on a rollout)."""
+    def gaps(self, X: Trajectory, U, derivatives: ProblemDerivatives | None = None) -> np.ndarray:
+        """``(T + 1, ndx)``: ``x0 ⊖ X[0]`` and ``f_k(X[k], U[k]) ⊖ X[k+1]`` (zero on a rollout). ``derivatives``:
+        those ``derivatives`` has just computed at ``(X, U)`` (a solver's linearization), whose dynamics wrote the
+        steps they compute with their Jacobians (``DiscreteDerivatives.stepped``, the same numbers): only the other
+        runs are stepped here."""
         out = np.empty((self.T + 1, self.ndx))
         self.initial_gap(X, out[:1])
-        tangent_difference(X[1:], self.step(X, U), out[1:])
+        stepped = None if derivatives is None else derivatives.dynamics.stepped
+        tangent_difference(X[1:], self.step(X, U) if stepped is None else self._step_into(X, U, stepped, every=False),
+                           out[1:])
         return out
 
     def initial_gap(self, X: Trajectory, out: np.ndarray | None = None) -> np.ndarray:
@@ -597,8 +607,11 @@ class Problem:
         return out
 
     def empty_derivatives(self) -> ProblemDerivatives:
-        """The arrays ``derivatives`` fills, to reuse from one call to the next."""
-        return ProblemDerivatives.empty(self.T, self.ndx, self.nu, 6 if self.state_space.floating_base else 0)
+        """The arrays ``derivatives`` fills, to reuse from one call to the next, with room for the steps its
+        dynamics compute with their Jacobians (``gaps``)."""
+        out = ProblemDerivatives.empty(self.T, self.ndx, self.nu, 6 if self.state_space.floating_base else 0)
+        out.dynamics.stepped = self.state_space.trajectory(self.T)
+        return out
 
     def derivatives(self, X: Trajectory, U, out: ProblemDerivatives | None = None,
                     threads: int = 1) -> ProblemDerivatives:
@@ -655,13 +668,17 @@ class Problem:
 
     def _dynamics_derivatives(self, X: Trajectory, U: np.ndarray, F: DiscreteDerivatives,
                               threads: int = 1) -> None:
-        """``F_x, F_u`` (and their structure) at every running knot, into ``F``; integrated dynamics share their
-        knots by ``threads`` threads."""
+        """``F_x, F_u`` (and their structure) at every running knot, into ``F``, and ``F.stepped`` (when there) at the
+        knots of the dynamics that step with their Jacobians; integrated dynamics share their knots by ``threads``
+        threads."""
         S = F.structure
         if S is not None:
             S.dt[:] = np.nan  # what a dynamics does not fill has no known structure
+        stepped = F.stepped
         for a, b, dyn in self._dynamics_runs:
-            view = DiscreteDerivatives(F.F_x[a:b], F.F_u[a:b], None if S is None else EulerStructure(*(s[a:b] for s in S)))
+            structure = None if S is None else EulerStructure(*(s[a:b] for s in S))
+            view = DiscreteDerivatives(F.F_x[a:b], F.F_u[a:b], structure,
+                                       stepped[a:b] if stepped is not None and dyn.steps_with_derivatives else None)
             _copy_into(view, dyn.trajectory_derivatives(X[a:b], U[a:b], out=view, **_sharing(dyn, threads)),
                        ("F_x", "F_u"))
 

@@ -147,6 +147,13 @@ def pose_exp(H, xi, H_out, E):
     """``H_out = H exp(xi)`` for a 4x4 pose (``H_out`` may be ``H``); ``E`` is a 4x4 work array. Called, not
     inlined, from the rollout's steps, which keeps the rollout kernel's compile time down."""
     exp_into(xi, E, E, E, False)
+    pose_times(H, E, H_out)
+
+
+@helper
+def pose_times(H, E, H_out):
+    """``H_out = H E`` for 4x4 poses (``H_out`` may be ``H``): the product ``pose_exp`` takes, for a caller that has
+    ``E = exp(xi)`` already (the Euler step's Jacobians)."""
     for r in range(3):  # row by row, so that H_out may be H
         h0, h1, h2, h3 = H[r, 0], H[r, 1], H[r, 2], H[r, 3]
         for c in range(4):

@@ -46,11 +46,15 @@ class DiscreteDerivatives:
     """``F_x`` (ndx, ndx) and ``F_u`` (ndx, nu) of ``x⁺ = f(x, u)`` in the tangent chart, with a leading ``N`` for
     a trajectory: ``f(x exp(dx), u + du) ≈ f(x, u) exp(F_x dx + F_u du)``. Unpacks as ``F_x, F_u = ...``.
     ``structure``: how a semi-implicit Euler step built them (``euler.EulerStructure``), filled by the dynamics that
-    know it when given; the Riccati sweep uses it to multiply by them faster."""
+    know it when given; the Riccati sweep uses it to multiply by them faster. ``stepped``: room for the step
+    ``f(X[k], U[k])`` itself (a Trajectory of the knots, contiguous arrays), which a dynamics whose
+    ``steps_with_derivatives`` is True writes with the Jacobians when given (a problem's gaps at the knots it
+    linearizes: Crocoddyl's ``calc`` beside ``calcDiff``, one pass)."""
 
     F_x: np.ndarray
     F_u: np.ndarray
     structure: EulerStructure | None = None
+    stepped: Trajectory | None = None
 
     def __iter__(self):
         return iter((self.F_x, self.F_u))
@@ -89,6 +93,10 @@ class DiscreteDynamics(ABC):
     @abstractmethod
     def trajectory_derivatives(self, X: Trajectory, U, out: DiscreteDerivatives | None = None) -> DiscreteDerivatives:
         """``F_x`` (N, ndx, ndx) and ``F_u`` (N, ndx, nu) at every knot; ``out`` is overwritten when given."""
+
+    # whether ``trajectory_derivatives`` writes the step into ``out.stepped`` when given (the Euler step and the
+    # impact do, from what their Jacobians compute); the others are stepped by ``step_trajectory``
+    steps_with_derivatives = False
 
     def step(self, x: State, u) -> State:
         """``x⁺ = f(x, u)`` for one state."""
@@ -185,6 +193,8 @@ class IntegratedDynamics(DiscreteDynamics):
         self.field = field
         self.scheme = integrator
         self.integrator = integrator.name
+        self.steps_with_derivatives = (isinstance(integrator, SemiImplicitEuler)
+                                       and type(self).step_trajectory is IntegratedDynamics.step_trajectory)
         self.state_space = field.state_space
         self.nu = field.nu
 
@@ -218,9 +228,11 @@ class IntegratedDynamics(DiscreteDynamics):
         field's derivatives are shared by two threads where the integrator and field can (``Field.shared_derivatives``)."""
         N, ndx = len(X), self.state_space.ndx
         F_x, F_u = result_arrays(out, DiscreteDerivatives, ((N, ndx, ndx), (N, ndx, self.nu)), "derivatives")
+        step = {} if out is None or out.stepped is None or not self.steps_with_derivatives else \
+            {"stepped": out.stepped}
         with np.errstate(over="ignore", invalid="ignore"):  # reported below
             finite = self.scheme.derivatives(self.field, self.dt, X, U, F_x, F_u,
-                                             None if out is None else out.structure, threads)
+                                             None if out is None else out.structure, threads, **step)
         if not finite:
             raise ValueError(f"{self._who()}.derivatives: non-finite result (the step diverged)")
         return DiscreteDerivatives(F_x, F_u) if out is None else out

@@ -26,10 +26,14 @@ from typing import NamedTuple
 import numpy as np
 
 from lietraj._jit import helper, kernel
-from lietraj.dynamics.lie.se3 import exp_into, pose_exp
+from lietraj.dynamics._checks import IDENTITY4_STACK
+from lietraj.dynamics.lie.se3 import exp_into, pose_exp, pose_times
 from lietraj.dynamics.lie.state import Trajectory
 from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, euler_step_hessian
 from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives
+
+
+_NO_KNOTS = np.empty((0, 0))  # the rows of a step not asked for
 
 
 class EulerStructure(NamedTuple):
@@ -50,17 +54,28 @@ class EulerStructure(NamedTuple):
 
 
 @kernel
-def _euler_jacobians_batch(floating, V, A, dt, DA_DQ, DA_DV, DA_DU, xi, E, PHI, JR, FX, FU):
-    """Closed-form F_x, F_u of the semi-implicit Euler step at every knot (module docstring), from the velocities V
-    and accelerations A (N, nv), whose base rows give a floating base's step twist ``xi = dt nu+ = dt (nu + dt
-    a)`` (``step_twists``, the same operations). ``xi`` (6,) and E (4, 4) are work arrays for one knot's twist and
-    its exp; PHI and JR (N, 6, 6) receive every knot's Ad_{exp(-xi)} and Jr(xi). Returns whether every entry
+def _euler_jacobians_batch(floating, knots, A, dt, DA_DQ, DA_DV, DA_DU, xi, E, PHI, JR, FX, FU, stepped):
+    """Closed-form F_x, F_u of the semi-implicit Euler step at every knot (module docstring), from the knots
+    ``(H, S, V)`` and accelerations A (N, nv), whose base rows give a floating base's step twist ``xi = dt nu+ = dt
+    (nu + dt a)`` (``step_twists``, the same operations). ``xi`` (6,) and E (4, 4) are work arrays for one knot's
+    twist and its exp; PHI and JR (N, 6, 6) receive every knot's Ad_{exp(-xi)} and Jr(xi). ``stepped`` (H+, S+, V+)
+    with a row per knot receives the step itself (``euler_update``'s operations, its exp the one the Jacobians
+    take), or has no rows (not asked; a fixed base's ``H`` and ``H+``: one unused 4x4). Returns whether every entry
     written is finite (``x - x`` is 0 only for finite x: tested as the entries are written, where a test of the
     arrays afterwards reads them all again)."""
+    H, S, V = knots
+    H_NEXT, S_NEXT, V_NEXT = stepped
     N, nv, nu = FX.shape[0], DA_DQ.shape[1], FU.shape[2]
-    nh = 6 if floating else 0
+    nh, step = 6 if floating else 0, S_NEXT.shape[0] != 0
     ok = True
     for k in range(N):
+        if step:
+            for i in range(nv):
+                v = V[k, i] + dt * A[k, i]
+                V_NEXT[k, i] = v
+                ok &= v - v == 0.0
+            for i in range(S.shape[1]):
+                S_NEXT[k, i] = S[k, i] + dt * V_NEXT[k, nh + i]
         Fx, Fu = FX[k], FU[k]
         for r in range(nv):
             for c in range(nv):
@@ -89,6 +104,8 @@ def _euler_jacobians_batch(floating, V, A, dt, DA_DQ, DA_DV, DA_DU, xi, E, PHI, 
         for i in range(6):
             xi[i] = dt * (V[k, i] + dt * A[k, i])
         exp_into(xi, E, Phi, Jr, True)
+        if step:
+            pose_times(H[k], E, H_NEXT[k])
         for r in range(6):  # H+ = H exp(dt nu+): Ad_{exp(-dt nu+)} z_H + Jr(dt nu+) dt dnu+
             for c in range(2 * nv):
                 acc = 0.0
@@ -107,15 +124,24 @@ def _euler_jacobians_batch(floating, V, A, dt, DA_DQ, DA_DV, DA_DU, xi, E, PHI, 
 
 
 def euler_jacobians(dt: float, X: Trajectory, d: FieldDerivatives, F_x: np.ndarray, F_u: np.ndarray,
-                    structure: EulerStructure | None = None) -> bool:
-    """``F_x, F_u`` of the step at every knot of ``X`` from the field's derivatives ``d`` there, in place, and how
-    they are built into ``structure`` when given (module docstring). Returns whether they are finite."""
+                    structure: EulerStructure | None = None, stepped: Trajectory | None = None) -> bool:
+    """``F_x, F_u`` of the step at every knot of ``X`` from the field's derivatives ``d`` there, in place, how they
+    are built into ``structure`` and the step itself into ``stepped`` (N knots, contiguous arrays) when given:
+    ``euler_step`` with the accelerations ``d.a``, the same numbers (module docstring). Returns whether they are
+    finite."""
     DA = (np.ascontiguousarray(a) for a in (d.da_dq, d.da_dv, d.da_du))
-    N, nh = len(X), 0 if X.H is None else 6
+    N, floating = len(X), X.H is not None
+    nh = 6 if floating else 0
     keep = structure is not None and structure.Phi.shape[1:] == (nh, nh)
     Phi, Jr = (structure.Phi, structure.Jr) if keep else (np.empty((N, nh, nh)), np.empty((N, nh, nh)))
-    finite = _euler_jacobians_batch(X.H is not None, np.ascontiguousarray(X.v), np.ascontiguousarray(d.a), dt, *DA,
-                                    np.empty(6), np.empty((4, 4)), Phi, Jr, F_x, F_u)
+    H = np.ascontiguousarray(X.H) if floating else IDENTITY4_STACK
+    if stepped is None:
+        out = (IDENTITY4_STACK, _NO_KNOTS, _NO_KNOTS)
+    else:
+        out = (stepped.H if floating else np.empty((1, 4, 4)), stepped.s, stepped.v)
+    finite = _euler_jacobians_batch(floating, (H, np.ascontiguousarray(X.s), np.ascontiguousarray(X.v)),
+                                    np.ascontiguousarray(d.a), dt, *DA, np.empty(6), np.empty((4, 4)), Phi, Jr, F_x, F_u,
+                                    out)
     if structure is not None:
         structure.dt[:] = dt if keep else np.nan
     return finite
@@ -171,11 +197,12 @@ class SemiImplicitEuler:
         return euler_step(X, field.acceleration(X, U), dt)
 
     def derivatives(self, field: Field, dt: float, X: Trajectory, U, F_x: np.ndarray, F_u: np.ndarray,
-                    structure: EulerStructure | None = None, threads: int = 1) -> bool:
-        """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place, and how they are built into
-        ``structure`` when given; the field's derivatives shared by ``threads`` threads (``Field.shared_derivatives``).
-        Returns whether they are finite."""
-        return euler_jacobians(dt, X, field.shared_derivatives(X, U, threads), F_x, F_u, structure)
+                    structure: EulerStructure | None = None, threads: int = 1,
+                    stepped: Trajectory | None = None) -> bool:
+        """``F_x, F_u`` (N, ndx, ndx), (N, ndx, nu) of the step at every knot, in place, how they are built into
+        ``structure`` and the step itself into ``stepped`` when given (``euler_jacobians``); the field's derivatives
+        shared by ``threads`` threads (``Field.shared_derivatives``). Returns whether they are finite."""
+        return euler_jacobians(dt, X, field.shared_derivatives(X, U, threads), F_x, F_u, structure, stepped)
 
     def hessian_contraction(self, field: Field, dt: float, X: Trajectory, U, LAM: np.ndarray,
                             threads: int = 1, out: StepHessian | None = None) -> StepHessian:

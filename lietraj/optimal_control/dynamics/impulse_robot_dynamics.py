@@ -83,6 +83,8 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         frames = ", ".join(f"{c.frame}:{c.kind}" for c in self.contacts)
         return f"ImpulseRobotDynamics({self.model.name!r}, contacts=[{frames}], restitution={self.restitution})"
 
+    steps_with_derivatives = True
+
     def _check_controls(self, X: Trajectory, U) -> None:
         joint_torques(self.model, X, U, "ImpulseRobotDynamics")  # shape and NaN checks only: the control is ignored
 
@@ -144,6 +146,11 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         F_x[:, nv:, :nv] = d.dvplus_dq
         F_x[:, nv:, nv:] = d.dvplus_dv
         F_u[...] = 0.0
+        if out is not None and out.stepped is not None:  # the step (H, s, v⁺), which the derivatives solved for
+            if X.H is not None:
+                out.stepped.H[...] = X.H
+            out.stepped.s[...] = X.s
+            out.stepped.v[...] = d.v_plus
         return DiscreteDerivatives(F_x, F_u) if out is None else out
 
     def trajectory_hessian_contraction(self, X: Trajectory, U, LAM) -> StepHessian:

@@ -392,7 +392,7 @@ class Solver:
         below ``gap_tol`` counts as feasible from here on."""
         try:
             self.problem.derivatives(state.xs, state.us, out=state.derivatives, threads=self.options.threads)
-            state.gaps = None if state.feasible else self.problem.gaps(state.xs, state.us)
+            state.gaps = None if state.feasible else self.problem.gaps(state.xs, state.us, state.derivatives)
         except _NUMERICAL_ERRORS as e:
             raise SolveFailed(f"the derivatives cannot be evaluated ({e})") from e
         take_cost(state)
