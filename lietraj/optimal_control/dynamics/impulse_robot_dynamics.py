@@ -110,6 +110,13 @@ class ImpulseRobotDynamics(DiscreteDynamics):
                                            self.workspace, what)
         return v_plus, impulses
 
+    def _frame_ids(self) -> list[int]:
+        """The contacts' frame indices, found once (again if the contacts were replaced)."""
+        kept = self.__dict__.get("_ids")
+        if kept is None or kept[0] is not self.contacts:
+            kept = self._ids = (self.contacts, contact_frame_ids(self.model, self.contacts, "ImpulseRobotDynamics"))
+        return kept[1]
+
     def compiled_step(self) -> CompiledStep:
         """The impact in the rollout kernel's form (the contact tables with the restitution): a touchdown knot of a
         solver's forward pass is one compiled call like the phases around it, not a Python ``step``."""
@@ -140,9 +147,9 @@ class ImpulseRobotDynamics(DiscreteDynamics):
         what = "ImpulseRobotDynamics.derivatives"
         X = self._checked_knots(X, what)
         d = impulse_derivatives(self.model, X, self.contacts, self.restitution, self.damping, self.workspace, what,
-                                contact_frame_ids(self.model, self.contacts, what))
+                                self._frame_ids())
         F_x[:, :nv, :] = 0.0
-        F_x[:, :nv, :nv] = np.eye(nv)
+        F_x.reshape(N, -1)[:, :(2 * nv + 1) * nv:2 * nv + 1] = 1.0  # the configuration does not jump: [I, 0] rows
         F_x[:, nv:, :nv] = d.dvplus_dq
         F_x[:, nv:, nv:] = d.dvplus_dv
         F_u[...] = 0.0
