@@ -4,6 +4,7 @@ against cvxpy's QP solution, the statuses of infeasible and contradictory reques
 
 from __future__ import annotations
 
+import contextlib
 import io
 
 import cvxpy as cp
@@ -365,3 +366,17 @@ def test_trials_clip_a_torque_row_where_its_penalty_starts():
     assert ub[3, 0] == pytest.approx(u_max + shift) and lb[3, 0] == -u_max
     assert lb[4, 0] == pytest.approx(-u_max - shift) and ub[4, 0] == u_max
     assert np.all(ub[:3] == u_max) and np.all(lb[:3] == -u_max)
+
+
+def test_a_solve_shares_one_copy_of_the_parameters_an_iteration_and_sees_its_own_updates(monkeypatch):
+    """Within an iteration the compiled tables copy the costs' parameters once (``Problem.unchanged_parameters``),
+    and again after the outer loop changes its multipliers and penalty in place (``Problem.parameters_changed``):
+    the solve is the one of tables that copy them at every evaluation, to the bit."""
+    problem, _ = lq_problem()
+    shared = solve_constrained(problem, constraint_options=TIGHT)
+    monkeypatch.setattr(Problem, "unchanged_parameters", lambda self: contextlib.nullcontext())
+    problem, _ = lq_problem()
+    every = solve_constrained(problem, constraint_options=TIGHT)
+    assert shared.status == every.status == "converged" and shared.outer_iterations > 1
+    assert shared.iterations == every.iterations and shared.cost == every.cost
+    assert np.array_equal(shared.us, every.us) and np.array_equal(shared.xs.s, every.xs.s)

@@ -1002,3 +1002,22 @@ def test_a_nan_written_into_an_activations_weights_is_an_error_not_a_nan_cost(rn
         values[1] = np.nan
         with pytest.raises(ValueError, match=re.escape(repr(cost)) + r": NaN or inf at knot 0.*activation"):
             table.add(X, U, np.zeros(N))
+
+
+def test_a_scope_of_unchanged_parameters_copies_them_once_until_told_of_a_change():
+    """Inside ``Problem.unchanged_parameters`` a table copies the parameters at its first evaluation only: a target
+    set afterwards is seen after ``parameters_changed``, or outside the scope, as at every evaluation there."""
+    problem = squat(horizon=12).problem
+    X, U = problem.initial_guess()
+    com = problem.running[0].cost.costs["com"].cost.residual
+    before = problem.cost(X, U)
+    moved = com.target + np.array([0.0, 0.0, 0.05])
+    with problem.unchanged_parameters():
+        assert problem.cost(X, U) == before
+        com.target = moved
+        assert problem.cost(X, U) == before
+        problem.parameters_changed()
+        after = problem.cost(X, U)
+    assert after != before and problem.cost(X, U) == after
+    com.target = moved - np.array([0.0, 0.0, 0.05])
+    assert problem.cost(X, U) == before

@@ -524,6 +524,7 @@ class CompiledCosts:
             tables = model_tables(model)
             self.packed, self.frames = model.packed, (tables.body, tables.pose)
         self._build()
+        self._read_in: object | None = None  # the scope of the last copy of the parameters (``add``)
         # placement_error_core writes the six rows of a placement error for a rotation's three
         nr = max([6] + [cost.residual.nr for cost, _, _ in items])
         nb, nv = 1 if model is None else model.nb, self.nv
@@ -743,12 +744,15 @@ class CompiledCosts:
             np.concatenate(flat, out=self.table.values)
 
     def add(self, X: Trajectory, U: np.ndarray | None, out: CostDerivatives | np.ndarray, clear: bool = False,
-            threads: int = 1) -> None:
+            threads: int = 1, scope: object | None = None) -> None:
         """Add the terms' values (``out`` an (N,) array) or values and derivatives (``out`` a ``CostDerivatives``
         of N knots) at the first N knots of ``X``, ``U`` (checked by the caller) into ``out``; with ``clear`` into
         zeros (every row of ``out`` is written). With ``threads`` 2 a second thread computes half of the knots
-        (``_jit.split_kernel``) of a table with robot terms."""
-        self._read_parameters()
+        (``_jit.split_kernel``) of a table with robot terms. The parameters are copied into the table first,
+        unless this table has copied them in the same ``scope`` (``Problem.unchanged_parameters``'s token)."""
+        if scope is None or scope is not self._read_in:
+            self._read_parameters()
+            self._read_in = scope
         U = np.zeros((len(X), 0)) if U is None else U
         if len(X) < self.N or U.shape[0] < self.N:
             raise ValueError(f"{self!r}: {len(X)} states and {U.shape[0]} controls for {self.N} knots")

@@ -520,6 +520,7 @@ class ConstrainedSolver(Solver):
         but not the stationarity). An update that changes the costs marks the local model stale
         (``state.linearized``)."""
         aug, opts = self.augmented, self.constraint_options
+        self.problem.parameters_changed()  # the multipliers and the penalty below are the costs' parameters
         residuals = aug.residuals(state.xs, state.us)
         estimates = aug.estimates(residuals)
         violations = aug.violations(residuals)

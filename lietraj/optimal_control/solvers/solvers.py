@@ -368,17 +368,20 @@ class Solver:
     # ---- one iteration -----------------------------------------------------------------------------------------
 
     def iterate(self, state: SolverState) -> None:
-        """One iteration (module docstring, steps 1–6); sets ``state.status`` when the solve ends."""
+        """One iteration (module docstring, steps 1–6); sets ``state.status`` when the solve ends. Up to the report,
+        which calls the user's callback, the costs' parameters change only where the solver changes them
+        (``Problem.unchanged_parameters``): the linearization and the trials share one copy of them."""
         clock = time.perf_counter()
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             try:
-                directions = self.compute_direction(state)
-                state.stop = self.stopping_criteria(state)
-                state.status = self.termination(state)
-                if state.status or not state.linearized:  # done, or an outer loop changed the problem: linearize again
-                    return
-                terms = [self.expected_improvement(direction) for direction in directions]
-                step = self.try_step(state, directions, terms)
+                with self.problem.unchanged_parameters():
+                    directions = self.compute_direction(state)
+                    state.stop = self.stopping_criteria(state)
+                    state.status = self.termination(state)
+                    if state.status or not state.linearized:  # done, or an outer loop changed the problem
+                        return
+                    terms = [self.expected_improvement(direction) for direction in directions]
+                    step = self.try_step(state, directions, terms)
                 self.update_regularization(state, step)
                 self.report(state, step, directions[0].expected_improvement(1.0, terms=terms[0]), clock)
                 if not step.accepted and step.direction.reg >= self.options.reg_max:
