@@ -62,6 +62,8 @@ class ImpulseRobotDynamics(DiscreteDynamics):
     regularizes redundant contacts as in ``impulse_dynamics``. ``dt = 0``; the control (``nu = model.n``) is
     ignored (module docstring)."""
 
+    steps_with_derivatives = True  # its derivatives solve the impact, whose v⁺ is the step
+
     def __init__(self, model: RobotModel, contacts: Sequence[Contact], restitution: float = 0.0, damping: float = 0.0):
         for value, what, upper in ((restitution, "restitution", 1.0), (damping, "damping", math.inf)):
             if not (isinstance(value, (int, float, np.floating)) and math.isfinite(value) and 0.0 <= value <= upper):
@@ -82,8 +84,6 @@ class ImpulseRobotDynamics(DiscreteDynamics):
     def __repr__(self) -> str:
         frames = ", ".join(f"{c.frame}:{c.kind}" for c in self.contacts)
         return f"ImpulseRobotDynamics({self.model.name!r}, contacts=[{frames}], restitution={self.restitution})"
-
-    steps_with_derivatives = True
 
     def _check_controls(self, X: Trajectory, U) -> None:
         joint_torques(self.model, X, U, "ImpulseRobotDynamics")  # shape and NaN checks only: the control is ignored
