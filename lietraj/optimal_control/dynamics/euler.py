@@ -33,7 +33,7 @@ from lietraj.optimal_control.dynamics.euler_second_order import StepHessian, eul
 from lietraj.optimal_control.dynamics.field import Field, FieldDerivatives
 
 
-_NO_KNOTS = np.empty((0, 0))  # the rows of a step not asked for
+_NOT_ASKED = np.empty((0, 0))  # the rows of a step not asked for
 
 
 class EulerStructure(NamedTuple):
@@ -136,7 +136,7 @@ def euler_jacobians(dt: float, X: Trajectory, d: FieldDerivatives, F_x: np.ndarr
     Phi, Jr = (structure.Phi, structure.Jr) if keep else (np.empty((N, nh, nh)), np.empty((N, nh, nh)))
     H = np.ascontiguousarray(X.H) if floating else IDENTITY4_STACK
     if stepped is None:
-        out = (IDENTITY4_STACK, _NO_KNOTS, _NO_KNOTS)
+        out = (IDENTITY4_STACK, _NOT_ASKED, _NOT_ASKED)
     else:
         out = (stepped.H if floating else np.empty((1, 4, 4)), stepped.s, stepped.v)
     finite = _euler_jacobians_batch(floating, (H, np.ascontiguousarray(X.s), np.ascontiguousarray(X.v)),

@@ -47,6 +47,7 @@ from lietraj.optimal_control.dynamics.free_field import FreeField
 # μ (N, nv) -> μᵀ ∂²a of an acceleration field a(q, v, u) (Field.hessian_contraction at the step's knots).
 FieldContraction = Callable[[np.ndarray], FieldHessian]
 _NO_KNOTS = np.zeros((0, 6, 6))  # no compose node: a fixed base
+_NO_ROWS = np.zeros((0, 6, 0))  # nor its base rows of the field's derivatives
 # Knots per block of the assembly: its (knots, m, m) temporaries stay small enough to be reused, not freshly mapped
 # (first touches of fresh pages cost more than the products).
 _BLOCK_ENTRIES = 32768
@@ -121,15 +122,19 @@ def assemble(H: np.ndarray, terms: list[tuple[np.ndarray | None, np.ndarray]]) -
 
 
 @kernel
-def _euler_step_hessian_batch(qq, qv, vv, qu, H_ab, H_bb, Sb, WV, Hk, XX, XU, UU):
+def _euler_step_hessian_batch(qq, qv, vv, qu, H_ab, H_bb, dt, base, WV, Hk, XX, XU, UU):
     """``H = Σ Lᵀ R + Rᵀ L`` over the Euler step's two nodes at every knot (``assemble`` written out for them), into
     its blocks ``XX``, ``XU``, ``UU``, exactly symmetric: the field node (``field_term`` with ``L = [I 0]``) and,
-    when ``Sb`` has a row per knot (a floating base), the compose node with ``Sa = [I₆ 0]`` (``compose_term``),
-    whose part is ``Saᵀ W + Wᵀ Sa + Sbᵀ H_bb Sb``, ``W = H_ab Sb`` (``H_bb`` is symmetric). The lower triangle of
-    ``H`` is summed in ``Hk`` (m, m) with ``W`` and ``V = H_bb Sb`` in ``WV`` (12, m), the innermost loops along
-    contiguous rows, and mirrored into the blocks."""
+    when ``H_ab`` has a row per knot (a floating base), the compose node with ``Sa = [I₆ 0]`` (``compose_term``),
+    whose part is ``Saᵀ W + Wᵀ Sa + Sbᵀ H_bb Sb``, ``W = H_ab Sb`` (``H_bb`` is symmetric). ``Sb = dt² [∂a_b/∂q,
+    ∂a_b/∂v, ∂a_b/∂u] + dt [0 I₆ 0]``, the sensitivity of ``b = dt (δν + dt δa_b)``, is made per knot from ``base``,
+    the first six rows of the field's derivatives. The lower triangle of ``H`` is summed in ``Hk`` (m, m) with ``W``,
+    ``V = H_bb Sb`` and ``Sb`` in ``WV`` (18, m), the innermost loops along contiguous rows, and mirrored into the
+    blocks."""
     N, nv, m = qq.shape[0], qq.shape[1], Hk.shape[0]
     ndx = 2 * nv
+    DQ, DV, DU = base
+    Sb = WV[12:]
     for k in range(N):
         for i in range(nv):
             for j in range(i + 1):
@@ -144,7 +149,15 @@ def _euler_step_hessian_batch(qq, qv, vv, qu, H_ab, H_bb, Sb, WV, Hk, XX, XU, UU
                 Hk[i, j] = qu[k, j, i - ndx]
             for j in range(nv, i + 1):
                 Hk[i, j] = 0.0
-        if Sb.shape[0] == N:
+        if H_ab.shape[0] == N:
+            dt2 = dt * dt
+            for t in range(6):
+                for c in range(nv):
+                    Sb[t, c] = DQ[k, t, c] * dt2
+                    Sb[t, nv + c] = DV[k, t, c] * dt2
+                for c in range(m - ndx):
+                    Sb[t, ndx + c] = DU[k, t, c] * dt2
+                Sb[t, nv + t] += dt
             for r in range(12):
                 for c in range(m):
                     WV[r, c] = 0.0
@@ -152,8 +165,8 @@ def _euler_step_hessian_batch(qq, qv, vv, qu, H_ab, H_bb, Sb, WV, Hk, XX, XU, UU
                 for t in range(6):
                     a, b = H_ab[k, r, t], H_bb[k, r, t]
                     for c in range(m):
-                        WV[r, c] += a * Sb[k, t, c]
-                        WV[6 + r, c] += b * Sb[k, t, c]
+                        WV[r, c] += a * Sb[t, c]
+                        WV[6 + r, c] += b * Sb[t, c]
             for i in range(m):  # Wᵀ Sa: columns j < 6
                 for j in range(min(i, 5) + 1):
                     Hk[i, j] += WV[j, i]
@@ -162,7 +175,7 @@ def _euler_step_hessian_batch(qq, qv, vv, qu, H_ab, H_bb, Sb, WV, Hk, XX, XU, UU
                     Hk[i, j] += WV[i, j]
             for t in range(6):  # Sbᵀ V
                 for i in range(m):
-                    a = Sb[k, t, i]
+                    a = Sb[t, i]
                     for j in range(i + 1):
                         Hk[i, j] += a * WV[6 + t, j]
         for i in range(ndx):
@@ -206,15 +219,15 @@ def euler_step_hessian(dt: float, X: Trajectory, fd: FieldDerivatives, LAM: np.n
     mu = dt * (lam_xi[:, nv:] + dt * lam_xi[:, :nv])
     C = field_contraction(mu)
     m = ndx + nu
-    H_ab = H_bb = Sb = _NO_KNOTS
+    H_ab = H_bb = _NO_KNOTS
+    base = (_NO_ROWS,) * 3
     if X.H is not None:
-        Sb = np.concatenate((fd.da_dq[:, :6], fd.da_dv[:, :6], fd.da_du[:, :6]), axis=2) * (dt * dt)
-        Sb[:, :, nv:nv + 6] += dt * np.eye(6)
         H_ab, H_bb = (np.ascontiguousarray(B) for B in compose_blocks(XI, PHI, JR, LAM[:, :6]))
+        base = tuple(np.ascontiguousarray(D[:, :6]) for D in (fd.da_dq, fd.da_dv, fd.da_du))
     if out is None:
         out = StepHessian(np.empty((N, ndx, ndx)), np.empty((N, ndx, nu)), np.empty((N, nu, nu)))
     _euler_step_hessian_batch(*(np.ascontiguousarray(B, dtype=np.float64) for B in (C.qq, C.qv, C.vv, C.qu)), H_ab,
-                              H_bb, Sb, np.empty((12, m)), np.empty((m, m)), out.xx, out.xu, out.uu)
+                              H_bb, float(dt), base, np.empty((18, m)), np.empty((m, m)), out.xx, out.xu, out.uu)
     return out
 
 
