@@ -615,7 +615,7 @@ class Problem:
         """``(T + 1, ndx)``: ``x0 ⊖ X[0]`` and ``f_k(X[k], U[k]) ⊖ X[k+1]`` (zero on a rollout). ``derivatives``:
         those ``derivatives`` has just computed at ``(X, U)`` (a solver's linearization), whose dynamics wrote the
         steps they compute with their Jacobians (``DiscreteDerivatives.stepped``, the same numbers): only the other
-        runs are stepped here."""
+        runs are stepped here, into the same rows of ``derivatives.dynamics.stepped``."""
         out = np.empty((self.T + 1, self.ndx))
         self.initial_gap(X, out[:1])
         stepped = None if derivatives is None else derivatives.dynamics.stepped

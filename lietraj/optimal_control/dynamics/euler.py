@@ -138,7 +138,7 @@ def euler_jacobians(dt: float, X: Trajectory, d: FieldDerivatives, F_x: np.ndarr
     if stepped is None:
         out = (IDENTITY4_STACK, _NOT_ASKED, _NOT_ASKED)
     else:
-        out = (stepped.H if floating else np.empty((1, 4, 4)), stepped.s, stepped.v)
+        out = (stepped.H if floating else IDENTITY4_STACK, stepped.s, stepped.v)  # a fixed base's H+ is not written
     finite = _euler_jacobians_batch(floating, (H, np.ascontiguousarray(X.s), np.ascontiguousarray(X.v)),
                                     np.ascontiguousarray(d.a), dt, *DA, np.empty(6), np.empty((4, 4)), Phi, Jr, F_x, F_u,
                                     out)
