@@ -5,6 +5,7 @@ plan, hard constraints, and a closed loop on a plant of the model itself (a perf
 from __future__ import annotations
 
 import gc
+from dataclasses import FrozenInstanceError
 
 import numpy as np
 import pytest
@@ -172,6 +173,42 @@ def test_a_schedule_gives_each_window_its_phases_and_the_rows_of_their_reference
     assert calls == [4, 4]  # once per pass through the phase, at all of its knots
     with pytest.raises(ValueError, match="rows"):
         Phase(model, 3, [(tool, "target", path)])
+
+
+def test_a_cyclic_schedule_keeps_its_windows_and_sets_only_the_references_that_move(ur5):
+    """A window one pass later is the same segments; a reference whose rows the window still covers whole is left
+    as it is, one whose rows move (or that the user set meanwhile) is set again: every tick's references equal
+    those of a schedule that sets all of them afresh."""
+    x0 = start_state(ur5)
+
+    def path(t):
+        return np.outer(t, [1.0, 2.0, 3.0])
+
+    def schedule():
+        model, terminal, tool, _ = reach(ur5, x0, np.zeros((4, 3)), horizon=4)
+        other, _, hold_tool, _ = reach(ur5, x0, np.zeros((3, 3)), horizon=3)
+        return Schedule([Phase(other, 3, [(hold_tool, "target", path)], name="hold"),
+                         Phase(model, 4, [(tool, "target", path)], name="move")], terminal, cyclic=True), \
+            (hold_tool, tool)
+
+    kept, (hold_tool, tool) = schedule()
+    assert kept.window(2, 4) is kept.window(2 + 7, 4) and kept.window(2, 4) is not kept.window(3, 4)
+    with pytest.raises(FrozenInstanceError):
+        kept.window(2, 4)[0].count = 1
+    kept.apply_references(kept.window(6, 4), 6)  # knots 6-9: move 3, then hold 0 .. 2 of the next pass
+    hold_rows, move_rows = hold_tool.target, tool.target
+    kept.apply_references(kept.window(7, 4), 7)  # hold 0 .. 2 (the same rows), move 0
+    assert hold_tool.target is hold_rows and tool.target is not move_rows
+    hold_tool.target = np.zeros(3)  # set by the user meanwhile: set again, though its rows did not move
+    kept.apply_references(kept.window(7, 4), 7)
+    np.testing.assert_array_equal(hold_tool.target, hold_rows)
+    fresh, residuals = schedule()
+    for first in range(8, 8 + 2 * 7):
+        kept.apply_references(kept.window(first, 4), first)
+        fresh._set_from.clear()
+        fresh.apply_references(fresh.window(first, 4), first)
+        for mine, theirs in zip((hold_tool, tool), residuals):
+            np.testing.assert_array_equal(mine.target, theirs.target)
 
 
 def test_a_tick_solved_to_convergence_is_the_solve_of_the_window_built_afresh(ur5):

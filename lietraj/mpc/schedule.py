@@ -55,9 +55,10 @@ class Phase:
                                  f"{len(item[2])} rows for {self.knots} knots")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, frozen=True)
 class Segment:
-    """The knots ``offset .. offset + count − 1`` of ``phase`` at the window's knots ``start .. start + count − 1``."""
+    """The knots ``offset .. offset + count − 1`` of ``phase`` at the window's knots ``start .. start + count − 1``
+    (frozen: a cyclic schedule hands the same segments to every pass through a window)."""
 
     phase: Phase
     offset: int
@@ -84,6 +85,10 @@ class Schedule:
         steps = np.concatenate([np.full(p.knots, float(p.model.dynamics.dt)) for p in phases])
         self._clock = np.concatenate([[0.0], np.cumsum(steps)])  # the time at each knot of one pass, and at its end
         self._rows: dict[tuple[int, int], tuple[int, np.ndarray]] = {}  # (phase, reference) -> (pass, rows)
+        # a cyclic schedule's windows repeat with its passes: (first knot within the pass, T) -> segments
+        self._windows: dict[tuple[int, int], tuple[Segment, ...]] = {}
+        # (residual, attribute) -> (the pass rows it was set from, first row, stop, the array it then held)
+        self._set_from: dict[tuple[int, str], tuple] = {}
 
     @classmethod
     def constant(cls, model: ActionModel, terminal: CostModel, terminal_constraints: ConstraintSet | None = None,
@@ -119,9 +124,19 @@ class Schedule:
         """The running model of the schedule's knot ``knot``."""
         return self.phases[self.locate(knot)[0]].model
 
-    def window(self, first: int, T: int) -> list[Segment]:
+    def window(self, first: int, T: int) -> tuple[Segment, ...]:
         """The segments of the window of ``T`` knots from the schedule's knot ``first``, in order; ValueError when a
-        phase with references would cover two parts of it (module docstring)."""
+        phase with references would cover two parts of it (module docstring). A cyclic schedule's windows are kept by
+        their place in the pass: a controller's tick finds its window without building it again."""
+        key = (first % self.length, T) if self.cyclic else None
+        segments = self._windows.get(key) if key is not None else None
+        if segments is None:
+            segments = self._build_window(first, T)
+            if key is not None:
+                self._windows[key] = segments
+        return segments
+
+    def _build_window(self, first: int, T: int) -> tuple[Segment, ...]:
         segments: list[Segment] = []
         k = 0
         while k < T:
@@ -132,7 +147,7 @@ class Schedule:
             count = T - k if held else min(phase.knots - offset, T - k)
             last = segments[-1] if segments else None
             if last is not None and last.phase is phase and last.offset + last.count == offset:
-                last.count += count
+                segments[-1] = Segment(phase, last.offset, last.start, last.count + count)
             else:
                 segments.append(Segment(phase, offset, k, count))
             k += count
@@ -143,18 +158,20 @@ class Schedule:
                                  f"window of {T} knots: make the cycle at least {T + seg.phase.knots - 1} knots long "
                                  "(e.g. two strides of distinct models)")
             seen.add(id(seg.phase))
-        return segments
+        return tuple(segments)
 
-    def apply_references(self, segments: list[Segment], first: int) -> None:
+    def apply_references(self, segments: Sequence[Segment], first: int) -> None:
         """Set every reference of the window's phases (the window starting at the schedule's knot ``first``) to the
         rows its knots cover (past the end of an acyclic schedule the last row holds). A function of time is called
         once per pass through its phase, at all the phase's knots, and the window takes its rows from that: a knot's
-        time, and so its row, does not change while the window moves over it."""
+        time, and so its row, does not change while the window moves over it; a residual that still holds the rows
+        of the same pass it was given at the last call keeps them (the phases inside the window, all but its first
+        and last)."""
         for seg in segments:
             stop = seg.offset + seg.count
             for j, (residual, attribute, values) in enumerate(seg.phase.references):
                 if callable(values) and stop <= seg.phase.knots:
-                    setattr(residual, attribute, self._pass_rows(seg, j, first)[seg.offset:stop])
+                    self._set_pass_rows(residual, attribute, self._pass_rows(seg, j, first), seg.offset, stop)
                 elif callable(values):
                     setattr(residual, attribute, values(self.times(first + seg.start + np.arange(seg.count))))
                 elif stop <= seg.phase.knots:
@@ -162,6 +179,17 @@ class Schedule:
                 else:  # past the end of an acyclic schedule: the last row holds
                     rows = np.minimum(np.arange(seg.offset, stop), seg.phase.knots - 1)
                     setattr(residual, attribute, values[rows])
+
+    def _set_pass_rows(self, residual, attribute: str, rows: np.ndarray, a: int, b: int) -> None:
+        """``residual.attribute = rows[a:b]``, unless the residual holds what that set it to last time (a pass's rows
+        are the schedule's own, never changed: the setter's copy and check are not repeated)."""
+        key = (id(residual), attribute)
+        last = self._set_from.get(key)
+        if last is not None and last[0] is rows and last[1] == a and last[2] == b and last[3] is residual \
+                and getattr(residual, attribute) is last[4]:
+            return
+        setattr(residual, attribute, rows[a:b])
+        self._set_from[key] = (rows, a, b, residual, getattr(residual, attribute))
 
     def _pass_rows(self, seg: Segment, j: int, first: int) -> np.ndarray:
         """The rows of ``seg.phase``'s ``j``-th reference (a function of time) at every knot of the pass through the
