@@ -1021,3 +1021,27 @@ def test_a_scope_of_unchanged_parameters_copies_them_once_until_told_of_a_change
     assert after != before and problem.cost(X, U) == after
     com.target = moved - np.array([0.0, 0.0, 0.05])
     assert problem.cost(X, U) == before
+
+
+def test_a_scope_of_unchanged_parameters_keeps_the_grouping_of_the_terms_until_told_of_a_change():
+    """The tables found at the first evaluation inside ``Problem.unchanged_parameters`` serve the scope: a term's
+    weight changed inside (which regroups the terms) is seen after ``parameters_changed``, or outside, as at every
+    evaluation there; the terminal cost's likewise."""
+    problem = squat(horizon=12).problem
+    X, U = problem.initial_guess()
+    term = problem.running[0].cost.costs["com"]
+    final = next(iter(problem.terminal.costs.values()))
+    before = problem.cost(X, U)
+    with problem.unchanged_parameters():
+        assert problem.cost(X, U) == before
+        term.weight *= 2.0
+        final.weight *= 2.0
+        assert problem.cost(X, U) == before
+        problem.parameters_changed()
+        after = problem.cost(X, U)
+        assert problem.derivatives(X, U).running.l_x.any()
+    assert after != before and problem.cost(X, U) == after
+    term.weight /= 2.0
+    assert problem.cost(X, U) != after
+    final.weight /= 2.0
+    assert problem.cost(X, U) == before

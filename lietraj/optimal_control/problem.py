@@ -268,6 +268,9 @@ class Problem:
         self._windows: OrderedDict[tuple, list] = OrderedDict()
         self._window: tuple | None = None
         self._parameters_scope: object | None = None  # ``unchanged_parameters``: a token while inside
+        # (scope, running plan) and (scope, terminal table) found inside ``unchanged_parameters``: kept while it holds
+        self._scoped_plan: tuple | None = None
+        self._scoped_terminal: tuple | None = None
         self._group_knots()
 
     def _check_model(self, m, space: StateSpace, what: str) -> None:
@@ -280,6 +283,7 @@ class Problem:
 
     def _group_knots(self) -> None:
         """The runs of knots that share a dynamics, a cost or a constraint set (module docstring)."""
+        self._scoped_plan = self._scoped_terminal = None
         models = self.running
         self.dynamics_sequence = [m.dynamics for m in models]
         self._dynamics_runs = _runs(self.dynamics_sequence)
@@ -435,10 +439,18 @@ class Problem:
         """The term groups (``_term_groups``) split into a compiled table of the terms ``compilable`` takes (on the
         model of the first robot residual among them) and the groups left to their own calls; the cost of a run none
         of whose terms compiles stays whole."""
+        scoped = self._scoped_plan
+        if scoped is not None and scoped[0] is self._parameters_scope:
+            return scoped[1]
         groups = self._term_groups()
         entry = self._window[1]
-        if entry[1] is not None:
-            return entry[1]
+        if entry[1] is None:
+            entry[1] = self._new_cost_plan(groups)
+        if self._parameters_scope is not None:
+            self._scoped_plan = (self._parameters_scope, entry[1])
+        return entry[1]
+
+    def _new_cost_plan(self, groups: list[_TermGroup]) -> _CostPlan:
         items, rest = [], []
         terms_of = [_terms(group.cost) for group in groups]
         model = table_model([cost for terms in terms_of for cost, _ in terms])
@@ -461,8 +473,7 @@ class Problem:
                     rest.append(_TermGroup(cost, weight, list(group.runs)))
         table = CompiledCosts(items, self.state_space, self.nu, self.T, model, self._records[0], self._dynamics_runs,
                               self._buffers) if items else None
-        entry[1] = plan = _CostPlan(table, rest)
-        return plan
+        return _CostPlan(table, rest)
 
     def _reads_its_knots(self, cost, runs: list[tuple[int, int]]) -> bool:
         """Whether a cost that reads its dynamics' evaluations (contact forces) reads those of the dynamics of its
@@ -472,6 +483,15 @@ class Problem:
 
     def _terminal_table(self) -> CompiledCosts | None:
         """The terminal cost as a compiled table when every term of it compiles, else None (its own call)."""
+        scoped = self._scoped_terminal
+        if scoped is not None and scoped[0] is self._parameters_scope:
+            return scoped[1]
+        table = self._find_terminal_table()
+        if self._parameters_scope is not None:
+            self._scoped_terminal = (self._parameters_scope, table)
+        return table
+
+    def _find_terminal_table(self) -> CompiledCosts | None:
         terms = _terms(self.terminal)
         key = tuple((id(cost), weight) for cost, weight in terms)
         if self._terminal is not None and self._terminal[0] == key:
@@ -516,11 +536,12 @@ class Problem:
 
     @contextmanager
     def unchanged_parameters(self):
-        """A scope in which the terms' parameters (references, weights, bounds, multipliers) do not change but
-        where ``parameters_changed`` says so: each compiled table copies them at its first evaluation inside, not at
-        every one (``CompiledCosts.add``). A solver's iteration is one: its linearization and line-search trials
-        evaluate the same costs at other knots (on the solo12 trot the copies were 4 % of a solve). Nested, the outer
-        scope holds."""
+        """A scope in which the cost terms and their parameters (references, weights, bounds, multipliers) do not
+        change but where ``parameters_changed`` says so: each compiled table copies the parameters at its first
+        evaluation inside, not at every one (``CompiledCosts.add``), and the grouping of the terms into tables is
+        looked up once (``_cost_plan``, ``_terminal_table``). A solver's iteration is one: its linearization and
+        line-search trials evaluate the same costs at other knots (on the solo12 trot the copies were 4 % of a
+        solve). Nested, the outer scope holds."""
         if self._parameters_scope is not None:
             yield
             return
@@ -548,7 +569,7 @@ class Problem:
         try:
             plan.compiled.add(X, U, out, clear=True, threads=threads, scope=self._parameters_scope)
         except TableChanged:
-            self._window[1][1] = None
+            self._window[1][1] = self._scoped_plan = None
             return self._compiled_running(X, U, out, threads)
         return plan
 
@@ -569,7 +590,7 @@ class Problem:
         try:
             table.add(last, None, out, clear=True, scope=self._parameters_scope)
         except TableChanged:
-            self._terminal = None
+            self._terminal = self._scoped_terminal = None
             return self._compiled_terminal(last, out)
         return True
 
