@@ -56,7 +56,7 @@ from lietraj.optimal_control import (  # noqa: E402
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from machine import Quietness, crocoddyl_threads, describe, settle  # noqa: E402
+from machine import Quietness, crocoddyl_threads, describe, settled_environment  # noqa: E402
 from croc_oracle import iterations  # noqa: E402
 from pin_oracle import pin_model  # noqa: E402
 
@@ -169,7 +169,8 @@ def crocoddyl_solve(cls, problem, us0):
 def compare(repeats: int) -> None:
     """The comparison in this process, with its ``OMP_NUM_THREADS``."""
     threads = int(os.environ["OMP_NUM_THREADS"])
-    quietness = Quietness(threads)  # from the start: the problems before the last one load the machine as expected
+    # from the parent's settling: this process's start and the problems before the last one load the machine as expected
+    quietness = Quietness.started_by_parent(threads)
     print(f"lietraj {lietraj.__version__}, crocoddyl {crocoddyl.__version__}, pinocchio {pin.__version__}; "
           f"T={T}, dt={DT}, tol={TOL}; median of {repeats} round(s); OMP_NUM_THREADS={threads}")
     print(f"{'problem':16s} {'solver':16s} {'iters':>6s} {'cost':>12s} {'total ms':>10s} {'ms/iter':>9s}  status")
@@ -211,9 +212,8 @@ def main() -> None:
     print(describe())
     for threads in args.threads.split(","):
         print()
-        settle()
         subprocess.run([sys.executable, __file__, "--in-process"] + (["--quick"] if args.quick else []), check=True,
-                       env=dict(os.environ, OMP_NUM_THREADS=threads.strip()))
+                       env=settled_environment(dict(os.environ, OMP_NUM_THREADS=threads.strip())))
     print()
     print(describe())
 

@@ -45,7 +45,7 @@ import crocoddyl  # noqa: E402
 import numpy as np  # noqa: E402
 
 from lietraj.problems import ExampleProblem, talos_reach, trot  # noqa: E402
-from machine import Quietness, crocoddyl_threads, describe, settle  # noqa: E402
+from machine import Quietness, crocoddyl_threads, describe, settled_environment  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from croc_oracle import iterations, talos_reach_problem, trot_anymal_problem, trot_solo12_problem  # noqa: E402
@@ -75,7 +75,7 @@ PAIRS = {
 def compare(name: str, repeats: int) -> None:
     """The comparison of problem ``name`` in this process, with its ``OMP_NUM_THREADS``."""
     threads = int(os.environ["OMP_NUM_THREADS"])
-    quietness = Quietness(threads)
+    quietness = Quietness.started_by_parent(threads)
     pair = PAIRS[name]
     example = pair.ours()
     croc, xs, us = pair.theirs()
@@ -125,9 +125,9 @@ def main() -> None:
     for threads in args.threads.split(","):
         for name in names:
             print()
-            settle()
             subprocess.run([sys.executable, __file__, "--repeats", str(args.repeats), "--problem", name,
-                            "--in-process"], check=True, env=dict(os.environ, OMP_NUM_THREADS=threads.strip()))
+                            "--in-process"], check=True,
+                           env=settled_environment(dict(os.environ, OMP_NUM_THREADS=threads.strip())))
     print()
     print(describe())
 

@@ -57,6 +57,19 @@ def settle(timeout: float = 120.0) -> float:
     return os.getloadavg()[0]
 
 
+# the load average and the clock when a parent process settled, handed to the child process that runs the benchmark
+SETTLED = "LIETRAJ_BENCHMARK_SETTLED"
+
+
+def settled_environment(env: dict) -> dict:
+    """``settle()``, then ``env`` with the load average and the clock of that moment for a child process that runs
+    the benchmark (``Quietness.started_by_parent``): its own start (imports, loading kernels, building the problem,
+    a warm-up solve) belongs to its run, not to a load found at its start (a child's start took the load average
+    from 0.48 to 0.51 and its quiet run was marked busy)."""
+    load = settle()
+    return dict(env, **{SETTLED: f"{load!r},{time.monotonic()!r}"})
+
+
 @dataclass
 class Quietness:
     """Started when a run starts (``threads``: the busy threads the run itself keeps); ``verdict()`` at its end."""
@@ -64,6 +77,16 @@ class Quietness:
     threads: int = 1
     load_at_start: float = field(default_factory=lambda: os.getloadavg()[0])
     started: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def started_by_parent(cls, threads: int) -> Quietness:
+        """Started when the parent process settled (``settled_environment``; ``time.monotonic`` is one clock for
+        the machine's processes), or now when this process was not started so."""
+        settled = os.environ.get(SETTLED)
+        if settled is None:
+            return cls(threads)
+        load, started = (float(v) for v in settled.split(","))
+        return cls(threads, load, started)
 
     def own_load(self) -> float:
         """The load average this run alone would have raised the one at its start to by now."""
