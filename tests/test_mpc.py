@@ -195,6 +195,8 @@ def test_a_cyclic_schedule_keeps_its_windows_and_sets_only_the_references_that_m
     assert kept.window(2, 4) is kept.window(2 + 7, 4) and kept.window(2, 4) is not kept.window(3, 4)
     with pytest.raises(FrozenInstanceError):
         kept.window(2, 4)[0].count = 1
+    with pytest.raises(ValueError, match="knot must be >= 0"):
+        kept.window(2 - 7, 4)  # not the kept window one pass earlier: there is none
     kept.apply_references(kept.window(6, 4), 6)  # knots 6-9: move 3, then hold 0 .. 2 of the next pass
     hold_rows, move_rows = hold_tool.target, tool.target
     kept.apply_references(kept.window(7, 4), 7)  # hold 0 .. 2 (the same rows), move 0

@@ -128,7 +128,7 @@ class Schedule:
         """The segments of the window of ``T`` knots from the schedule's knot ``first``, in order; ValueError when a
         phase with references would cover two parts of it (module docstring). A cyclic schedule's windows are kept by
         their place in the pass: a controller's tick finds its window without building it again."""
-        key = (first % self.length, T) if self.cyclic else None
+        key = (first % self.length, T) if self.cyclic and first >= 0 else None  # a knot < 0: locate's error
         segments = self._windows.get(key) if key is not None else None
         if segments is None:
             segments = self._build_window(first, T)
