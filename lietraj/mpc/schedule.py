@@ -87,7 +87,8 @@ class Schedule:
         self._rows: dict[tuple[int, int], tuple[int, np.ndarray]] = {}  # (phase, reference) -> (pass, rows)
         # a cyclic schedule's windows repeat with its passes: (first knot within the pass, T) -> segments
         self._windows: dict[tuple[int, int], tuple[Segment, ...]] = {}
-        # (residual, attribute) -> (the pass rows it was set from, first row, stop, the array it then held)
+        # (id(residual), attribute) -> (the pass rows it was set from, first row, stop, the residual (kept alive: its id
+        # names no other object), the array it then held)
         self._set_from: dict[tuple[int, str], tuple] = {}
 
     @classmethod
@@ -185,7 +186,7 @@ class Schedule:
         are the schedule's own, never changed: the setter's copy and check are not repeated)."""
         key = (id(residual), attribute)
         last = self._set_from.get(key)
-        if last is not None and last[0] is rows and last[1] == a and last[2] == b and last[3] is residual \
+        if last is not None and last[0] is rows and last[1] == a and last[2] == b \
                 and getattr(residual, attribute) is last[4]:
             return
         setattr(residual, attribute, rows[a:b])

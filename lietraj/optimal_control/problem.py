@@ -268,9 +268,8 @@ class Problem:
         self._windows: OrderedDict[tuple, list] = OrderedDict()
         self._window: tuple | None = None
         self._parameters_scope: object | None = None  # ``unchanged_parameters``: a token while inside
-        # (scope, running plan) and (scope, terminal table) found inside ``unchanged_parameters``: kept while it holds
-        self._scoped_plan: tuple | None = None
-        self._scoped_terminal: tuple | None = None
+        # "running" plan and "terminal" table -> (scope, value) found inside ``unchanged_parameters`` (``_in_scope``)
+        self._scoped: dict[str, tuple] = {}
         self._group_knots()
 
     def _check_model(self, m, space: StateSpace, what: str) -> None:
@@ -283,7 +282,7 @@ class Problem:
 
     def _group_knots(self) -> None:
         """The runs of knots that share a dynamics, a cost or a constraint set (module docstring)."""
-        self._scoped_plan = self._scoped_terminal = None
+        self._scoped.clear()
         models = self.running
         self.dynamics_sequence = [m.dynamics for m in models]
         self._dynamics_runs = _runs(self.dynamics_sequence)
@@ -439,16 +438,25 @@ class Problem:
         """The term groups (``_term_groups``) split into a compiled table of the terms ``compilable`` takes (on the
         model of the first robot residual among them) and the groups left to their own calls; the cost of a run none
         of whose terms compiles stays whole."""
-        scoped = self._scoped_plan
-        if scoped is not None and scoped[0] is self._parameters_scope:
-            return scoped[1]
+        return self._in_scope("running", self._window_cost_plan)
+
+    def _window_cost_plan(self) -> _CostPlan:
         groups = self._term_groups()
         entry = self._window[1]
         if entry[1] is None:
             entry[1] = self._new_cost_plan(groups)
-        if self._parameters_scope is not None:
-            self._scoped_plan = (self._parameters_scope, entry[1])
         return entry[1]
+
+    def _in_scope(self, what: str, find):
+        """``find()``, kept for the rest of the current ``unchanged_parameters`` scope under ``what`` (found again in
+        the next scope, or at every call outside one)."""
+        kept = self._scoped.get(what)
+        if kept is not None and kept[0] is self._parameters_scope:
+            return kept[1]
+        value = find()
+        if self._parameters_scope is not None:
+            self._scoped[what] = (self._parameters_scope, value)
+        return value
 
     def _new_cost_plan(self, groups: list[_TermGroup]) -> _CostPlan:
         items, rest = [], []
@@ -483,13 +491,7 @@ class Problem:
 
     def _terminal_table(self) -> CompiledCosts | None:
         """The terminal cost as a compiled table when every term of it compiles, else None (its own call)."""
-        scoped = self._scoped_terminal
-        if scoped is not None and scoped[0] is self._parameters_scope:
-            return scoped[1]
-        table = self._find_terminal_table()
-        if self._parameters_scope is not None:
-            self._scoped_terminal = (self._parameters_scope, table)
-        return table
+        return self._in_scope("terminal", self._find_terminal_table)
 
     def _find_terminal_table(self) -> CompiledCosts | None:
         terms = _terms(self.terminal)
@@ -569,7 +571,8 @@ class Problem:
         try:
             plan.compiled.add(X, U, out, clear=True, threads=threads, scope=self._parameters_scope)
         except TableChanged:
-            self._window[1][1] = self._scoped_plan = None
+            self._window[1][1] = None
+            self._scoped.pop("running", None)
             return self._compiled_running(X, U, out, threads)
         return plan
 
@@ -590,7 +593,8 @@ class Problem:
         try:
             table.add(last, None, out, clear=True, scope=self._parameters_scope)
         except TableChanged:
-            self._terminal = self._scoped_terminal = None
+            self._terminal = None
+            self._scoped.pop("terminal", None)
             return self._compiled_terminal(last, out)
         return True
 
